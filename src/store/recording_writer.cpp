@@ -1,0 +1,290 @@
+#include "store/recording_writer.h"
+
+#include <chrono>
+#include <cstdio>
+#include <unistd.h>
+
+#include "model/clock.h"
+#include "store/block_codec.h"
+#include "store/recording_schema.h"
+#include "store/sqlite_db.h"
+
+namespace stackscope {
+
+struct RecordingWriter::Pending {
+  std::vector<Event> events;
+  std::vector<Sample> samples;
+  std::vector<SeriesInfo> new_series;
+  std::vector<std::pair<std::string, std::string>> meta;
+  std::vector<std::tuple<int64_t, std::string, std::string>> notes;
+  bool drops_changed = false;
+};
+
+struct RecordingWriter::Impl {
+  explicit Impl(const std::string& path) : db(path, sql::Db::Mode::create) {}
+  sql::Db db;
+  codec::StringInterner strings;  // used by the writer thread only
+  uint64_t layer_counts[static_cast<int>(Layer::kCount)] = {};
+};
+
+RecordingWriter::RecordingWriter(const std::string& path, RecordingWriterOptions options)
+    : path_(path), opt_(options), pending_(std::make_unique<Pending>()) {
+  // A previous file of that name is replaced, its WAL and shared-memory files too.
+  ::unlink(path.c_str());
+  ::unlink((path + "-wal").c_str());
+  ::unlink((path + "-shm").c_str());
+  impl_ = std::make_unique<Impl>(path);
+  create_schema();
+  thread_ = std::thread([this] { run(); });
+}
+
+RecordingWriter::~RecordingWriter() {
+  try {
+    close();
+  } catch (...) {
+  }
+}
+
+void RecordingWriter::create_schema() {
+  auto& db = impl_->db;
+  // WAL + synchronous=NORMAL: a commit is durable against a crash of this process (kill -9) and costs no fsync
+  // on the hot path; only a power loss could lose the last commits.
+  db.exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA page_size=16384;");
+  db.exec(schema::kCreate);
+  auto st = db.prepare("INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)");
+  st.bind(1, std::string_view("format")).bind(2, std::string_view(schema::kFormatName)).run();
+  st.bind(1, std::string_view("format_version")).bind(2, std::to_string(schema::kFormatVersion)).run();
+  st.bind(1, std::string_view("stackscope_version")).bind(2, std::string_view(STACKSCOPE_VERSION)).run();
+  st.bind(1, std::string_view("start_ns")).bind(2, std::to_string(monotonic_ns())).run();
+  st.bind(1, std::string_view("clock.realtime_offset_ns")).bind(2, std::to_string(realtime_offset_ns())).run();
+}
+
+void RecordingWriter::set_meta(const std::string& key, const std::string& value) {
+  std::lock_guard lk(mu_);
+  pending_->meta.emplace_back(key, value);
+}
+
+SeriesId RecordingWriter::add_series(const SeriesInfo& info) {
+  std::lock_guard lk(mu_);
+  std::string key = info.host + "\x1f" + info.key();
+  auto it = series_ids_.find(key);
+  if (it != series_ids_.end()) return it->second;
+  SeriesInfo s = info;
+  s.id = static_cast<SeriesId>(series_ids_.size() + 1);
+  series_ids_.emplace(key, s.id);
+  pending_->new_series.push_back(s);
+  stats_.series = series_ids_.size();
+  return s.id;
+}
+
+void RecordingWriter::append_event(Event&& e) {
+  std::unique_lock lk(mu_);
+  if (failed_.load() || closed_ || pending_->events.size() >= opt_.max_pending_events) {
+    ++drops_["store.backlog"];
+    pending_->drops_changed = true;
+    ++stats_.dropped;
+    return;
+  }
+  pending_->events.push_back(std::move(e));
+  ++stats_.events;
+  if (pending_->events.size() >= opt_.events_per_block) {
+    lk.unlock();
+    cv_.notify_one();
+  }
+}
+
+void RecordingWriter::append_samples(std::span<const Sample> samples) {
+  std::lock_guard lk(mu_);
+  if (failed_.load() || closed_ || pending_->samples.size() + samples.size() > opt_.max_pending_samples) {
+    drops_["store.backlog.samples"] += samples.size();
+    pending_->drops_changed = true;
+    stats_.dropped += samples.size();
+    return;
+  }
+  pending_->samples.insert(pending_->samples.end(), samples.begin(), samples.end());
+  stats_.samples += samples.size();
+}
+
+void RecordingWriter::add_drops(std::string_view source, uint64_t n) {
+  if (n == 0) return;
+  std::lock_guard lk(mu_);
+  auto it = drops_.find(source);
+  if (it == drops_.end()) it = drops_.emplace(std::string(source), 0).first;
+  it->second += n;
+  stats_.dropped += n;
+  pending_->drops_changed = true;
+}
+
+void RecordingWriter::add_note(std::string_view source, std::string_view text) {
+  std::lock_guard lk(mu_);
+  pending_->notes.emplace_back(monotonic_ns(), std::string(source), std::string(text));
+}
+
+void RecordingWriter::flush() {
+  std::unique_lock lk(mu_);
+  if (!thread_.joinable()) return;
+  uint64_t ticket = ++flush_requested_;
+  cv_.notify_one();
+  flushed_cv_.wait(lk, [&] { return flush_done_ >= ticket || !thread_.joinable(); });
+}
+
+void RecordingWriter::close() {
+  {
+    std::lock_guard lk(mu_);
+    if (closed_) return;
+    pending_->meta.emplace_back("end_ns", std::to_string(monotonic_ns()));
+    closed_ = true;
+    stop_ = true;
+  }
+  cv_.notify_one();
+  if (thread_.joinable()) thread_.join();
+  try {
+    // Fold the WAL into the main file so the recording is one self-contained file.
+    impl_->db.exec("PRAGMA wal_checkpoint(TRUNCATE);");
+  } catch (const std::exception&) {
+  }
+  impl_.reset();
+}
+
+RecordingWriterStats RecordingWriter::stats() const {
+  std::lock_guard lk(mu_);
+  return stats_;
+}
+
+std::string RecordingWriter::error() const {
+  std::lock_guard lk(mu_);
+  return error_;
+}
+
+void RecordingWriter::run() {
+  auto interval = std::chrono::milliseconds(opt_.flush_interval_ms);
+  for (;;) {
+    auto batch = std::make_unique<Pending>();
+    uint64_t ticket;
+    bool stopping;
+    std::map<std::string, uint64_t, std::less<>> drops;
+    {
+      std::unique_lock lk(mu_);
+      cv_.wait_for(lk, interval, [&] {
+        return stop_ || flush_requested_ > flush_done_ || pending_->events.size() >= opt_.events_per_block;
+      });
+      std::swap(batch, pending_);
+      ticket = flush_requested_;
+      stopping = stop_;
+      if (batch->drops_changed) drops = drops_;
+    }
+    if (!failed_.load()) {
+      try {
+        write_batch(*batch);
+        if (!drops.empty()) {
+          auto st = impl_->db.prepare("INSERT OR REPLACE INTO drops(source, n) VALUES(?, ?)");
+          for (auto& [src, n] : drops) st.bind(1, src).bind(2, static_cast<int64_t>(n)).run();
+        }
+      } catch (const std::exception& e) {
+        try {
+          impl_->db.exec("ROLLBACK");
+        } catch (...) {
+        }
+        std::lock_guard lk(mu_);
+        failed_ = true;
+        error_ = e.what();
+        stats_.dropped += batch->events.size() + batch->samples.size();
+        drops_["store.write_failed"] += batch->events.size() + batch->samples.size();
+      }
+    }
+    {
+      std::lock_guard lk(mu_);
+      flush_done_ = ticket;
+    }
+    flushed_cv_.notify_all();
+    if (stopping) {
+      std::lock_guard lk(mu_);
+      if (pending_->events.empty() && pending_->samples.empty()) break;
+    }
+  }
+}
+
+void RecordingWriter::write_batch(Pending& b) {
+  auto& db = impl_->db;
+  bool nothing = b.events.empty() && b.samples.empty() && b.new_series.empty() && b.meta.empty() && b.notes.empty();
+  if (nothing) return;
+  db.exec("BEGIN");
+  if (!b.new_series.empty()) {
+    auto st = db.prepare(
+        "INSERT INTO series(id, name, subsystem, unit, kind, category, host, device, source) "
+        "VALUES(?,?,?,?,?,?,?,?,?)");
+    for (auto& s : b.new_series) {
+      st.bind(1, static_cast<int64_t>(s.id)).bind(2, s.name).bind(3, subsystem_name(s.subsystem)).bind(4, s.unit);
+      st.bind(5, series_kind_name(s.kind)).bind(6, series_category_name(s.category)).bind(7, s.host);
+      st.bind(8, s.device).bind(9, s.source).run();
+    }
+  }
+  uint64_t raw_bytes = 0, stored_bytes = 0;
+  // Events: blocks of events_per_block, encoded here so the collector threads never pay for it.
+  std::vector<std::vector<uint8_t>> event_blocks;
+  struct BlockInfo { int64_t t_first, t_last; int64_t n, layers, raw; };
+  std::vector<BlockInfo> infos;
+  for (size_t i = 0; i < b.events.size(); i += opt_.events_per_block) {
+    size_t n = std::min(opt_.events_per_block, b.events.size() - i);
+    std::span<const Event> part(b.events.data() + i, n);
+    BlockInfo info{part.front().start_ns, part.front().start_ns, static_cast<int64_t>(n), 0, 0};
+    for (const Event& e : part) {
+      info.t_first = std::min(info.t_first, e.start_ns);
+      info.t_last = std::max(info.t_last, e.start_ns + std::max<int64_t>(e.duration_ns, 0));
+      info.layers |= int64_t{1} << static_cast<int>(e.layer);
+      ++impl_->layer_counts[static_cast<int>(e.layer)];
+    }
+    auto raw = codec::encode_events(part, impl_->strings);
+    info.raw = static_cast<int64_t>(raw.size());
+    event_blocks.push_back(codec::compress(raw, opt_.zstd_level));
+    infos.push_back(info);
+    raw_bytes += raw.size();
+  }
+  // New strings go in the same transaction as the blocks that refer to them.
+  auto new_strings = impl_->strings.take_new();
+  if (!new_strings.empty()) {
+    auto st = db.prepare("INSERT INTO strings(id, s) VALUES(?, ?)");
+    for (auto& [id, s] : new_strings) st.bind(1, static_cast<int64_t>(id)).bind(2, s).run();
+  }
+  if (!event_blocks.empty()) {
+    auto st = db.prepare("INSERT INTO event_blocks(t_first, t_last, n, layers, raw_bytes, data) VALUES(?,?,?,?,?,?)");
+    for (size_t i = 0; i < event_blocks.size(); ++i) {
+      st.bind(1, infos[i].t_first).bind(2, infos[i].t_last).bind(3, infos[i].n).bind(4, infos[i].layers);
+      st.bind(5, infos[i].raw).bind_blob(6, event_blocks[i]).run();
+      stored_bytes += event_blocks[i].size();
+    }
+    auto lc = db.prepare("INSERT OR REPLACE INTO layer_counts(layer, n) VALUES(?, ?)");
+    for (int l = 0; l < static_cast<int>(Layer::kCount); ++l)
+      if (impl_->layer_counts[l]) lc.bind(1, layer_name(static_cast<Layer>(l))).bind(2, static_cast<int64_t>(impl_->layer_counts[l])).run();
+  }
+  if (!b.samples.empty()) {
+    int64_t t_first = b.samples.front().t_ns, t_last = t_first;
+    for (auto& s : b.samples) {
+      t_first = std::min(t_first, s.t_ns);
+      t_last = std::max(t_last, s.t_ns);
+    }
+    auto raw = codec::encode_samples(b.samples);
+    auto packed = codec::compress(raw, opt_.zstd_level + 2);
+    auto st = db.prepare("INSERT INTO sample_blocks(t_first, t_last, n, raw_bytes, data) VALUES(?,?,?,?,?)");
+    st.bind(1, t_first).bind(2, t_last).bind(3, static_cast<int64_t>(b.samples.size()));
+    st.bind(4, static_cast<int64_t>(raw.size())).bind_blob(5, packed).run();
+    raw_bytes += raw.size();
+    stored_bytes += packed.size();
+  }
+  if (!b.meta.empty()) {
+    auto st = db.prepare("INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)");
+    for (auto& [k, v] : b.meta) st.bind(1, k).bind(2, v).run();
+  }
+  if (!b.notes.empty()) {
+    auto st = db.prepare("INSERT INTO notes(t, source, text) VALUES(?, ?, ?)");
+    for (auto& [t, src, text] : b.notes) st.bind(1, t).bind(2, src).bind(3, text).run();
+  }
+  db.exec("COMMIT");
+  std::lock_guard lk(mu_);
+  stats_.flushed_events += b.events.size();
+  stats_.flushed_samples += b.samples.size();
+  stats_.bytes_raw += raw_bytes;
+  stats_.bytes_stored += stored_bytes;
+}
+
+}  // namespace stackscope
