@@ -1,6 +1,7 @@
 // `stackscope analyze`: one command, several analyses over recordings. Each analysis lives in its own file
 // (analyze_gmm.cpp: eACGM per-layer GMM; analyze_reveal.cpp: Reveal host-telemetry pipeline).
 #pragma once
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -12,11 +13,17 @@ struct AnalyzeOptions {
   std::string detector = "all";     // gmm | reveal | all
   bool json = false;
   bool store = true;                // write findings back into the recording(s)
-  std::string report_html;          // optional HTML report path
+  bool quiet = false;               // no progress on stderr
 };
 
-// Each returns a process exit status and prints its part of the report (or JSON object when json).
-int analyze_gmm(const AnalyzeOptions& options);
-int analyze_reveal(const AnalyzeOptions& options);
+struct AnalysisOutput {
+  nlohmann::json json;  // machine-readable result (printed under its analysis name with --json)
+  std::string text;     // the human report section
+  int status = 0;       // non-zero: the analysis could not run (bad input); message already in text
+};
+
+// Throw RecordingError / std::invalid_argument on bad input; the command turns them into a clear error.
+AnalysisOutput analyze_gmm(const AnalyzeOptions& options);
+AnalysisOutput analyze_reveal(const AnalyzeOptions& options);
 
 }  // namespace stackscope::cli
