@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The main job: installs, builds, records the bundled CPU training workload for ~20 s with every layer this
+# machine supports, then analyses the recording and prints the report.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+scripts/build.sh build >/dev/null
+out=${OUT:-demo.sdb}
+build/src/cli/stackscope record -o "$out" -- /usr/bin/python3 workloads/cpu_train.py --seconds 20
+build/src/cli/stackscope info "$out"
+build/src/cli/stackscope analyze "$out"

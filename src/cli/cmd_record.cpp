@@ -1,0 +1,274 @@
+// stackscope record: runs the collectors of the chosen layers into one recording file, for a duration,
+// for the life of a traced PID, or for the life of a command started as a child.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <ctime>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "cli/collectors.h"
+#include "cli/registry.h"
+#include "model/clock.h"
+#include "sample/host_info.h"
+#include "store/recording_writer.h"
+#include "store/sqlite_db.h"
+
+namespace stackscope::cli {
+namespace {
+
+std::atomic<int> g_signal{0};
+void on_signal(int sig) { g_signal.store(sig); }
+
+struct RecordOptions {
+  std::string out;
+  double duration_s = 0;  // 0: until the command or PID exits, or a signal
+  int interval_ms = 100;
+  std::string layers = "all";
+  int pid = 0;
+  bool all_processes = false;
+  bool quiet = false;
+  std::vector<std::string> command;
+};
+
+std::string default_out_name() {
+  std::time_t t = std::time(nullptr);
+  char buf[64];
+  std::strftime(buf, sizeof buf, "stackscope-%Y%m%d-%H%M%S.sdb", std::localtime(&t));
+  return buf;
+}
+
+std::string join(const std::vector<std::string>& v, const char* sep) {
+  std::string s;
+  for (auto& x : v) s += (s.empty() ? "" : sep) + x;
+  return s;
+}
+
+// Starts CMD stopped at a gate so that tracers can be told its PID before it runs any code.
+struct Child {
+  pid_t pid = -1;
+  int gate_fd = -1;   // write a byte to let it exec
+  int error_fd = -1;  // carries errno if exec fails (closed on exec otherwise)
+};
+
+Child spawn_gated(const std::vector<std::string>& cmd) {
+  int gate[2], err[2];
+  if (::pipe2(gate, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0)
+    throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+  // argv is built before fork: the child of a multi-threaded process may only do async-signal-safe work.
+  std::vector<char*> argv;
+  for (auto& a : cmd) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    ::close(gate[1]);
+    ::close(err[0]);
+    char c;
+    if (::read(gate[0], &c, 1) != 1) _exit(127);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    ::execvp(argv[0], argv.data());
+    int e = errno;
+    (void)!::write(err[1], &e, sizeof e);
+    _exit(127);
+  }
+  ::close(gate[0]);
+  ::close(err[1]);
+  return {pid, gate[1], err[0]};
+}
+
+int exit_status_of(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+void raise_memlock_limit() {
+  rlimit r{RLIM_INFINITY, RLIM_INFINITY};
+  ::setrlimit(RLIMIT_MEMLOCK, &r);
+}
+
+int run_record(const RecordOptions& opt) {
+  if (opt.interval_ms < 1 || opt.interval_ms > 60'000)
+    throw std::invalid_argument("--interval must be between 1 and 60000 ms");
+  if (opt.duration_s < 0 || !std::isfinite(opt.duration_s)) throw std::invalid_argument("--duration must be >= 0");
+  if (opt.pid > 0 && !opt.command.empty()) throw std::invalid_argument("give either --pid or -- CMD, not both");
+  if (opt.pid > 0 && ::kill(opt.pid, 0) != 0 && errno == ESRCH)
+    throw std::invalid_argument(fmt::format("--pid {}: no such process", opt.pid));
+
+  std::vector<Layer> requested = parse_layer_list(opt.layers);
+  const bool explicit_layers = opt.layers != "all";
+  const bool root = ::geteuid() == 0;
+  std::vector<Layer> layers, need_root, unbuilt;
+  auto support = layer_support();
+  for (Layer l : requested) {
+    auto& s = support[static_cast<size_t>(l)];
+    if (!s.built) unbuilt.push_back(l);
+    else if (s.needs_root && !root) need_root.push_back(l);
+    else layers.push_back(l);
+  }
+  auto names = [](const std::vector<Layer>& v) {
+    std::string s;
+    for (Layer l : v) s += (s.empty() ? "" : ",") + std::string(layer_name(l));
+    return s;
+  };
+  if (!need_root.empty())
+    std::cerr << "stackscope: layers " << names(need_root)
+              << " need root (CAP_BPF and CAP_PERFMON for eBPF uprobes); recording " << (layers.empty() ? "nothing else" : names(layers)) << "\n";
+  if (!unbuilt.empty() && explicit_layers)
+    std::cerr << "stackscope: layers " << names(unbuilt) << " are not available in this build\n";
+  if (layers.empty()) throw std::invalid_argument("no layer can be recorded here");
+
+  std::string out = opt.out.empty() ? default_out_name() : opt.out;
+  raise_memlock_limit();
+  RecordingWriter writer(out);
+  HostInfo host = read_host_info();
+  writer.set_meta("host", host.hostname);
+  writer.set_meta("kernel", host.kernel);
+  writer.set_meta("cpu_model", host.cpu_model);
+  writer.set_meta("cpu_count", std::to_string(host.cpu_count));
+  writer.set_meta("mem_total_bytes", std::to_string(host.mem_total_bytes));
+  writer.set_meta("gpu_models", host.gpu_models);
+  writer.set_meta("command", join(opt.command, " "));
+  nlohmann::json config = {{"layers", names(layers)}, {"interval_ms", opt.interval_ms},
+                           {"duration_s", opt.duration_s}, {"pid", opt.pid}, {"all", opt.all_processes},
+                           {"root", root}};
+  writer.set_meta("config", config.dump());
+
+  struct sigaction sa{};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGHUP, &sa, nullptr);
+
+  Child child;
+  if (!opt.command.empty()) child = spawn_gated(opt.command);
+
+  CollectorOptions copt;
+  copt.interval_ms = opt.interval_ms;
+  copt.host = host.hostname;
+  copt.all_processes = opt.all_processes;
+  if (opt.pid > 0) copt.pids.push_back(static_cast<uint32_t>(opt.pid));
+  if (child.pid > 0) copt.pids.push_back(static_cast<uint32_t>(child.pid));
+  auto collectors = make_collectors(layers);
+  std::vector<Collector*> running;
+  for (auto& c : collectors) {
+    CollectorStatus st = c->start(writer, copt);
+    if (!st.message.empty()) {
+      std::cerr << "stackscope: " << c->name() << ": " << st.message << "\n";
+      writer.add_note(c->name(), st.message);
+    }
+    if (st.running) running.push_back(c.get());
+  }
+  if (child.pid > 0) {
+    writer.set_meta("pid", std::to_string(child.pid));
+    (void)!::write(child.gate_fd, "g", 1);
+    ::close(child.gate_fd);
+    int e = 0;
+    if (::read(child.error_fd, &e, sizeof e) == sizeof e) {
+      ::waitpid(child.pid, nullptr, 0);
+      for (auto* c : running) c->stop();
+      writer.close();
+      std::cerr << "stackscope: cannot run '" << opt.command[0] << "': " << std::strerror(e) << "\n";
+      return 127;
+    }
+    ::close(child.error_fd);
+  } else if (opt.pid > 0) {
+    writer.set_meta("pid", std::to_string(opt.pid));
+  }
+
+  const int64_t t0 = monotonic_ns();
+  const bool tty = ::isatty(STDERR_FILENO);
+  int64_t last_progress = t0;
+  RecordingWriterStats last = writer.stats();
+  int child_status = -1;
+  bool stopped_recording = false;
+  std::string stop_reason;
+  auto stop_collectors = [&](const std::string& why) {
+    if (stopped_recording) return;
+    stopped_recording = true;
+    stop_reason = why;
+    for (auto* c : running) c->stop();
+    writer.close();
+  };
+  for (;;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    int64_t now = monotonic_ns();
+    if (child.pid > 0 && child_status < 0) {
+      int status;
+      if (::waitpid(child.pid, &status, WNOHANG) == child.pid) child_status = exit_status_of(status);
+    }
+    if (int sig = g_signal.exchange(0)) {
+      if (child.pid > 0 && child_status < 0) {
+        ::kill(child.pid, sig);  // the job gets what the recorder got; the recording ends with it
+        if (!stopped_recording) std::cerr << "\nstackscope: " << strsignal(sig) << ": passed to the job\n";
+      } else {
+        stop_collectors(std::string("signal ") + strsignal(sig));
+      }
+    }
+    if (!stopped_recording && writer.failed())
+      stop_collectors("write failed: " + writer.error());
+    if (!stopped_recording && opt.duration_s > 0 && now - t0 >= static_cast<int64_t>(opt.duration_s * 1e9))
+      stop_collectors("duration reached");
+    if (!stopped_recording && child.pid > 0 && child_status >= 0) stop_collectors("command exited");
+    if (!stopped_recording && opt.pid > 0 && ::kill(opt.pid, 0) != 0 && errno == ESRCH)
+      stop_collectors(fmt::format("pid {} exited", opt.pid));
+    if (!opt.quiet && !stopped_recording && now - last_progress >= (tty ? 1'000'000'000 : 5'000'000'000LL)) {
+      auto s = writer.stats();
+      double dt = (now - last_progress) / 1e9;
+      std::string line = fmt::format("recording {:.0f}s  events {:.0f}/s  samples {:.0f}/s  series {}  drops {}",
+                                     (now - t0) / 1e9, (s.events - last.events) / dt,
+                                     (s.samples - last.samples) / dt, s.series, s.dropped);
+      std::cerr << (tty ? "\r\033[K" : "") << line << (tty ? "" : "\n") << std::flush;
+      last = s;
+      last_progress = now;
+    }
+    if (stopped_recording && (child.pid <= 0 || child_status >= 0)) break;
+  }
+  if (tty && !opt.quiet) std::cerr << "\r\033[K";
+  auto s = writer.stats();
+  bool failed = writer.failed();
+  if (!opt.quiet || failed)
+    std::cerr << fmt::format("stackscope: {}: {} events, {} samples of {} series, {} dropped -> {}\n", stop_reason,
+                             s.flushed_events, s.flushed_samples, s.series, s.dropped, out);
+  if (failed)
+    std::cerr << "stackscope: recording stopped early; " << out << " keeps everything written before the failure\n";
+  if (child.pid > 0) return child_status;
+  return failed ? 3 : 0;
+}
+
+RegisterCommand reg("record", 10, [](CLI::App& app, int& exit_code) {
+  auto opt = std::make_shared<RecordOptions>();
+  auto* cmd = app.add_subcommand("record", "Record telemetry and traces of a job (or of the host) into a file");
+  cmd->add_option("-o,--out", opt->out, "Recording file (default stackscope-DATE-TIME.sdb)");
+  cmd->add_option("-d,--duration", opt->duration_s, "Seconds to record (default: until the job exits or Ctrl-C)");
+  cmd->add_option("-i,--interval", opt->interval_ms, "Sampling interval in ms for host and GPU series (default 100)");
+  cmd->add_option("-l,--layers", opt->layers,
+                  "Layers: cuda,nccl,torch,python,kernel,nvml,host or all (default all the machine supports)");
+  auto* pid = cmd->add_option("-p,--pid", opt->pid, "Trace this running process");
+  cmd->add_flag("--all", opt->all_processes, "Trace every process that maps the traced libraries")->excludes(pid);
+  cmd->add_flag("-q,--quiet", opt->quiet, "No progress line");
+  cmd->add_option("command", opt->command, "-- CMD ARGS...: run CMD as a child; the recording ends when it exits")
+      ->excludes(pid);
+  cmd->footer(
+      "Examples:\n  stackscope record -o run.sdb -- torchrun --nproc-per-node 2 train.py\n"
+      "  stackscope record --pid 1234 --duration 60 --layers cuda,nccl,nvml,host\n"
+      "Exit status: the command's own (128+N if killed by signal N); 3 if writing failed (disk full); 1 on bad input.");
+  cmd->callback([opt, &exit_code] { exit_code = run_record(*opt); });
+});
+
+}  // namespace
+}  // namespace stackscope::cli

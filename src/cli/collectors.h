@@ -1,0 +1,21 @@
+// Which collector serves which layer: the one place that knows every collector implementation.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/collector.h"
+
+namespace stackscope::cli {
+
+struct LayerSupport {
+  Layer layer;
+  bool built = false;       // this binary has a collector for it
+  bool needs_root = false;
+};
+
+std::vector<LayerSupport> layer_support();
+// Collectors for `layers` (one collector may serve several layers, e.g. the uprobe tracer).
+std::vector<std::unique_ptr<Collector>> make_collectors(const std::vector<Layer>& layers);
+
+}  // namespace stackscope::cli
