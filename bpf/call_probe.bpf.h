@@ -1,0 +1,162 @@
+/* Generic entry/return probe pair for C functions whose arguments are captured raw (registers, stack words,
+ * one dereferenced pointer) and decoded in user space. Included once by cuda.bpf.c, nccl.bpf.c and
+ * python.bpf.c, so each family gets its own maps and ring buffer. The uprobe's bpf_cookie says which function
+ * fired and how to capture it (see events.h). */
+#ifndef STACKSCOPE_CALL_PROBE_BPF_H
+#define STACKSCOPE_CALL_PROBE_BPF_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+#include "events.h"
+
+#define SS_CALL_MAX_DEPTH 4 /* power of two; runtime -> driver nesting is 2 deep */
+
+struct ss_call_frame {
+  __u64 cookie;
+  __u64 start_ns;
+  __u32 suppressed;
+  __u32 pad;
+  __u64 args[SS_CALL_WORDS];
+  char str[SS_STR_LEN];
+};
+
+struct ss_call_thread {
+  __u32 depth;
+  __u32 runtime_depth;
+  struct ss_call_frame frames[SS_CALL_MAX_DEPTH];
+};
+
+struct {
+  __uint(type, BPF_MAP_TYPE_RINGBUF);
+  __uint(max_entries, 8 << 20); /* user space may resize before load */
+} events SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, SS_CNT_NUM);
+  __type(key, __u32);
+  __type(value, __u64);
+} counters SEC(".maps");
+
+/* LRU: threads that die inside a probed call do not leak their slot. */
+struct {
+  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(max_entries, 4096);
+  __type(key, __u32);
+  __type(value, struct ss_call_thread);
+} call_threads SEC(".maps");
+
+/* Zeroed template for a new thread's state (too large for the 512-byte BPF stack). */
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct ss_call_thread);
+} call_zero SEC(".maps");
+
+static __always_inline void ss_count(__u32 slot) {
+  __u64 *v = bpf_map_lookup_elem(&counters, &slot);
+  if (v) *v += 1;
+}
+
+static __always_inline struct ss_call_thread *ss_call_thread_of(__u32 tid, int create) {
+  struct ss_call_thread *st = bpf_map_lookup_elem(&call_threads, &tid);
+  if (st || !create) return st;
+  __u32 zero = 0;
+  struct ss_call_thread *z = bpf_map_lookup_elem(&call_zero, &zero);
+  if (!z) return 0;
+  bpf_map_update_elem(&call_threads, &tid, z, BPF_NOEXIST);
+  return bpf_map_lookup_elem(&call_threads, &tid);
+}
+
+SEC("uprobe")
+int call_entry(struct pt_regs *ctx) {
+  __u64 cookie = bpf_get_attach_cookie(ctx);
+  __u32 tid = (__u32)bpf_get_current_pid_tgid();
+  struct ss_call_thread *st = ss_call_thread_of(tid, 1);
+  if (!st) return 0;
+  __u32 d = st->depth;
+  st->depth = d + 1;
+  int suppressed = (cookie & SS_COOKIE_DRIVER) && st->runtime_depth > 0;
+  if (cookie & SS_COOKIE_RUNTIME) st->runtime_depth += 1;
+  if (d >= SS_CALL_MAX_DEPTH) return 0;
+  struct ss_call_frame *f = &st->frames[d & (SS_CALL_MAX_DEPTH - 1)];
+  f->cookie = cookie;
+  f->suppressed = suppressed;
+  if (suppressed) return 0; /* nothing of it is reported: skip the captures */
+  f->args[0] = PT_REGS_PARM1(ctx);
+  f->args[1] = PT_REGS_PARM2(ctx);
+  f->args[2] = PT_REGS_PARM3(ctx);
+  f->args[3] = PT_REGS_PARM4(ctx);
+  f->args[4] = PT_REGS_PARM5(ctx);
+  f->args[5] = ctx->r9; /* x86-64 SysV: libbpf 1.1 has no PT_REGS_PARM6 */
+  if (cookie & SS_COOKIE_STACK)
+    bpf_probe_read_user(&f->args[SS_ARG_STACK], SS_STACK_WORDS * 8, (void *)(PT_REGS_SP(ctx) + 8));
+  __u32 di = SS_COOKIE_ENTRY_DEREF(cookie);
+  if (di >= 1 && di <= SS_REG_ARGS)
+    bpf_probe_read_user(&f->args[SS_ARG_DEREF], SS_DEREF_WORDS * 8, (void *)f->args[di - 1]);
+  __u32 si = SS_COOKIE_STR_ARG(cookie);
+  f->str[0] = 0;
+  if (si >= 1 && si <= SS_REG_ARGS) bpf_probe_read_user_str(f->str, SS_STR_LEN, (void *)f->args[si - 1]);
+  f->start_ns = bpf_ktime_get_ns(); /* last: capture cost is not charged to the call */
+  return 0;
+}
+
+SEC("uretprobe")
+int call_return(struct pt_regs *ctx) {
+  __u64 now = bpf_ktime_get_ns();
+  __u64 cookie = bpf_get_attach_cookie(ctx);
+  __u32 tid = (__u32)bpf_get_current_pid_tgid();
+  struct ss_call_thread *st = ss_call_thread_of(tid, 0);
+  if (!st || st->depth == 0) {
+    ss_count(SS_CNT_UNMATCHED);
+    return 0;
+  }
+  __u32 d = st->depth - 1;
+  st->depth = d;
+  if ((cookie & SS_COOKIE_RUNTIME) && st->runtime_depth > 0) st->runtime_depth -= 1;
+  if (d >= SS_CALL_MAX_DEPTH) {
+    ss_count(SS_CNT_UNMATCHED);
+    return 0;
+  }
+  struct ss_call_frame *f = &st->frames[d & (SS_CALL_MAX_DEPTH - 1)];
+  if (SS_COOKIE_ID(f->cookie) != SS_COOKIE_ID(cookie)) {
+    /* Entry missed (attached mid-call, longjmp): start over rather than mis-pair every later call. */
+    st->depth = 0;
+    st->runtime_depth = 0;
+    ss_count(SS_CNT_UNMATCHED);
+    return 0;
+  }
+  if (f->suppressed) {
+    ss_count(SS_CNT_NESTED);
+    return 0;
+  }
+  struct ss_call_record *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
+  if (!r) {
+    ss_count(SS_CNT_RB_FULL);
+    return 0;
+  }
+  __u64 id = bpf_get_current_pid_tgid();
+  r->kind = SS_REC_CALL;
+  r->call_id = SS_COOKIE_ID(cookie);
+  r->pid = id >> 32;
+  r->tid = (__u32)id;
+  r->start_ns = f->start_ns;
+  r->duration_ns = now - f->start_ns;
+  r->ret = PT_REGS_RC(ctx);
+  r->depth = d;
+  r->flags = 0;
+  __builtin_memcpy(r->args, f->args, sizeof(r->args));
+  __builtin_memcpy(r->str, f->str, sizeof(r->str));
+  __u32 ri = SS_COOKIE_RET_DEREF(cookie);
+  if (ri >= 1 && ri <= SS_REG_ARGS) {
+    if (bpf_probe_read_user(&r->args[SS_ARG_DEREF], SS_DEREF_WORDS * 8, (void *)f->args[ri - 1]) != 0)
+      __builtin_memset(&r->args[SS_ARG_DEREF], 0, SS_DEREF_WORDS * 8);
+  }
+  bpf_ringbuf_submit(r, 0);
+  return 0;
+}
+
+#endif

@@ -1,0 +1,107 @@
+// SPDX-License-Identifier: GPL-2.0
+/* PyTorch operator probes on `at::_ops::<op>::call` (libtorch_cpu): entry/return matched per thread by
+ * nesting depth; the uprobe's bpf_cookie is the operator's index in the user-space list. */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+#include "events.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+#define SS_TORCH_MAX_DEPTH 32 /* power of two */
+
+struct ss_torch_frame {
+  __u64 start_ns;
+  __u32 op_id;
+  __u32 pad;
+};
+
+struct ss_torch_thread {
+  __u32 depth;
+  __u32 pad;
+  struct ss_torch_frame frames[SS_TORCH_MAX_DEPTH];
+};
+
+struct {
+  __uint(type, BPF_MAP_TYPE_RINGBUF);
+  __uint(max_entries, 8 << 20);
+} events SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, SS_CNT_NUM);
+  __type(key, __u32);
+  __type(value, __u64);
+} counters SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(max_entries, 8192);
+  __type(key, __u32);
+  __type(value, struct ss_torch_thread);
+} torch_threads SEC(".maps");
+
+static __always_inline void ss_count(__u32 slot) {
+  __u64 *v = bpf_map_lookup_elem(&counters, &slot);
+  if (v) *v += 1;
+}
+
+SEC("uprobe")
+int op_entry(struct pt_regs *ctx) {
+  __u32 tid = (__u32)bpf_get_current_pid_tgid();
+  struct ss_torch_thread *st = bpf_map_lookup_elem(&torch_threads, &tid);
+  if (!st) {
+    static const struct ss_torch_thread zero;
+    bpf_map_update_elem(&torch_threads, &tid, &zero, BPF_NOEXIST);
+    st = bpf_map_lookup_elem(&torch_threads, &tid);
+    if (!st) return 0;
+  }
+  __u32 d = st->depth;
+  st->depth = d + 1;
+  if (d >= SS_TORCH_MAX_DEPTH) return 0;
+  struct ss_torch_frame *f = &st->frames[d & (SS_TORCH_MAX_DEPTH - 1)];
+  f->op_id = (__u32)bpf_get_attach_cookie(ctx);
+  f->start_ns = bpf_ktime_get_ns();
+  return 0;
+}
+
+SEC("uretprobe")
+int op_return(struct pt_regs *ctx) {
+  __u64 now = bpf_ktime_get_ns();
+  __u64 id = bpf_get_current_pid_tgid();
+  __u32 tid = (__u32)id;
+  struct ss_torch_thread *st = bpf_map_lookup_elem(&torch_threads, &tid);
+  if (!st || st->depth == 0) {
+    ss_count(SS_CNT_UNMATCHED);
+    return 0;
+  }
+  __u32 d = st->depth - 1;
+  st->depth = d;
+  if (d >= SS_TORCH_MAX_DEPTH) {
+    ss_count(SS_CNT_UNMATCHED);
+    return 0;
+  }
+  struct ss_torch_frame *f = &st->frames[d & (SS_TORCH_MAX_DEPTH - 1)];
+  __u32 op = (__u32)bpf_get_attach_cookie(ctx);
+  if (f->op_id != op) {
+    st->depth = 0;
+    ss_count(SS_CNT_UNMATCHED);
+    return 0;
+  }
+  struct ss_torch_record *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
+  if (!r) {
+    ss_count(SS_CNT_RB_FULL);
+    return 0;
+  }
+  r->kind = SS_REC_TORCH;
+  r->op_id = op;
+  r->pid = id >> 32;
+  r->tid = tid;
+  r->start_ns = f->start_ns;
+  r->duration_ns = now - f->start_ns;
+  r->depth = d;
+  r->pad = 0;
+  bpf_ringbuf_submit(r, 0);
+  return 0;
+}

@@ -1,0 +1,34 @@
+// Non-instrumented tracing of CUDA, NCCL, PyTorch and CPython through eBPF uprobes/USDT: the factory the
+// recorder uses. Needs root (CAP_BPF + CAP_PERFMON); start() says why when it cannot run.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/collector.h"
+#include "model/layer.h"
+
+namespace stackscope::trace {
+
+struct TracerOptions {
+  // Bytes of each family's BPF ring buffer (power of two, >= one page). A full buffer drops records, counted.
+  uint32_t ringbuf_bytes = 8u << 20;
+  // CPython: "auto" (USDT function__entry/return where the interpreter has them, else C-API), "usdt", "capi", "off".
+  std::string python_mode = "auto";
+  // C-API entry points timed where there is no USDT (python3.12 from pip/uv builds has none).
+  std::vector<std::string> python_capi_symbols = {"PyObject_Call", "_PyEval_EvalFrameDefault"};
+  // Python calls shorter than this are not reported (cuts volume on call-heavy code).
+  uint64_t python_min_duration_ns = 0;
+  // Safety-net rescan of traced processes' maps (dlopen, missed events), milliseconds.
+  int rescan_interval_ms = 1000;
+  // Forward libbpf warnings to stderr.
+  bool verbose = false;
+};
+
+// One collector for the requested layers among cuda, nccl, torch, python (others are ignored).
+std::unique_ptr<Collector> make_uprobe_tracer(std::vector<Layer> layers, TracerOptions options = {});
+// Whether a layer is served by the uprobe tracer.
+bool is_traced_layer(Layer layer);
+
+}  // namespace stackscope::trace

@@ -1,0 +1,599 @@
+#include "trace/uprobe_tracer.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <sys/mount.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "cuda.skel.h"
+#include "events.h"
+#include "nccl.skel.h"
+#include "proc.skel.h"
+#include "python.skel.h"
+#include "torch.skel.h"
+#include "trace/symbol_names.h"
+
+namespace stackscope::trace {
+
+namespace {
+
+std::atomic<bool> g_libbpf_verbose{false};
+
+int libbpf_print(enum libbpf_print_level level, const char* format, va_list args) {
+  if (!g_libbpf_verbose || level == LIBBPF_DEBUG) return 0;
+  return std::vfprintf(stderr, format, args);
+}
+
+// Family index for counters and attach bookkeeping.
+enum Family { kCuda = 0, kNccl, kTorch, kPython, kProc };
+const char* family_name(int f) {
+  static const char* names[] = {"cuda", "nccl", "torch", "python", "proc"};
+  return names[f];
+}
+
+void prepare_system() {
+  rlimit r{RLIM_INFINITY, RLIM_INFINITY};
+  setrlimit(RLIMIT_MEMLOCK, &r);  // kernels before 5.11 charge BPF maps to memlock
+  struct stat st {};
+  if (::stat("/sys/kernel/tracing/events", &st) != 0)
+    ::mount("nodev", "/sys/kernel/tracing", "tracefs", 0, nullptr);  // tracepoints need tracefs
+}
+
+// Sum of one slot of a per-CPU counter array.
+uint64_t read_counter(const bpf_map* map, uint32_t slot) {
+  int ncpu = libbpf_num_possible_cpus();
+  if (!map || ncpu <= 0) return 0;
+  std::vector<uint64_t> values(static_cast<size_t>(ncpu));
+  if (bpf_map_lookup_elem(bpf_map__fd(map), &slot, values.data()) != 0) return 0;
+  uint64_t sum = 0;
+  for (auto v : values) sum += v;
+  return sum;
+}
+
+template <typename Skel>
+int open_and_load(Skel*& skel, Skel* (*open)(), int (*load)(Skel*), void (*destroy)(Skel*), uint32_t rb_bytes,
+                  std::string* err, const std::function<void(Skel*)>& configure = {}) {
+  skel = open();
+  if (!skel) {
+    *err = std::string("open failed: ") + std::strerror(errno);
+    return -1;
+  }
+  bpf_map__set_max_entries(skel->maps.events, rb_bytes);
+  if (configure) configure(skel);
+  int rc = load(skel);
+  if (rc) {
+    *err = std::string("load failed: ") + std::strerror(-rc);
+    destroy(skel);
+    skel = nullptr;
+  }
+  return rc;
+}
+
+}  // namespace
+
+bool is_traced_layer(Layer layer) {
+  return layer == Layer::cuda || layer == Layer::nccl || layer == Layer::torch || layer == Layer::python;
+}
+
+std::unique_ptr<Collector> make_uprobe_tracer(std::vector<Layer> layers, TracerOptions options) {
+  return std::make_unique<UprobeTracer>(std::move(layers), std::move(options));
+}
+
+UprobeTracer::UprobeTracer(std::vector<Layer> layers, TracerOptions options) : topts_(std::move(options)) {
+  for (auto l : layers)
+    if (is_traced_layer(l) && !wants(l)) layers_.push_back(l);
+  specs_ = builtin_call_specs();
+  for (auto& s : topts_.python_capi_symbols) specs_.push_back(python_capi_spec(s));
+}
+
+UprobeTracer::~UprobeTracer() { stop(); }
+
+bool UprobeTracer::wants(Layer l) const {
+  for (auto x : layers_)
+    if (x == l) return true;
+  return false;
+}
+
+CollectorStatus UprobeTracer::start(TelemetrySink& sink, const CollectorOptions& options) {
+  if (started_) return {true, "already running"};
+  if (layers_.empty()) return {false, "no traced layer requested (cuda, nccl, torch, python)"};
+  if (::geteuid() != 0) return {false, "needs root (CAP_BPF and CAP_PERFMON) to load eBPF programs"};
+  sink_ = &sink;
+  copts_ = options;
+  g_libbpf_verbose = topts_.verbose;
+  libbpf_set_print(libbpf_print);
+  prepare_system();
+
+  std::string err;
+  auto fail = [&](const std::string& what) {
+    std::string msg = what + ": " + err;
+    stop();
+    return CollectorStatus{false, msg};
+  };
+  uint32_t rb = topts_.ringbuf_bytes;
+  if (wants(Layer::cuda) &&
+      open_and_load<cuda_bpf>(cuda_, cuda_bpf__open, cuda_bpf__load, cuda_bpf__destroy, rb, &err))
+    return fail("cuda BPF");
+  if (wants(Layer::nccl) &&
+      open_and_load<nccl_bpf>(nccl_, nccl_bpf__open, nccl_bpf__load, nccl_bpf__destroy, std::max(rb / 4, 65536u), &err))
+    return fail("nccl BPF");
+  if (wants(Layer::torch) &&
+      open_and_load<torch_bpf>(torch_, torch_bpf__open, torch_bpf__load, torch_bpf__destroy, rb, &err))
+    return fail("torch BPF");
+  if (wants(Layer::python) && topts_.python_mode != "off" &&
+      open_and_load<python_bpf>(python_, python_bpf__open, python_bpf__load, python_bpf__destroy, rb, &err,
+                                [&](python_bpf* s) { s->rodata->min_duration_ns = topts_.python_min_duration_ns; }))
+    return fail("python BPF");
+  if (open_and_load<proc_bpf>(proc_, proc_bpf__open, proc_bpf__load, proc_bpf__destroy, 256u << 10, &err,
+                              [&](proc_bpf* s) {
+                                s->rodata->all_processes = options.all_processes;
+                                s->rodata->follow_children = options.follow_children;
+                              }))
+    return fail("proc BPF");
+  // Lifecycle tracepoints; the mmap ones need syscall tracepoints (CONFIG_FTRACE_SYSCALLS): rescans cover them.
+  struct {
+    bpf_program* prog;
+    bpf_link** link;
+    bool required;
+  } proc_progs[] = {{proc_->progs.on_fork, &proc_->links.on_fork, true},
+                    {proc_->progs.on_exec, &proc_->links.on_exec, true},
+                    {proc_->progs.on_exit, &proc_->links.on_exit, true},
+                    {proc_->progs.on_mmap_enter, &proc_->links.on_mmap_enter, false},
+                    {proc_->progs.on_mmap_exit, &proc_->links.on_mmap_exit, false}};
+  for (auto& p : proc_progs) {
+    *p.link = bpf_program__attach(p.prog);
+    if (!*p.link) {
+      err = std::string(bpf_program__name(p.prog)) + ": " + std::strerror(errno);
+      if (p.required) return fail("process tracepoints");
+      sink.add_note("trace", "no syscall tracepoints: dlopen is found by periodic rescans only (" + err + ")");
+    }
+  }
+
+  auto add_ring = [&](bpf_map* map, Layer layer) -> bool {
+    ring_ctx_.push_back(std::make_unique<RingCtx>(RingCtx{this, layer}));
+    if (!rb_) {
+      rb_ = ring_buffer__new(bpf_map__fd(map), on_record, ring_ctx_.back().get(), nullptr);
+      return rb_ != nullptr;
+    }
+    return ring_buffer__add(rb_, bpf_map__fd(map), on_record, ring_ctx_.back().get()) == 0;
+  };
+  bool ok = add_ring(proc_->maps.events, Layer::host);
+  if (cuda_) ok = ok && add_ring(cuda_->maps.events, Layer::cuda);
+  if (nccl_) ok = ok && add_ring(nccl_->maps.events, Layer::nccl);
+  if (torch_) ok = ok && add_ring(torch_->maps.events, Layer::torch);
+  if (python_) ok = ok && add_ring(python_->maps.events, Layer::python);
+  if (!ok) {
+    err = std::strerror(errno);
+    return fail("ring buffer");
+  }
+
+  decoder_ = std::make_unique<RecordDecoder>(specs_, [this](uint32_t pid, uint64_t a) { return kernel_name(pid, a); });
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto pid : options.pids) {
+      traced_.insert(pid);
+      pending_rescan_.insert(pid);
+    }
+  }
+  uint8_t one = 1;
+  for (auto pid : options.pids) bpf_map_update_elem(bpf_map__fd(proc_->maps.traced), &pid, &one, BPF_ANY);
+  if (options.all_processes)
+    for (auto pid : list_pids()) pending_rescan_.insert(pid);
+  started_ = true;
+  stopping_ = false;
+  poller_ = std::thread([this] { poll_loop(); });
+  maintainer_ = std::thread([this] { maintain_loop(); });
+  std::string layers;
+  for (auto l : layers_) layers += (layers.empty() ? "" : ",") + std::string(layer_name(l));
+  return {true, "tracing " + layers + (options.all_processes ? " in all processes" : "")};
+}
+
+void UprobeTracer::add_pid(uint32_t pid) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!copts_.all_processes) copts_.pids.push_back(pid);
+  traced_.insert(pid);
+  if (proc_) {
+    uint8_t one = 1;
+    bpf_map_update_elem(bpf_map__fd(proc_->maps.traced), &pid, &one, BPF_ANY);
+  }
+  pending_rescan_.insert(pid);
+  cv_.notify_all();
+}
+
+void UprobeTracer::stop() {
+  if (started_) {
+    stopping_ = true;
+    cv_.notify_all();
+    if (poller_.joinable()) poller_.join();
+    if (maintainer_.joinable()) maintainer_.join();
+    if (rb_) ring_buffer__consume(rb_);  // what is still buffered
+    report_counters(true);
+    started_ = false;
+  }
+  for (auto& [pid, links] : links_)
+    for (auto* l : links) bpf_link__destroy(l);
+  links_.clear();
+  attached_.clear();
+  if (rb_) ring_buffer__free(rb_);
+  rb_ = nullptr;
+  ring_ctx_.clear();
+  if (cuda_) cuda_bpf__destroy(cuda_);
+  if (nccl_) nccl_bpf__destroy(nccl_);
+  if (torch_) torch_bpf__destroy(torch_);
+  if (python_) python_bpf__destroy(python_);
+  if (proc_) proc_bpf__destroy(proc_);
+  cuda_ = nullptr;
+  nccl_ = nullptr;
+  torch_ = nullptr;
+  python_ = nullptr;
+  proc_ = nullptr;
+}
+
+int UprobeTracer::on_record(void* ctx, void* data, size_t size) {
+  auto* c = static_cast<RingCtx*>(ctx);
+  c->self->handle_record(c->layer, data, size);
+  return 0;
+}
+
+void UprobeTracer::handle_record(Layer, const void* data, size_t size) {
+  if (size < sizeof(uint32_t)) return;
+  uint32_t kind;
+  std::memcpy(&kind, data, sizeof kind);
+  switch (kind) {
+    case SS_REC_CALL:
+      if (size >= sizeof(ss_call_record))
+        if (auto e = decoder_->decode_call(*static_cast<const ss_call_record*>(data))) {
+          sink_->append_event(std::move(*e));
+          ++events_;
+        }
+      break;
+    case SS_REC_TORCH:
+      if (size >= sizeof(ss_torch_record)) {
+        auto& r = *static_cast<const ss_torch_record*>(data);
+        std::string name;
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          name = r.op_id < torch_names_.size() ? torch_names_[r.op_id] : fmt::format("aten::op#{}", r.op_id);
+        }
+        sink_->append_event(decoder_->decode_torch(r, std::move(name)));
+        ++events_;
+      }
+      break;
+    case SS_REC_PYTHON:
+      if (size >= sizeof(ss_python_record)) {
+        sink_->append_event(decoder_->decode_python(*static_cast<const ss_python_record*>(data)));
+        ++events_;
+      }
+      break;
+    case SS_REC_PROC:
+      if (size >= sizeof(ss_proc_record)) {
+        auto& r = *static_cast<const ss_proc_record*>(data);
+        std::lock_guard<std::mutex> lock(mu_);
+        if (r.event == SS_PROC_EXIT) {
+          pending_exit_.insert(r.pid);
+        } else if (r.event == SS_PROC_FORK && copts_.all_processes) {
+          // --all: probes are per file, so a child that maps nothing new needs no work.
+        } else {
+          if (r.event == SS_PROC_FORK) traced_.insert(r.pid);
+          pending_rescan_.insert(r.pid);
+        }
+        cv_.notify_all();
+      }
+      break;
+    default:
+      break;
+  }
+}
+
+void UprobeTracer::poll_loop() {
+  while (!stopping_) {
+    int n = ring_buffer__poll(rb_, 100);
+    if (n < 0 && n != -EINTR) break;
+  }
+}
+
+void UprobeTracer::maintain_loop() {
+  auto next_periodic = std::chrono::steady_clock::now();
+  while (!stopping_) {
+    std::set<uint32_t> rescans, exits;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_until(lock, next_periodic, [&] { return stopping_ || !pending_rescan_.empty() || !pending_exit_.empty(); });
+      if (stopping_) break;
+      if (std::chrono::steady_clock::now() >= next_periodic) {
+        // Safety net for lost proc records and libraries mapped without a traced mmap (dlopen).
+        if (copts_.all_processes) {
+          for (auto pid : list_pids()) pending_rescan_.insert(pid);
+        } else {
+          pending_rescan_.insert(traced_.begin(), traced_.end());
+        }
+        next_periodic = std::chrono::steady_clock::now() + std::chrono::milliseconds(topts_.rescan_interval_ms);
+      }
+      rescans.swap(pending_rescan_);
+      exits.swap(pending_exit_);
+    }
+    for (auto pid : exits) process_exited(pid);
+    for (auto pid : rescans) {
+      if (stopping_) break;
+      rescan(pid);
+    }
+    report_counters(false);
+  }
+}
+
+void UprobeTracer::process_exited(uint32_t pid) {
+  std::vector<bpf_link*> links;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    traced_.erase(pid);
+    if (copts_.all_processes) return;
+    if (auto it = links_.find(static_cast<int>(pid)); it != links_.end()) {
+      links.swap(it->second);
+      links_.erase(it);
+    }
+    for (auto it = attached_.begin(); it != attached_.end();)
+      it = std::get<0>(*it) == static_cast<int>(pid) ? attached_.erase(it) : std::next(it);
+    known_libs_.erase(static_cast<int>(pid));
+    attached_layers_.erase(static_cast<int>(pid));
+  }
+  for (auto* l : links) bpf_link__destroy(l);
+}
+
+void UprobeTracer::rescan(uint32_t pid) {
+  int filter = copts_.all_processes ? -1 : static_cast<int>(pid);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!copts_.all_processes && !traced_.count(pid)) return;
+  }
+  auto maps = read_proc_maps(pid);
+  if (maps.empty()) return;  // gone (its exit record follows) or a kernel thread
+  for (auto& lib : find_libraries(pid, maps)) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!known_libs_[filter].insert({lib.dev, lib.inode}).second) continue;
+    }
+    std::shared_ptr<ElfImage> img;
+    try {
+      img = elf_cache_.get(lib.host_path);
+    } catch (const std::exception& e) {
+      sink_->add_note("trace", fmt::format("pid {}: {}", pid, e.what()));
+      continue;
+    }
+    attach_library(filter, lib, img);
+  }
+}
+
+bool UprobeTracer::attach_pair(int pid_filter, const MappedLibrary& lib, uint64_t offset, bpf_program* entry,
+                               bpf_program* ret, uint64_t cookie) {
+  int family = entry == (cuda_ ? cuda_->progs.call_entry : nullptr)       ? kCuda
+               : entry == (nccl_ ? nccl_->progs.call_entry : nullptr)     ? kNccl
+               : entry == (torch_ ? torch_->progs.op_entry : nullptr)     ? kTorch
+                                                                          : kPython;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!attached_.insert({pid_filter, lib.dev, lib.inode, offset, family}).second) return true;  // alias
+  }
+  LIBBPF_OPTS(bpf_uprobe_opts, eo, .bpf_cookie = cookie, .retprobe = false);
+  LIBBPF_OPTS(bpf_uprobe_opts, ro, .bpf_cookie = cookie, .retprobe = true);
+  bpf_link* e = bpf_program__attach_uprobe_opts(entry, pid_filter, lib.host_path.c_str(), offset, &eo);
+  if (!e) return false;
+  bpf_link* r = bpf_program__attach_uprobe_opts(ret, pid_filter, lib.host_path.c_str(), offset, &ro);
+  if (!r) {
+    bpf_link__destroy(e);
+    return false;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& v = links_[pid_filter];
+  v.push_back(e);
+  v.push_back(r);
+  return true;
+}
+
+void UprobeTracer::mark_attached(int pid_filter, Layer layer) {
+  std::lock_guard<std::mutex> lock(mu_);
+  attached_layers_[pid_filter] |= 1u << static_cast<unsigned>(layer);
+  cv_.notify_all();
+}
+
+void UprobeTracer::attach_library(int pid_filter, const MappedLibrary& lib, const std::shared_ptr<ElfImage>& img) {
+  auto note_once = [&](const std::string& text) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!notes_sent_.insert(text).second) return;
+    }
+    sink_->add_note("trace", text);
+  };
+  int failures = 0, attached = 0;
+  auto attach_specs = [&](Layer layer, bpf_program* entry, bpf_program* ret) {
+    for (uint32_t id = 0; id < specs_.size(); ++id) {
+      auto& spec = specs_[id];
+      if (spec.layer != layer || std::find(spec.libs.begin(), spec.libs.end(), lib.kind) == spec.libs.end()) continue;
+      for (auto& sym_name : spec.symbols) {
+        const ElfSymbol* sym = img->find(sym_name);
+        if (!sym) continue;
+        auto off = img->vaddr_to_offset(sym->vaddr);
+        if (!off) continue;
+        if (attach_pair(pid_filter, lib, *off, entry, ret, call_cookie(spec, id)))
+          ++attached;
+        else
+          ++failures;
+      }
+    }
+  };
+  Layer layer = Layer::cuda;
+  switch (lib.kind) {
+    case LibraryKind::cudart:
+    case LibraryKind::cuda_driver:
+      if (!cuda_) return;
+      attach_specs(Layer::cuda, cuda_->progs.call_entry, cuda_->progs.call_return);
+      break;
+    case LibraryKind::nccl:
+      if (!nccl_) return;
+      layer = Layer::nccl;
+      attach_specs(Layer::nccl, nccl_->progs.call_entry, nccl_->progs.call_return);
+      break;
+    case LibraryKind::torch_cpu: {
+      if (!torch_) return;
+      layer = Layer::torch;
+      std::vector<std::pair<uint32_t, uint64_t>> ops;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (auto it = torch_ops_by_image_.find(img->path()); it != torch_ops_by_image_.end()) ops = it->second;
+      }
+      if (ops.empty()) {
+        auto patterns = copts_.torch_ops.empty() ? default_torch_ops() : copts_.torch_ops;
+        std::set<uint64_t> seen;
+        std::vector<std::pair<std::string, uint64_t>> found;
+        for (auto& [name, vaddr] : img->all_names()) {
+          if (name.size() < 16 || name[1] != 'Z') continue;
+          auto op = torch_ops_struct(name);
+          if (!op || !matches_any(*op, patterns) || !seen.insert(vaddr).second) continue;
+          found.emplace_back(*op, vaddr);
+        }
+        std::lock_guard<std::mutex> lock(mu_);
+        for (auto& [op, vaddr] : found) {
+          ops.emplace_back(static_cast<uint32_t>(torch_names_.size()), vaddr);
+          torch_names_.push_back(torch_event_name(op));
+        }
+        torch_ops_by_image_[img->path()] = ops;
+      }
+      for (auto& [id, vaddr] : ops) {
+        auto off = img->vaddr_to_offset(vaddr);
+        if (off && attach_pair(pid_filter, lib, *off, torch_->progs.op_entry, torch_->progs.op_return, id))
+          ++attached;
+        else
+          ++failures;
+      }
+      if (ops.empty()) note_once(fmt::format("{}: no at::_ops::<op>::call symbol matched the operator list", lib.path));
+      break;
+    }
+    case LibraryKind::torch_cuda:
+      return;  // kernel host stubs are named from it on demand; operators enter through libtorch_cpu
+    case LibraryKind::python: {
+      if (!python_) return;
+      layer = Layer::python;
+      if (!img->find("Py_Initialize") && !img->find("_PyEval_EvalFrameDefault")) return;  // not an interpreter
+      bool usdt = img->has_usdt("python", "function__entry") && img->has_usdt("python", "function__return");
+      if (topts_.python_mode == "usdt" && !usdt) {
+        note_once(lib.path + ": no python:function__entry USDT probes; python layer not traced there");
+        return;
+      }
+      if (usdt && topts_.python_mode != "capi") {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (attached_.insert({pid_filter, lib.dev, lib.inode, 0, kPython}).second) {
+          bpf_link* e = bpf_program__attach_usdt(python_->progs.py_entry, pid_filter, lib.host_path.c_str(), "python",
+                                                 "function__entry", nullptr);
+          bpf_link* r = e ? bpf_program__attach_usdt(python_->progs.py_return, pid_filter, lib.host_path.c_str(),
+                                                     "python", "function__return", nullptr)
+                          : nullptr;
+          if (e && r) {
+            links_[pid_filter].push_back(e);
+            links_[pid_filter].push_back(r);
+            ++attached;
+          } else {
+            if (e) bpf_link__destroy(e);
+            attached_.erase({pid_filter, lib.dev, lib.inode, 0, kPython});
+            ++failures;
+          }
+        }
+      } else {
+        note_once(lib.path + ": no function-level USDT probes; timing C-API entry points instead");
+        attach_specs(Layer::python, python_->progs.call_entry, python_->progs.call_return);
+      }
+      break;
+    }
+    default:
+      return;
+  }
+  if (failures)
+    note_once(fmt::format("{}: {} probe(s) failed to attach (pid filter {}): {}", lib.path, failures, pid_filter,
+                          std::strerror(errno)));
+  if (attached) mark_attached(pid_filter, layer);
+}
+
+bool UprobeTracer::wait_until_attached(uint32_t pid, Layer layer, std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  unsigned bit = 1u << static_cast<unsigned>(layer);
+  return cv_.wait_for(lock, timeout, [&] {
+    auto it = attached_layers_.find(copts_.all_processes ? -1 : static_cast<int>(pid));
+    return it != attached_layers_.end() && (it->second & bit);
+  });
+}
+
+std::vector<uint32_t> UprobeTracer::traced_pids() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return {traced_.begin(), traced_.end()};
+}
+
+UprobeTracer::Stats UprobeTracer::stats() const {
+  Stats s;
+  s.events = events_;
+  const bpf_map* maps[] = {cuda_ ? cuda_->maps.counters : nullptr, nccl_ ? nccl_->maps.counters : nullptr,
+                           torch_ ? torch_->maps.counters : nullptr, python_ ? python_->maps.counters : nullptr,
+                           proc_ ? proc_->maps.counters : nullptr};
+  for (auto* m : maps) {
+    s.lost += read_counter(m, SS_CNT_RB_FULL);
+    s.nested += read_counter(m, SS_CNT_NESTED);
+    s.unmatched += read_counter(m, SS_CNT_UNMATCHED);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [pid, v] : links_) s.links += v.size();
+  return s;
+}
+
+void UprobeTracer::report_counters(bool final_report) {
+  const bpf_map* maps[] = {cuda_ ? cuda_->maps.counters : nullptr, nccl_ ? nccl_->maps.counters : nullptr,
+                           torch_ ? torch_->maps.counters : nullptr, python_ ? python_->maps.counters : nullptr,
+                           proc_ ? proc_->maps.counters : nullptr};
+  for (int f = 0; f < 5; ++f) {
+    if (!maps[f]) continue;
+    uint64_t lost = read_counter(maps[f], SS_CNT_RB_FULL);
+    if (lost > lost_reported_[f]) {
+      sink_->add_drops(std::string("bpf-") + family_name(f), lost - lost_reported_[f]);
+      lost_reported_[f] = lost;
+    }
+    if (final_report) {
+      uint64_t nested = read_counter(maps[f], SS_CNT_NESTED), unmatched = read_counter(maps[f], SS_CNT_UNMATCHED);
+      if (nested)
+        sink_->add_note("trace", fmt::format("{}: {} driver call(s) folded into the runtime call above them",
+                                             family_name(f), nested));
+      if (unmatched)
+        sink_->add_note("trace", fmt::format("{}: {} return(s) without a matching entry (attached mid-call or "
+                                             "nesting deeper than kept)", family_name(f), unmatched));
+    }
+  }
+}
+
+std::string UprobeTracer::kernel_name(uint32_t pid, uint64_t address) {
+  auto key = std::make_pair(pid, address);
+  if (auto it = kernel_names_.find(key); it != kernel_names_.end()) return it->second;
+  std::string name;
+  for (auto& m : read_proc_maps(pid)) {
+    if (address < m.start || address >= m.end || m.path.empty() || m.path[0] != '/') continue;
+    uint64_t file_off = address - m.start + m.offset;
+    try {
+      auto img = elf_cache_.get("/proc/" + std::to_string(pid) + "/root" + m.path);
+      auto vaddr = img->offset_to_vaddr(file_off);
+      const ElfSymbol* sym = vaddr ? img->symbol_at(*vaddr) : nullptr;
+      if (sym) name = demangle(sym->name);
+    } catch (const std::exception&) {
+    }
+    if (name.empty()) {  // stripped: module and offset still tell kernels apart
+      auto slash = m.path.rfind('/');
+      name = fmt::format("{}+0x{:x}", m.path.substr(slash + 1), file_off);
+    }
+    break;
+  }
+  if (!name.empty()) kernel_names_.emplace(key, name);  // not cached when the process is gone: "" -> hex
+  return name;
+}
+
+}  // namespace stackscope::trace
