@@ -1,0 +1,37 @@
+// The covariance constraint of a Gaussian mixture as a small policy (mlpack's diagonal_constraint /
+// positive_definite_constraint): the M-step hands in the empirical weighted covariance and the policy makes it
+// what the model allows, regularised so that its Cholesky factor exists.
+#pragma once
+#include <Eigen/Dense>
+#include <optional>
+#include <string_view>
+
+namespace stackscope::analyze {
+
+enum class CovarianceType { full, diagonal };
+
+std::string_view covariance_type_name(CovarianceType t);
+std::optional<CovarianceType> parse_covariance_type(std::string_view s);  // "full" | "diag" | "diagonal"
+
+struct FullCovariance {
+  static constexpr CovarianceType type = CovarianceType::full;
+  // Adds `reg` to the diagonal (scikit-learn's reg_covar): a constant feature or a component holding a single
+  // point stays positive definite.
+  static void apply(Eigen::MatrixXd& cov, double reg) {
+    cov.diagonal().array() += reg;
+    cov = cov.selfadjointView<Eigen::Lower>();  // symmetric to the last bit
+  }
+  // Free parameters of one component's covariance (for BIC).
+  static Eigen::Index parameters(Eigen::Index d) { return d * (d + 1) / 2; }
+};
+
+struct DiagonalCovariance {
+  static constexpr CovarianceType type = CovarianceType::diagonal;
+  static void apply(Eigen::MatrixXd& cov, double reg) {
+    const Eigen::VectorXd diag = cov.diagonal().array() + reg;
+    cov = diag.asDiagonal();
+  }
+  static Eigen::Index parameters(Eigen::Index d) { return d; }
+};
+
+}  // namespace stackscope::analyze

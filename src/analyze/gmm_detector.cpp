@@ -1,0 +1,45 @@
+#include "analyze/gmm_detector.h"
+
+namespace stackscope::analyze {
+
+void GmmDetector::fit(const Eigen::MatrixXd& x) {
+  EmOptions em{.components = std::max(1, opt_.components),
+               .covariance = opt_.covariance,
+               .max_iterations = opt_.max_iterations,
+               .tolerance = opt_.tolerance,
+               .reg_covar = opt_.reg_covar,
+               .restarts = opt_.restarts,
+               .seed = opt_.seed};
+  bic_.clear();
+  fit_ = opt_.components > 0 ? EmFitter(em).fit(x) : fit_gmm_by_bic(x, em, opt_.max_components, &bic_);
+  fitted_ = true;
+}
+
+Eigen::VectorXd GmmDetector::score(const Eigen::MatrixXd& x) const {
+  if (!fitted_) throw DetectorInputError("gmm score: score called before fit");
+  Eigen::VectorXd log_density;
+  Eigen::VectorXi component;
+  fit_.model.best_component(x, log_density, component);
+  return -log_density;
+}
+
+Eigen::VectorXi GmmDetector::most_likely_component(const Eigen::MatrixXd& x) const {
+  if (!fitted_) throw DetectorInputError("gmm score: score called before fit");
+  Eigen::VectorXd log_density;
+  Eigen::VectorXi component;
+  fit_.model.best_component(x, log_density, component);
+  return component;
+}
+
+Eigen::MatrixXd GmmDetector::feature_deviations(const Eigen::MatrixXd& x) const {
+  const Eigen::VectorXi comp = most_likely_component(x);
+  Eigen::MatrixXd z(x.rows(), x.cols());
+  const auto& m = fit_.model;
+  for (Eigen::Index i = 0; i < x.rows(); ++i) {
+    const size_t k = static_cast<size_t>(comp(i));
+    z.row(i) = (x.row(i) - m.means().row(comp(i))).array() / m.covariances()[k].diagonal().transpose().array().sqrt();
+  }
+  return z;
+}
+
+}  // namespace stackscope::analyze

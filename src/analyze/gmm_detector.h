@@ -1,0 +1,56 @@
+// eACGM's detector (§IV, Definition 1, Algorithm 2): fit a Gaussian mixture by EM, then flag an item when its
+// density under the most likely component, p(x|theta_k) with k = argmax_k p(x|theta_k), is below delta.
+// score(x) = -log max_k p(x|theta_k), so "density < delta" is "score > -log delta" (higher is more anomalous),
+// and scores stay finite where densities underflow.
+#pragma once
+#include <Eigen/Dense>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "analyze/detector.h"
+#include "analyze/em_fitter.h"
+#include "analyze/gaussian_mixture.h"
+
+namespace stackscope::analyze {
+
+struct GmmDetectorOptions {
+  int components = 0;      // 0: chosen by BIC among 1..max_components
+  int max_components = 8;
+  CovarianceType covariance = CovarianceType::full;
+  int restarts = 3;
+  int max_iterations = 100;
+  double tolerance = 1e-3;
+  double reg_covar = 1e-6;
+  uint64_t seed = 0;
+};
+
+class GmmDetector final : public AnomalyDetector {
+ public:
+  explicit GmmDetector(GmmDetectorOptions options = {}) : opt_(options) {}
+  std::string name() const override { return "gmm"; }
+  void fit(const Eigen::MatrixXd& x) override;
+  // -log of the density under the most likely component.
+  Eigen::VectorXd score(const Eigen::MatrixXd& x) const override;
+  // The score threshold equivalent to the paper's density threshold delta.
+  static double threshold_for_delta(double delta) { return -std::log(delta); }
+
+  // Per-feature deviation of each row from its most likely component, in that component's standard
+  // deviations (signed): which feature makes an item anomalous.
+  Eigen::MatrixXd feature_deviations(const Eigen::MatrixXd& x) const;
+  Eigen::VectorXi most_likely_component(const Eigen::MatrixXd& x) const;
+
+  const GaussianMixture& model() const { return fit_.model; }
+  const EmResult& fit_result() const { return fit_; }
+  int chosen_components() const { return static_cast<int>(fit_.model.components()); }
+  const std::vector<double>& bic_by_components() const { return bic_; }  // empty when K was given
+  const GmmDetectorOptions& options() const { return opt_; }
+
+ private:
+  GmmDetectorOptions opt_;
+  EmResult fit_;
+  std::vector<double> bic_;
+  bool fitted_ = false;
+};
+
+}  // namespace stackscope::analyze
