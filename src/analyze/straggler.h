@@ -1,0 +1,180 @@
+// Straggler localisation after KAIR (§III-B): stage 1 finds which worker's execution rhythm diverges from its
+// peers (pairwise Kolmogorov-Smirnov), stage 2 which of its operations are outliers (z-scores of start time and
+// duration per operator identity across workers), stage 3 walks the step's dependency graph backwards to tell a
+// culprit from a victim (a slow compute operator, or a communication/synchronisation edge).
+// Pure computation over model/worker_timeline.h: no I/O.
+#pragma once
+#include <Eigen/Dense>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/worker_timeline.h"
+
+namespace stackscope::analyze {
+
+// ---------------------------------------------------------------- steps and clocks
+enum class StepSource { markers, collectives, autocorrelation, none };
+std::string_view step_source_name(StepSource s);
+
+struct StepDetection {
+  StepSource source = StepSource::none;
+  int period = 0;  // collectives (or operations, for autocorrelation) per step
+  int steps = 0;   // distinct step numbers seen
+};
+
+// Sets TimelineOp::step on every operation: ProfilerStep markers when present, else the period of each worker's
+// collective sequence, else the period of its operation-name sequence (autocorrelation). Step numbers are
+// aligned across workers (same number = same iteration). Also fills missing collective_seq (n-th operation
+// on its communicator).
+StepDetection assign_steps(TimelineSet& set);
+
+// Per worker, the offset of its clock (ns) relative to the cluster: the median, over collective instances it
+// took part in, of its end time minus the median end time of all participants (a collective ends together
+// everywhere). 0 for workers without collectives.
+std::vector<int64_t> estimate_clock_offsets(const TimelineSet& set);
+
+// Smallest period p (1..max_period) with seq[i] == seq[i+p] for at least `min_match` of the positions; 0 if none.
+int sequence_period(const std::vector<uint64_t>& seq, int max_period, double min_match = 0.9);
+
+// ---------------------------------------------------------------- stage 1
+// Exact two-sample Kolmogorov-Smirnov statistic max_t |F_a(t) - F_b(t)| (inputs need not be sorted).
+double ks_statistic(std::vector<double> a, std::vector<double> b);
+
+struct KsOptions {
+  int grid_points = 64;     // ECDFs are compared on this many pooled quantiles (exact D is approached as it grows)
+  int max_peers = 512;      // larger peer groups compare each worker with this many random peers
+  uint64_t seed = 1;
+};
+
+// Abnormality score S_A = mean over peers of D(A, B) for every worker, within its peer group. samples[w] is
+// worker w's sample; workers with an empty sample score 0 and are nobody's peer. If d_matrix is given, it
+// receives the full pairwise D matrix (only sensible for small N).
+std::vector<double> ks_abnormality(const std::vector<std::vector<double>>& samples, const std::vector<int>& group,
+                                   const KsOptions& options, Eigen::MatrixXf* d_matrix = nullptr);
+
+struct Stage1Window {
+  int32_t first_step = 0, last_step = 0;  // inclusive step labels
+  std::vector<double> score;              // S_A per worker in this window
+};
+
+struct Stage1Result {
+  std::vector<double> whole_run;       // S_A over all steps
+  std::vector<Stage1Window> windows;   // S_A per window of consecutive steps (the heatmap)
+  std::vector<double> persistent;      // whole-run S_A minus the peer-group median (0 unless slower than the group)
+  std::vector<double> episodic;        // max over windows where the worker is slower than its group of
+                                       // S_A minus the window's median S_A
+  std::vector<int> episode_window;     // window where the episodic peak is
+  std::vector<double> score;           // max(persistent, episodic): the straggler score
+  std::vector<int> ranking;            // workers by score, most anomalous first
+  Eigen::MatrixXf pairwise;            // whole-run D among heatmap_workers
+  std::vector<int> heatmap_workers;    // at most 64: the top of the ranking, then peers
+};
+
+struct Stage1Options {
+  KsOptions ks;
+  int window_steps = 0;  // 0: automatic (1 step for short traces, about 1/20 of the run for long ones)
+  int heatmap_max = 64;
+  // Windows compare each worker's values divided by its own whole-run median, so that a worker that is
+  // always a little slower (other hardware) does not hide one that turns slow mid-run. For step tables.
+  bool self_normalize_windows = false;
+};
+
+// samples[w][k]: the values worker w produced in step index k (steps[k] its label): completion phases of its
+// operations for traces, its step time for step tables. group[w]: peer group.
+Stage1Result stage1_rhythm(const std::vector<std::vector<std::vector<double>>>& samples,
+                           const std::vector<int32_t>& steps, const std::vector<int>& group,
+                           const Stage1Options& options);
+
+// ---------------------------------------------------------------- stage 2
+struct Stage2Options {
+  bool robust = true;      // median/MAD (default): with N <= 10 workers a mean/std z can never exceed 3
+  double threshold = 3.0;  // a_i > threshold flags an operation (3-sigma rule)
+  int min_peers = 3;       // identities seen on fewer workers are not scored
+};
+
+struct OpStats {
+  float z_start = 0, z_duration = 0, z_end = 0;
+  float expected_start = 0, expected_duration = 0;  // ns; start relative to the cluster step start
+  float start_delay = 0, end_delay = 0;             // ns later than the cluster centre (negative: earlier)
+  int peers = 0;                                    // workers sharing this identity (0: not scored)
+};
+
+struct FlaggedOp {
+  int worker = 0;
+  uint32_t op = 0;  // index into the worker's ops
+  double a = 0;     // max(|z_start|, |z_duration|)
+};
+
+struct Stage2Result {
+  std::vector<std::vector<OpStats>> stats;  // [worker][op]
+  std::vector<FlaggedOp> flagged;           // a > threshold, highest first
+  bool robust = true;
+};
+
+// Times must already be clock-corrected (offsets[w] is subtracted here). Identity = (peer group, step, name,
+// n-th occurrence of that name in the step on that worker).
+Stage2Result stage2_outliers(const TimelineSet& set, const std::vector<int64_t>& offsets, const std::vector<int>& group,
+                             const Stage2Options& options);
+
+// ---------------------------------------------------------------- stage 3
+enum class CauseKind { compute_operator, communication_link, dependency_edge };
+std::string_view cause_kind_name(CauseKind k);
+// The two classes of the eval: a compute operator, or an edge (communication or synchronisation).
+inline bool cause_is_edge(CauseKind k) { return k != CauseKind::compute_operator; }
+
+struct RootCause {
+  CauseKind kind = CauseKind::compute_operator;
+  int worker = 0;
+  std::string operation;        // the operator, or "A -> B" for an edge, or the collective for a link
+  std::vector<int32_t> steps;   // steps where it was the culprit
+  double excess_ns = 0;         // total delay it added (observed - expected), summed over steps
+  int victims = 0;              // flagged operations whose blame led here
+  double z = 0;                 // strongest z-score of the evidence
+  std::string evidence;         // one line a person reads
+};
+
+struct Stage3Options {
+  double threshold = 3.0;
+  size_t max_root_causes = 20;
+};
+
+std::vector<RootCause> stage3_blame(const TimelineSet& set, const std::vector<int64_t>& offsets,
+                                    const Stage2Result& stage2, const Stage3Options& options);
+
+// ---------------------------------------------------------------- the whole analysis
+struct FrequencyTimeline {  // KAIR Fig. 4: operations completed per time bin, per worker
+  int64_t t0_ns = 0, bin_ns = 0;
+  std::vector<int> workers;
+  std::vector<std::vector<uint32_t>> counts;  // [row][bin]
+};
+
+struct StragglerOptions {
+  Stage1Options stage1;
+  Stage2Options stage2;
+  Stage3Options stage3;
+  int timeline_bins = 200;
+};
+
+struct StragglerReport {
+  std::vector<std::string> workers;
+  std::vector<int> group;             // peer group per worker
+  StepDetection steps;
+  std::vector<int32_t> step_labels;   // steps analysed
+  std::vector<int64_t> clock_offsets; // ns, per worker
+  Stage1Result stage1;
+  Stage2Result stage2;                // empty for step tables
+  std::vector<RootCause> root_causes; // empty for step tables
+  FrequencyTimeline timeline;
+  bool from_step_table = false;
+  std::vector<std::vector<double>> step_times;  // step tables: [worker][step] (for the timeline view)
+};
+
+StragglerReport analyze_stragglers(TimelineSet set, const StragglerOptions& options = {});
+StragglerReport analyze_step_times(const StepTimeTable& table, const StragglerOptions& options = {});
+
+// Peer groups: workers that take part in the same set of communicators do the same work (data-parallel
+// replicas, or the same pipeline stage); workers are compared only with their group.
+std::vector<int> peer_groups(const TimelineSet& set);
+
+}  // namespace stackscope::analyze

@@ -1,0 +1,73 @@
+// Per-worker timelines of a distributed job, the input of straggler localisation (KAIR §III-B). Pure data:
+// readers (src/store: recordings, Kineto JSON, step-time tables) fill it, the engine (src/analyze) reads it.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace stackscope {
+
+// What an operation is, as far as blame is concerned: a compute operator can be the culprit itself; a
+// collective, point-to-point transfer or synchronisation is an edge between operations.
+enum class OpKind : uint8_t { compute = 0, collective, p2p, sync, memcpy };
+
+inline bool is_communication(OpKind k) { return k == OpKind::collective || k == OpKind::p2p || k == OpKind::sync; }
+inline std::string_view op_kind_name(OpKind k) {
+  constexpr std::string_view names[] = {"compute", "collective", "p2p", "sync", "memcpy"};
+  return names[static_cast<int>(k)];
+}
+
+struct TimelineOp {
+  uint32_t name = 0;           // index into TimelineSet::names
+  OpKind kind = OpKind::compute;
+  int64_t start_ns = 0;        // the worker's own clock; the engine estimates and removes offsets
+  int64_t duration_ns = 0;
+  int32_t step = -1;           // training step (from markers or detected); -1 unknown
+  int32_t stream = 0;          // thread or GPU stream
+  uint32_t comm = 0;           // communicator (index into names; 0 = none) for collectives and p2p
+  int64_t collective_seq = -1; // n-th operation on that communicator: the same number on every participant
+  int64_t bytes = 0;
+  int64_t end_ns() const { return start_ns + duration_ns; }
+};
+
+struct StepMarker {
+  int32_t step = 0;  // the number in "ProfilerStep#N"
+  int64_t start_ns = 0, end_ns = 0;
+};
+
+struct WorkerTimeline {
+  std::string worker;               // "rank3", "host-a:rank3"
+  int rank = -1;
+  std::vector<TimelineOp> ops;      // ordered by start_ns
+  std::vector<StepMarker> markers;  // ProfilerStep spans when the trace has them
+};
+
+// All workers of one job, with one table of operation names shared by them (ids compare across workers).
+struct TimelineSet {
+  std::vector<std::string> names{""};  // id 0 is the empty name
+  std::vector<WorkerTimeline> workers;
+
+  uint32_t intern(std::string_view name) {
+    auto it = ids_.find(std::string(name));
+    if (it != ids_.end()) return it->second;
+    if (ids_.empty())
+      for (uint32_t i = 0; i < names.size(); ++i) ids_.emplace(names[i], i);
+    auto [pos, inserted] = ids_.emplace(std::string(name), static_cast<uint32_t>(names.size()));
+    if (inserted) names.emplace_back(name);
+    return pos->second;
+  }
+
+ private:
+  std::unordered_map<std::string, uint32_t> ids_;
+};
+
+// Per-worker step (iteration) times: the cheap signal that stage 1 alone can use.
+struct StepTimeTable {
+  std::vector<std::string> workers;
+  std::vector<int64_t> steps;                 // step labels, ascending
+  std::vector<std::vector<double>> time;      // [worker][step index]; NaN where a worker has no value
+};
+
+}  // namespace stackscope

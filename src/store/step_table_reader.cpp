@@ -1,0 +1,121 @@
+#include "store/step_table_reader.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+#include <vector>
+
+namespace stackscope {
+
+namespace {
+
+std::vector<std::string> split_csv(const std::string& line) {
+  std::vector<std::string> out;
+  std::string cell;
+  std::stringstream ss(line);
+  while (std::getline(ss, cell, ',')) {
+    cell.erase(0, cell.find_first_not_of(" \t\r"));
+    cell.erase(cell.find_last_not_of(" \t\r") + 1);
+    out.push_back(cell);
+  }
+  if (!line.empty() && line.back() == ',') out.emplace_back();
+  return out;
+}
+
+int column(const std::vector<std::string>& header, std::initializer_list<const char*> names) {
+  for (const char* n : names)
+    for (size_t i = 0; i < header.size(); ++i)
+      if (header[i] == n) return static_cast<int>(i);
+  return -1;
+}
+
+}  // namespace
+
+bool looks_like_step_table(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  if (!in || !std::getline(in, line)) return false;
+  auto h = split_csv(line);
+  return column(h, {"worker", "rank"}) >= 0 && column(h, {"time", "step_time", "batch_time_norm"}) >= 0;
+}
+
+StepTimeTable read_step_table(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error(path + ": cannot open");
+  std::string line;
+  if (!std::getline(in, line)) throw std::runtime_error(path + ": empty file (expected a header worker,step,time)");
+  const auto header = split_csv(line);
+  const int worker_col = column(header, {"worker", "rank"});
+  int step_col, value_col;
+  if (column(header, {"batch_time_norm"}) >= 0) {  // Alibaba PAI mini-batch-time layout
+    step_col = column(header, {"time"});
+    value_col = column(header, {"batch_time_norm"});
+  } else {
+    step_col = column(header, {"step", "iteration"});
+    value_col = column(header, {"time", "step_time", "duration"});
+  }
+  if (worker_col < 0 || step_col < 0 || value_col < 0)
+    throw std::runtime_error(path + ": row 1: header needs columns worker, step and time (got '" + line + "')");
+  std::map<std::string, std::map<int64_t, std::pair<double, int>>> values;
+  int64_t row = 1;
+  while (std::getline(in, line)) {
+    ++row;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const auto cells = split_csv(line);
+    auto cell = [&](int c, const char* what) -> const std::string& {
+      if (c >= static_cast<int>(cells.size()) || cells[c].empty())
+        throw std::runtime_error(path + ": row " + std::to_string(row) + ": column " + std::to_string(c + 1) + " (" +
+                                 what + ") is missing");
+      return cells[c];
+    };
+    const std::string& worker = cell(worker_col, "worker");
+    int64_t step;
+    double value;
+    try {
+      size_t used = 0;
+      step = std::stoll(cell(step_col, "step"), &used);
+      if (used != cells[step_col].size()) throw std::invalid_argument("trailing");
+      value = std::stod(cell(value_col, "time"), &used);
+      if (used != cells[value_col].size()) throw std::invalid_argument("trailing");
+    } catch (const std::logic_error&) {
+      throw std::runtime_error(path + ": row " + std::to_string(row) + ": step (column " + std::to_string(step_col + 1) +
+                               ") must be an integer and time (column " + std::to_string(value_col + 1) +
+                               ") a number: '" + line + "'");
+    }
+    if (!std::isfinite(value) || value < 0)
+      throw std::runtime_error(path + ": row " + std::to_string(row) + ": column " + std::to_string(value_col + 1) +
+                               ": step time must be a finite non-negative number");
+    // A step logged twice (real traces have them) counts once, at the mean of its values.
+    auto& cell_value = values[worker][step];
+    cell_value.first += value;
+    cell_value.second += 1;
+  }
+  if (values.size() < 2) throw std::runtime_error(path + ": needs step times of at least 2 workers");
+  StepTimeTable t;
+  std::vector<int64_t> steps;
+  for (auto& [w, m] : values)
+    for (auto& [s, v] : m) steps.push_back(s);
+  std::sort(steps.begin(), steps.end());
+  steps.erase(std::unique(steps.begin(), steps.end()), steps.end());
+  t.steps = steps;
+  // Workers in numeric order when their names are numbers ("10" after "9").
+  std::vector<std::string> names;
+  for (auto& [w, m] : values) names.push_back(w);
+  std::stable_sort(names.begin(), names.end(), [](const std::string& a, const std::string& b) {
+    return a.size() != b.size() ? a.size() < b.size() : a < b;
+  });
+  for (auto& w : names) {
+    t.workers.push_back(w);
+    std::vector<double> row_values(steps.size(), std::numeric_limits<double>::quiet_NaN());
+    for (auto& [s, v] : values[w])
+      row_values[std::lower_bound(steps.begin(), steps.end(), s) - steps.begin()] = v.first / v.second;
+    t.time.push_back(std::move(row_values));
+  }
+  return t;
+}
+
+}  // namespace stackscope
