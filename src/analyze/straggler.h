@@ -29,9 +29,9 @@ struct StepDetection {
 // on its communicator).
 StepDetection assign_steps(TimelineSet& set);
 
-// Per worker, the offset of its clock (ns) relative to the cluster: the median, over collective instances it
-// took part in, of its end time minus the median end time of all participants (a collective ends together
-// everywhere). 0 for workers without collectives.
+// Per worker, the offset of its clock (ns) relative to the cluster: the 10% quantile, over collective
+// instances it took part in, of its end time minus the median end time of all participants (a collective
+// ends together everywhere; delays only add). 0 for workers without collectives.
 std::vector<int64_t> estimate_clock_offsets(const TimelineSet& set);
 
 // Smallest period p (1..max_period) with seq[i] == seq[i+p] for at least `min_match` of the positions; 0 if none.
@@ -42,8 +42,12 @@ int sequence_period(const std::vector<uint64_t>& seq, int max_period, double min
 double ks_statistic(std::vector<double> a, std::vector<double> b);
 
 struct KsOptions {
-  int grid_points = 64;     // ECDFs are compared on this many pooled quantiles (exact D is approached as it grows)
-  int max_peers = 512;      // larger peer groups compare each worker with this many random peers
+  int grid_points = 2048;   // at most this many points: every distinct pooled value (exact D) or pooled
+                            // quantiles; fewer when pairs x points would pass 64M (large clusters)
+  int max_peers = 256;      // larger peer groups compare each worker with this many random peers
+  // Fixed-length windows over the value range (KAIR: operations completed per fixed time window) instead of
+  // pooled values: jitter smaller than a window does not count as divergence. For timelines.
+  bool fixed_windows = false;
   uint64_t seed = 1;
 };
 
@@ -109,6 +113,7 @@ struct FlaggedOp {
 struct Stage2Result {
   std::vector<std::vector<OpStats>> stats;  // [worker][op]
   std::vector<FlaggedOp> flagged;           // a > threshold, highest first
+  std::vector<int> group;                   // peer group per worker (as used for the identities)
   bool robust = true;
 };
 
@@ -165,6 +170,9 @@ struct StragglerReport {
   Stage1Result stage1;
   Stage2Result stage2;                // empty for step tables
   std::vector<RootCause> root_causes; // empty for step tables
+  // The verdict: the worker of the strongest root cause when stage 3 found one, else stage 1's top worker
+  // (stage 1 is the cheap filter; stage 3 names the culprit, not its victims). Then stage 1's order.
+  std::vector<int> stragglers;
   FrequencyTimeline timeline;
   bool from_step_table = false;
   std::vector<std::vector<double>> step_times;  // step tables: [worker][step] (for the timeline view)
@@ -173,7 +181,7 @@ struct StragglerReport {
 StragglerReport analyze_stragglers(TimelineSet set, const StragglerOptions& options = {});
 StragglerReport analyze_step_times(const StepTimeTable& table, const StragglerOptions& options = {});
 
-// Peer groups: workers that take part in the same set of communicators do the same work (data-parallel
+// Peer groups: workers that take part in the same set of collective communicators do the same work (data-parallel
 // replicas, or the same pipeline stage); workers are compared only with their group.
 std::vector<int> peer_groups(const TimelineSet& set);
 

@@ -40,7 +40,20 @@ StragglerReport analyze_stragglers(TimelineSet set, const StragglerOptions& opti
   r.clock_offsets = estimate_clock_offsets(set);
   r.group = peer_groups(set);
   const auto starts = cluster_step_starts(set, r.clock_offsets);
-  for (auto& [s, t0] : starts) r.step_labels.push_back(s);
+  // Steps cut by the ends of the trace hold only a few operations: they would look like everybody's anomaly.
+  std::map<int32_t, size_t> ops_in_step;
+  for (auto& w : set.workers)
+    for (auto& op : w.ops)
+      if (op.step >= 0) ops_in_step[op.step]++;
+  std::vector<size_t> counts;
+  for (auto& [s, c] : ops_in_step) counts.push_back(c);
+  std::sort(counts.begin(), counts.end());
+  const size_t typical = counts.empty() ? 0 : counts[counts.size() / 2];
+  for (auto& w : set.workers)
+    for (auto& op : w.ops)
+      if (op.step >= 0 && ops_in_step[op.step] * 2 < typical) op.step = -1;
+  for (auto& [s, t0] : starts)
+    if (ops_in_step[s] * 2 >= typical) r.step_labels.push_back(s);
   std::map<int32_t, size_t> step_index;
   for (size_t k = 0; k < r.step_labels.size(); ++k) step_index[r.step_labels[k]] = k;
 
@@ -50,9 +63,14 @@ StragglerReport analyze_stragglers(TimelineSet set, const StragglerOptions& opti
     for (auto& op : set.workers[w].ops)
       if (op.step >= 0)
         samples[w][step_index[op.step]].push_back(double(op.end_ns() - r.clock_offsets[w]) - starts.at(op.step));
-  r.stage1 = stage1_rhythm(samples, r.step_labels, r.group, options.stage1);
+  Stage1Options stage1 = options.stage1;
+  stage1.ks.fixed_windows = true;
+  r.stage1 = stage1_rhythm(samples, r.step_labels, r.group, stage1);
   r.stage2 = stage2_outliers(set, r.clock_offsets, r.group, options.stage2);
   r.root_causes = stage3_blame(set, r.clock_offsets, r.stage2, options.stage3);
+  if (!r.root_causes.empty()) r.stragglers.push_back(r.root_causes.front().worker);
+  for (int w : r.stage1.ranking)
+    if (r.stragglers.empty() || w != r.stragglers.front()) r.stragglers.push_back(w);
 
   // Fig. 4: operations completed per time bin for the workers of the heatmap.
   int64_t lo = INT64_MAX, hi = INT64_MIN;
@@ -91,6 +109,7 @@ StragglerReport analyze_step_times(const StepTimeTable& table, const StragglerOp
   Stage1Options stage1 = options.stage1;
   stage1.self_normalize_windows = true;
   r.stage1 = stage1_rhythm(samples, r.step_labels, r.group, stage1);
+  r.stragglers = r.stage1.ranking;
   for (int w : r.stage1.heatmap_workers) r.step_times.push_back(table.time[w]);
   r.timeline.workers = r.stage1.heatmap_workers;
   return r;

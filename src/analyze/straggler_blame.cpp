@@ -68,61 +68,79 @@ std::vector<RootCause> stage3_blame(const TimelineSet& set, const std::vector<in
   }
   auto stats = [&](int w, uint32_t i) -> const OpStats& { return stage2.stats[w][i]; };
 
+  // Once an operation is known to be late, its lateness is followed in nanoseconds: a predecessor (or a
+  // participant) explains it when it accounts for at least half of the delay.
+  enum class Mode { entry, ended_late, started_late };
   auto walk = [&](int w, uint32_t i) -> std::optional<Culprit> {
-    bool late = false;
+    Mode mode = Mode::entry;
     for (int guard = 0; guard < 100000; ++guard) {
       const auto& ops = set.workers[w].ops;
       const TimelineOp& op = ops[i];
       const OpStats& st = stats(w, i);
-      if (!late) {
-        if (st.peers && st.z_duration > t) {
-          const double excess = double(op.duration_ns) - st.expected_duration;
-          if (!is_communication(op.kind)) return Culprit{CauseKind::compute_operator, w, -1, i, excess, st.z_duration};
+      switch (mode) {
+        case Mode::entry:
+          if (!st.peers) return std::nullopt;
+          if (is_communication(op.kind) && st.z_end > t && st.z_start <= t) {
+            mode = Mode::ended_late;
+          } else if (!is_communication(op.kind) && st.z_duration > t) {
+            return Culprit{CauseKind::compute_operator, w, -1, i, double(op.duration_ns) - st.expected_duration,
+                           st.z_duration};
+          } else if (st.z_start > t) {
+            mode = Mode::started_late;
+          } else {
+            return std::nullopt;  // flagged for being early or short: nobody waited for it
+          }
+          continue;
+        case Mode::ended_late: {
+          if (st.start_delay >= 0.5 * st.end_delay) {
+            mode = Mode::started_late;
+            continue;
+          }
+          if (!is_communication(op.kind))
+            return Culprit{CauseKind::compute_operator, w, -1, i, double(op.duration_ns) - st.expected_duration,
+                           std::max(st.z_duration, st.z_end)};
           if (op.kind != OpKind::sync) {
-            // Long communication: waiting for a late participant, or a slow transfer.
             auto it = instances.find((static_cast<uint64_t>(op.comm) << 40) ^ static_cast<uint64_t>(op.collective_seq));
+            // A peer of this worker in the same instance that ended on time shows that the instance as a
+            // whole was not late: then this worker's own link is. Otherwise a participant that arrived late
+            // by a comparable amount is where the delay came from.
+            bool peer_on_time = false;
             std::pair<int, uint32_t> latest{-1, 0};
-            float latest_z = static_cast<float>(t);
-            if (it != instances.end())
+            double latest_delay = 0.5 * st.end_delay;
+            if (it != instances.end()) {
               for (auto& [p, j] : it->second)
-                if (p != w && stats(p, j).peers && stats(p, j).z_start > latest_z) {
-                  latest = {p, j};
-                  latest_z = stats(p, j).z_start;
-                }
+                peer_on_time |= p != w && stage2.group[p] == stage2.group[w] && stats(p, j).peers && stats(p, j).z_end <= t;
+              if (!peer_on_time)
+                for (auto& [p, j] : it->second)
+                  if (p != w && stats(p, j).peers && stats(p, j).start_delay >= latest_delay) {
+                    latest = {p, j};
+                    latest_delay = stats(p, j).start_delay;
+                  }
+            }
             if (latest.first >= 0) {
               w = latest.first;
               i = latest.second;
-              late = true;
+              mode = Mode::started_late;
               continue;
             }
           }
-          return Culprit{CauseKind::communication_link, w, -1, i, excess, st.z_duration};
+          return Culprit{CauseKind::communication_link, w, -1, i, double(st.end_delay) - std::max(0.f, st.start_delay),
+                         st.z_end};
         }
-        if (st.peers && st.z_start > t) {
-          late = true;
-          continue;
+        case Mode::started_late: {
+          const int64_t p = predecessor(ops, i);
+          if (p < 0) return Culprit{CauseKind::dependency_edge, w, -1, i, st.start_delay, st.z_start};
+          const OpStats& ps = stats(w, static_cast<uint32_t>(p));
+          if (ps.peers && ps.end_delay > 0 && ps.end_delay >= 0.5 * st.start_delay) {
+            i = static_cast<uint32_t>(p);
+            mode = Mode::ended_late;
+            continue;
+          }
+          // The predecessor finished on time, yet this one started late: the edge between them.
+          return Culprit{CauseKind::dependency_edge, w, p, i, double(st.start_delay) - std::max(0.f, ps.end_delay),
+                         st.z_start};
         }
-        return std::nullopt;  // flagged for being early or short: nobody waited for it
       }
-      // Started late with whatever duration: why did it start late?
-      const int64_t p = predecessor(ops, i);
-      if (p < 0) return Culprit{CauseKind::dependency_edge, w, -1, i, st.start_delay, st.z_start};
-      const OpStats& ps = stats(w, static_cast<uint32_t>(p));
-      if (ps.peers && ps.z_end > t) {
-        i = static_cast<uint32_t>(p);
-        // It ended late: by its own duration (culprit, or a communication wait) or because it started late.
-        if (ps.z_duration > t) {
-          late = false;
-          continue;
-        }
-        if (ps.z_start <= t && ps.z_duration >= ps.z_start) {  // neither alone is abnormal: the larger share
-          const CauseKind k = is_communication(ops[p].kind) ? CauseKind::communication_link : CauseKind::compute_operator;
-          return Culprit{k, w, -1, i, double(ops[p].duration_ns) - ps.expected_duration, ps.z_end};
-        }
-        continue;
-      }
-      // The predecessor finished on time, yet this one started late: the edge between them.
-      return Culprit{CauseKind::dependency_edge, w, p, i, double(st.start_delay) - double(ps.end_delay), st.z_start};
     }
     return std::nullopt;
   };

@@ -27,6 +27,12 @@ double ks_statistic(std::vector<double> a, std::vector<double> b) {
 
 namespace {
 
+double mean_of(const std::vector<double>& v) {
+  double sum = 0;
+  for (double x : v) sum += x;
+  return v.empty() ? 0 : sum / double(v.size());
+}
+
 double median_of(std::vector<double> v) {
   if (v.empty()) return 0;
   auto mid = v.begin() + v.size() / 2;
@@ -35,8 +41,11 @@ double median_of(std::vector<double> v) {
 }
 
 // The ECDFs of `members` evaluated on a grid of pooled quantiles, one column per member.
+// The grid holds every distinct pooled value (exact D) when that fits, else pooled quantiles; the pairwise
+// comparisons (pairs x grid points) are kept under a fixed budget so that 4,096 workers stay fast.
 Eigen::MatrixXf ecdf_columns(const std::vector<std::vector<double>>& samples, const std::vector<int>& members,
-                             int grid_points) {
+                             int grid_points, double pairs, bool fixed_windows) {
+  grid_points = static_cast<int>(std::clamp(64e6 / std::max(pairs, 1.0), 32.0, double(grid_points)));
   std::vector<double> pooled;
   size_t total = 0;
   for (int w : members) total += samples[w].size();
@@ -47,8 +56,14 @@ Eigen::MatrixXf ecdf_columns(const std::vector<std::vector<double>>& samples, co
       if (k++ % stride == 0) pooled.push_back(v);
   std::sort(pooled.begin(), pooled.end());
   std::vector<double> grid;
-  for (int g = 0; g < grid_points; ++g)
-    grid.push_back(pooled[std::min(pooled.size() - 1, (pooled.size() - 1) * g / std::max(1, grid_points - 1))]);
+  if (fixed_windows && pooled.size() > 1 && pooled.back() > pooled.front()) {
+    const int bins = std::min(grid_points, 64);
+    for (int g = 1; g <= bins; ++g) grid.push_back(pooled.front() + (pooled.back() - pooled.front()) * g / bins);
+  } else if (pooled.size() <= static_cast<size_t>(grid_points))
+    grid = pooled;
+  else
+    for (int g = 0; g < grid_points; ++g)
+      grid.push_back(pooled[std::min(pooled.size() - 1, (pooled.size() - 1) * g / std::max(1, grid_points - 1))]);
   grid.push_back(std::numeric_limits<double>::infinity());  // everything is <= +inf
   grid.erase(std::unique(grid.begin(), grid.end()), grid.end());
   Eigen::MatrixXf cdf = Eigen::MatrixXf::Zero(static_cast<Eigen::Index>(grid.size()), members.size());
@@ -76,7 +91,7 @@ std::vector<double> group_medians(const std::vector<double>& v, const std::vecto
   return out;
 }
 
-// Whether each worker's median lies above the median of its group's medians.
+// Whether each worker's central value lies above the median of its group's.
 std::vector<bool> slower_than_group(const std::vector<double>& medians, const std::vector<int>& group,
                                     const std::vector<std::vector<double>>& samples) {
   std::vector<std::vector<double>> by;
@@ -111,7 +126,8 @@ std::vector<double> ks_abnormality(const std::vector<std::vector<double>>& sampl
   for (auto& m : members) {
     const int k = static_cast<int>(m.size());
     if (k < 2) continue;
-    const Eigen::MatrixXf cdf = ecdf_columns(samples, m, options.grid_points);
+    const double pairs = double(k) * std::min(k - 1, options.max_peers) / 2;
+    const Eigen::MatrixXf cdf = ecdf_columns(samples, m, options.grid_points, pairs, options.fixed_windows);
     auto dist = [&](int a, int b) { return double((cdf.col(a) - cdf.col(b)).cwiseAbs().maxCoeff()); };
     if (k - 1 <= options.max_peers || d_matrix) {
       std::vector<double> sum(k, 0);
@@ -156,9 +172,13 @@ Stage1Result stage1_rhythm(const std::vector<std::vector<std::vector<double>>>& 
     win = std::max<int>(static_cast<int>(std::ceil(10 / std::max(per_step, 1e-9))), static_cast<int>(k / 20));
     win = std::max(win, 1);
   }
-  // "Slower" is a larger value: a later completion within the step, or a longer step.
-  std::vector<double> own_median(n, 0);
-  for (size_t w = 0; w < n; ++w) own_median[w] = median_of(flat[w]);
+  // "Slower" is a larger mean value (a later completion within the step, or a longer step): the signed area
+  // between two ECDFs is the difference of their means, so a shift of part of the distribution counts.
+  std::vector<double> own_median(n, 0), own_mean(n, 0);
+  for (size_t w = 0; w < n; ++w) {
+    own_median[w] = median_of(flat[w]);
+    own_mean[w] = mean_of(flat[w]);
+  }
   std::vector<std::vector<bool>> slower_in_window;
   for (size_t b = 0; b < k; b += win) {
     size_t e = std::min(k, b + win);
@@ -171,7 +191,7 @@ Stage1Result stage1_rhythm(const std::vector<std::vector<std::vector<double>>>& 
     }
     r.windows.push_back({steps[b], steps[e - 1], ks_abnormality(part, group, options.ks)});
     std::vector<double> med(n);
-    for (size_t w = 0; w < n; ++w) med[w] = median_of(part[w]);
+    for (size_t w = 0; w < n; ++w) med[w] = mean_of(part[w]);
     slower_in_window.push_back(slower_than_group(med, group, part));
     if (e == k) break;
   }
@@ -180,7 +200,7 @@ Stage1Result stage1_rhythm(const std::vector<std::vector<std::vector<double>>>& 
   r.episodic.assign(n, 0);
   r.episode_window.assign(n, -1);
   r.score.assign(n, 0);
-  const auto slower_whole = slower_than_group(own_median, group, flat);
+  const auto slower_whole = slower_than_group(own_mean, group, flat);
   const auto whole_median = group_medians(r.whole_run, group);
   std::vector<std::vector<double>> window_median;
   for (auto& win_scores : r.windows) window_median.push_back(group_medians(win_scores.score, group));

@@ -54,6 +54,7 @@ Stage2Result stage2_outliers(const TimelineSet& set, const std::vector<int64_t>&
                              const Stage2Options& options) {
   Stage2Result r;
   r.robust = options.robust;
+  r.group = group.empty() ? std::vector<int>(set.workers.size(), 0) : group;
   const size_t n = set.workers.size();
   r.stats.resize(n);
   std::vector<Entry> entries;

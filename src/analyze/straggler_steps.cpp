@@ -1,6 +1,7 @@
 // Steps without markers, and clock offsets from collectives (KAIR Feature 4 does this with heartbeats; a trace
 // read after the fact has only the collectives, which end together on every participant).
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <unordered_map>
 
@@ -56,6 +57,32 @@ int boundary_phase(const std::vector<double>& gap_after, int p) {
   return static_cast<int>(std::max_element(sum.begin(), sum.end()) - sum.begin());
 }
 
+// The largest mean pause at one position of a period of length p.
+double phase_peak(const std::vector<double>& gap_after, int p) {
+  std::vector<double> sum(p, 0);
+  std::vector<int> cnt(p, 0);
+  for (size_t i = 0; i < gap_after.size(); ++i) {
+    sum[i % p] += gap_after[i];
+    cnt[i % p]++;
+  }
+  double best = 0;
+  for (int r = 0; r < p; ++r)
+    if (cnt[r]) best = std::max(best, sum[r] / cnt[r]);
+  return best;
+}
+
+// A name sequence can repeat faster than the step (three equal all-reduce buckets repeat every collective):
+// the step is the multiple k*p whose pauses line up, i.e. one position carries the long pause between steps.
+int step_multiple(const std::vector<double>& gap_after, int p) {
+  const int max_k = std::max<int>(1, static_cast<int>(gap_after.size() / (3 * p)));
+  std::vector<double> peak(max_k + 1, 0);
+  double best = 0;
+  for (int k = 1; k <= max_k; ++k) best = std::max(best, peak[k] = phase_peak(gap_after, k * p));
+  for (int k = 1; k <= max_k; ++k)
+    if (peak[k] >= 0.85 * best) return k;
+  return 1;
+}
+
 bool by_markers(TimelineSet& set) {
   bool any = false;
   for (auto& w : set.workers) any |= !w.markers.empty();
@@ -97,37 +124,61 @@ StepDetection assign_steps(TimelineSet& set) {
     count_steps();
     return det;
   }
-  // Collective sequence: the period of (name, communicator, size) of each worker's collectives.
+  // Collective sequence: the period of (name, communicator, size) of each worker's collectives, per worker
+  // (pipeline stages issue different numbers of transfers per step), stretched to the multiple whose pauses
+  // line up; the step ends after the collective followed by the longest pause.
+  std::vector<int> worker_period(set.workers.size(), 0);
+  std::vector<std::vector<size_t>> comm_idx(set.workers.size());
+  std::vector<std::vector<double>> gaps(set.workers.size());
   std::vector<int> periods;
-  for (auto& w : set.workers) {
+  for (size_t w = 0; w < set.workers.size(); ++w) {
+    const auto& ops = set.workers[w].ops;
     std::vector<uint64_t> sig;
-    for (auto& op : w.ops)
-      if (op.kind == OpKind::collective || op.kind == OpKind::p2p) sig.push_back(collective_signature(op));
-    if (sig.size() >= 4) {
-      int p = sequence_period(sig, std::min<int>(512, sig.size() / 2), 0.9);
-      if (p > 0) periods.push_back(p);
-    }
+    for (size_t i = 0; i < ops.size(); ++i)
+      if (ops[i].kind == OpKind::collective || ops[i].kind == OpKind::p2p) {
+        comm_idx[w].push_back(i);
+        sig.push_back(collective_signature(ops[i]));
+      }
+    for (size_t k = 0; k + 1 < comm_idx[w].size(); ++k)
+      gaps[w].push_back(double(ops[comm_idx[w][k + 1]].start_ns - ops[comm_idx[w][k]].end_ns()));
+    if (sig.size() < 4) continue;
+    const int p0 = sequence_period(sig, std::min<int>(512, sig.size() / 2), 0.9);
+    if (p0 == 0) continue;
+    worker_period[w] = p0 * step_multiple(gaps[w], p0);
+    periods.push_back(worker_period[w]);
   }
   if (!periods.empty() && periods.size() * 2 >= set.workers.size()) {
     std::sort(periods.begin(), periods.end());
     det.source = StepSource::collectives;
     det.period = periods[periods.size() / 2];
-    for (auto& w : set.workers) {
-      std::vector<size_t> comm_idx;
-      for (size_t i = 0; i < w.ops.size(); ++i)
-        if (w.ops[i].kind == OpKind::collective || w.ops[i].kind == OpKind::p2p) comm_idx.push_back(i);
-      if (comm_idx.empty()) continue;
-      std::vector<double> gaps;
-      for (size_t k = 0; k + 1 < comm_idx.size(); ++k)
-        gaps.push_back(double(w.ops[comm_idx[k + 1]].start_ns - w.ops[comm_idx[k]].end_ns()));
-      const int p = det.period;
-      int phase = boundary_phase(gaps, p);
+    for (size_t w = 0; w < set.workers.size(); ++w) {
+      const int p = worker_period[w];
+      auto& ci = comm_idx[w];
+      auto& ops = set.workers[w].ops;
+      if (p == 0) {
+        for (auto& op : ops) op.step = -1;
+        continue;
+      }
+      // Pipeline stages wait for each other inside transfers, so their pauses tie; the step ends at a
+      // collective (the data-parallel all-reduce) when the period has one.
+      int phase = -1;
+      double best = -1;
+      std::vector<double> sum(p, 0);
+      for (size_t k = 0; k < gaps[w].size(); ++k) sum[k % p] += gaps[w][k];
+      for (int k = 0; k < p && k < static_cast<int>(ci.size()); ++k)
+        if (ops[ci[k]].kind == OpKind::collective && sum[k] > best) {
+          best = sum[k];
+          phase = k;
+        }
+      if (phase < 0) phase = boundary_phase(gaps[w], p);
       std::vector<size_t> bounds;
-      for (size_t k = phase; k < comm_idx.size(); k += p) bounds.push_back(comm_idx[k]);
-      // Align step numbers: the boundary collective's sequence number says which iteration it closes.
-      int64_t seq0 = w.ops[comm_idx[phase]].collective_seq;
-      int32_t first = seq0 >= 0 ? static_cast<int32_t>(seq0 / p) : 0;
-      number_steps(w, bounds, first);
+      for (size_t k = phase; k < ci.size(); k += p) bounds.push_back(ci[k]);
+      // Align step numbers: the boundary collective's sequence number says which iteration it closes
+      // (sequence numbers count per communicator: divide by that communicator's operations per step).
+      const int64_t seq0 = ops[ci[phase]].collective_seq;
+      int64_t per_step = 0;
+      for (int k = 0; k < p && k < static_cast<int>(ci.size()); ++k) per_step += ops[ci[k]].comm == ops[ci[phase]].comm;
+      number_steps(set.workers[w], bounds, seq0 >= 0 ? static_cast<int32_t>(seq0 / std::max<int64_t>(1, per_step)) : 0);
     }
     count_steps();
     return det;
@@ -152,6 +203,7 @@ StepDetection assign_steps(TimelineSet& set) {
   for (auto& w : set.workers) {
     std::vector<double> gaps;
     for (size_t i = 0; i + 1 < w.ops.size(); ++i) gaps.push_back(double(w.ops[i + 1].start_ns - w.ops[i].end_ns()));
+    if (&w == &set.workers.front()) det.period *= step_multiple(gaps, det.period);
     int phase = boundary_phase(gaps, det.period);
     std::vector<size_t> bounds;
     for (size_t i = phase; i < w.ops.size(); i += det.period) bounds.push_back(i);
@@ -163,39 +215,61 @@ StepDetection assign_steps(TimelineSet& set) {
 
 std::vector<int64_t> estimate_clock_offsets(const TimelineSet& set) {
   // (communicator, sequence) -> participants' (worker, end)
-  std::unordered_map<uint64_t, std::vector<std::pair<int, int64_t>>> instances;
+  std::unordered_map<uint64_t, std::vector<std::pair<int, int64_t>>> by_key;
   for (size_t w = 0; w < set.workers.size(); ++w)
     for (auto& op : set.workers[w].ops)
       if ((op.kind == OpKind::collective || op.kind == OpKind::p2p) && op.collective_seq >= 0)
-        instances[(static_cast<uint64_t>(op.comm) << 40) ^ static_cast<uint64_t>(op.collective_seq)]
+        by_key[(static_cast<uint64_t>(op.comm) << 40) ^ static_cast<uint64_t>(op.collective_seq)]
             .emplace_back(static_cast<int>(w), op.end_ns());
-  std::vector<std::vector<int64_t>> deltas(set.workers.size());
-  std::vector<int64_t> ends;
-  for (auto& [key, parts] : instances) {
-    if (parts.size() < 2) continue;
-    ends.clear();
-    for (auto& p : parts) ends.push_back(p.second);
-    std::nth_element(ends.begin(), ends.begin() + ends.size() / 2, ends.end());
-    const int64_t med = ends[ends.size() / 2];
-    for (auto& p : parts) deltas[p.first].push_back(p.second - med);
+  std::vector<std::vector<std::pair<int, int64_t>>> instances;
+  for (auto& [key, parts] : by_key)
+    if (parts.size() >= 2) instances.push_back(std::move(parts));
+  // Participants of one instance end together, so offset differences are end differences. Pipeline
+  // neighbours only meet in pairs: solve all constraints together by relaxation (each worker moves to the
+  // 10% quantile of its residuals against each instance's median end, until nothing moves).
+  const size_t n = set.workers.size();
+  std::vector<double> offset(n, 0);
+  std::vector<std::vector<double>> residuals(n);
+  std::vector<double> ends;
+  for (int iter = 0; iter < 60; ++iter) {
+    for (auto& r : residuals) r.clear();
+    for (auto& parts : instances) {
+      ends.clear();
+      for (auto& [w, e] : parts) ends.push_back(double(e) - offset[w]);
+      std::sort(ends.begin(), ends.end());
+      const size_t m = ends.size();
+      const double med = m % 2 ? ends[m / 2] : 0.5 * (ends[m / 2 - 1] + ends[m / 2]);
+      for (auto& [w, e] : parts) residuals[w].push_back(double(e) - offset[w] - med);
+    }
+    double moved = 0;
+    for (size_t w = 0; w < n; ++w) {
+      auto& d = residuals[w];
+      if (d.empty()) continue;
+      const size_t q = d.size() / 10;
+      std::nth_element(d.begin(), d.begin() + q, d.end());
+      const double step = iter < 5 ? d[q] : 0.7 * d[q];
+      offset[w] += step;
+      moved = std::max(moved, std::abs(step));
+    }
+    if (moved < 1000) break;  // 1 us
   }
-  std::vector<int64_t> offsets(set.workers.size(), 0);
-  for (size_t w = 0; w < deltas.size(); ++w) {
-    auto& d = deltas[w];
-    if (d.empty()) continue;
-    std::nth_element(d.begin(), d.begin() + d.size() / 2, d.end());
-    offsets[w] = d[d.size() / 2];
-  }
-  return offsets;
+  std::vector<double> sorted = offset;
+  std::sort(sorted.begin(), sorted.end());
+  const double centre = sorted.empty() ? 0 : sorted[sorted.size() / 2];
+  std::vector<int64_t> out(n);
+  for (size_t w = 0; w < n; ++w) out[w] = static_cast<int64_t>(std::llround(offset[w] - centre));
+  return out;
 }
 
 std::vector<int> peer_groups(const TimelineSet& set) {
   std::map<std::vector<uint32_t>, int> ids;
   std::vector<int> group(set.workers.size(), 0);
   for (size_t w = 0; w < set.workers.size(); ++w) {
+    // Collective communicators only: point-to-point ones are per pair (pipeline neighbours) and would make
+    // every worker unique, while the data-parallel group of a pipeline stage is shared by its replicas.
     std::vector<uint32_t> comms;
     for (auto& op : set.workers[w].ops)
-      if (op.comm) comms.push_back(op.comm);
+      if (op.comm && op.kind == OpKind::collective) comms.push_back(op.comm);
     std::sort(comms.begin(), comms.end());
     comms.erase(std::unique(comms.begin(), comms.end()), comms.end());
     group[w] = ids.emplace(comms, static_cast<int>(ids.size())).first->second;
