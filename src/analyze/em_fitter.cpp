@@ -37,6 +37,62 @@ GaussianMixture maximize_with(const Eigen::MatrixXd& x, const Eigen::MatrixXd& r
   Eigen::VectorXd weights = nk / nk.sum();
   return GaussianMixture(std::move(weights), std::move(means), std::move(covs), Constraint::type);
 }
+// One EM iteration in one pass over the data: the E-step of each block of rows feeds the M-step's sufficient
+// statistics at once (sums of r, r (x - m), r (x - m)(x - m)^T about the current means m, which keeps the
+// covariance update free of cancellation). Same update as the textbook two-pass form; the data is read once.
+template <class Constraint>
+GaussianMixture em_iteration(const GaussianMixture& model, const Eigen::MatrixXd& x, double reg, double& mean_ll) {
+  constexpr Eigen::Index kBlock = 256;
+  const Eigen::Index k = model.components(), d = x.cols(), n = x.rows();
+  const Eigen::RowVectorXd log_w = model.weights().array().log().transpose();
+  const Eigen::MatrixXd& mu = model.means();
+  Eigen::VectorXd s0 = Eigen::VectorXd::Zero(k);
+  Eigen::MatrixXd s1 = Eigen::MatrixXd::Zero(k, d);
+  std::vector<Eigen::MatrixXd> s2(static_cast<size_t>(k), Eigen::MatrixXd::Zero(d, d));
+  Eigen::MatrixXd s2_diag = Eigen::MatrixXd::Zero(k, d);
+  Eigen::MatrixXd resp, diff(kBlock, d);
+  Eigen::VectorXd mx, total;
+  double ll = 0;
+  for (Eigen::Index b = 0; b < n; b += kBlock) {
+    const Eigen::Index r = std::min(kBlock, n - b);
+    model.log_densities_block(x, b, r, resp);
+    resp.rowwise() += log_w;
+    mx = resp.rowwise().maxCoeff();
+    resp = (resp.colwise() - mx).array().exp().matrix();
+    total = resp.rowwise().sum();
+    ll += (mx.array() + total.array().log()).sum();
+    resp = resp.array().colwise() / total.array();
+    const auto xb = x.middleRows(b, r);
+    for (Eigen::Index c = 0; c < k; ++c) {
+      auto dc = diff.topRows(r);
+      dc = xb.rowwise() - mu.row(c);
+      s0(c) += resp.col(c).sum();
+      s1.row(c).noalias() += resp.col(c).transpose() * dc;
+      if constexpr (Constraint::type == CovarianceType::diagonal) {
+        s2_diag.row(c).noalias() += resp.col(c).transpose() * dc.array().square().matrix();
+      } else {
+        dc = dc.array().colwise() * resp.col(c).array().sqrt();
+        s2[static_cast<size_t>(c)].selfadjointView<Eigen::Lower>().rankUpdate(dc.transpose());
+      }
+    }
+  }
+  mean_ll = ll / static_cast<double>(n);
+  const Eigen::VectorXd nk = s0.array() + 10 * std::numeric_limits<double>::epsilon();
+  const Eigen::MatrixXd shift = s1.array().colwise() / nk.array();  // new mean - old mean
+  std::vector<Eigen::MatrixXd> covs(static_cast<size_t>(k));
+  for (Eigen::Index c = 0; c < k; ++c) {
+    Eigen::MatrixXd& cov = covs[static_cast<size_t>(c)];
+    if constexpr (Constraint::type == CovarianceType::diagonal) {
+      cov = (s2_diag.row(c).array() / nk(c) - shift.row(c).array().square()).matrix().asDiagonal();
+    } else {
+      cov = s2[static_cast<size_t>(c)] / nk(c);
+      cov.triangularView<Eigen::Lower>() -= shift.row(c).transpose() * shift.row(c);
+    }
+    Constraint::apply(cov, reg);
+  }
+  return GaussianMixture(nk / nk.sum(), mu + shift, std::move(covs), Constraint::type);
+}
+
 }  // namespace
 
 EmFitter::EmFitter(EmOptions options) : opt_(options) {
@@ -72,11 +128,12 @@ GaussianMixture EmFitter::initial_model(const Eigen::MatrixXd& x, uint64_t seed)
 EmResult EmFitter::run(const Eigen::MatrixXd& x, GaussianMixture start) const {
   EmResult r;
   r.model = std::move(start);
-  Eigen::MatrixXd resp;
   double previous = -std::numeric_limits<double>::infinity();
   for (r.iterations = 1; r.iterations <= opt_.max_iterations; ++r.iterations) {
-    const double ll = expect(r.model, x, resp);
-    r.model = maximize(x, resp);
+    double ll = 0;
+    r.model = opt_.covariance == CovarianceType::diagonal
+                  ? em_iteration<DiagonalCovariance>(r.model, x, opt_.reg_covar, ll)
+                  : em_iteration<FullCovariance>(r.model, x, opt_.reg_covar, ll);
     r.mean_log_likelihood = ll;
     if (std::abs(ll - previous) < opt_.tolerance) {
       r.converged = true;
@@ -107,7 +164,8 @@ EmResult EmFitter::fit(const Eigen::MatrixXd& x) const {
   return best;
 }
 
-EmResult fit_gmm_by_bic(const Eigen::MatrixXd& x, EmOptions options, int max_components, std::vector<double>* bic_by_k) {
+EmResult fit_gmm_by_bic(const Eigen::MatrixXd& x, EmOptions options, int max_components, std::vector<double>* bic_by_k,
+                        double min_component_fraction) {
   require_finite_matrix(x, "gmm fit", 1);
   const int kmax = static_cast<int>(std::min<Eigen::Index>(std::max(1, max_components), x.rows()));
   EmResult best;
@@ -119,7 +177,10 @@ EmResult fit_gmm_by_bic(const Eigen::MatrixXd& x, EmOptions options, int max_com
     const double bic = -2.0 * r.mean_log_likelihood * static_cast<double>(x.rows()) +
                        static_cast<double>(r.model.free_parameters()) * std::log(static_cast<double>(x.rows()));
     if (bic_by_k) bic_by_k->push_back(bic);
-    if (bic < best_bic) best_bic = bic, best = std::move(r);
+    const double smallest = r.model.weights().minCoeff() * static_cast<double>(x.rows());
+    const double needed = std::max(static_cast<double>(x.cols() + 1), min_component_fraction * static_cast<double>(x.rows()));
+    const bool eligible = k == 1 || smallest >= needed;
+    if (eligible && bic < best_bic) best_bic = bic, best = std::move(r);
   }
   return best;
 }

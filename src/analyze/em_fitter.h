@@ -52,7 +52,9 @@ class EmFitter {
 };
 
 // Fits K = 1..max_components and returns the fit with the lowest BIC (bic_by_k[K-1] holds each BIC).
+// A fit with a component holding fewer than max(d + 1, min_component_fraction * N) rows is not eligible:
+// a handful of outliers would otherwise buy their own narrow component and look normal.
 EmResult fit_gmm_by_bic(const Eigen::MatrixXd& x, EmOptions options, int max_components,
-                        std::vector<double>* bic_by_k = nullptr);
+                        std::vector<double>* bic_by_k = nullptr, double min_component_fraction = 0.01);
 
 }  // namespace stackscope::analyze

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "analyze/detector.h"
+#include "analyze/gmm_kernels.h"
 #include "analyze/input_checks.h"
 
 namespace stackscope::analyze {
@@ -29,7 +30,7 @@ GaussianMixture::GaussianMixture(Eigen::VectorXd weights, Eigen::MatrixXd means,
     throw DetectorInputError("gaussian mixture: weights, means and covariances disagree on the number of components");
   log_weights_ = weights_.array().log();
   prec_chol_.resize(static_cast<size_t>(k));
-  shifted_means_.resize(k, d);
+  shifted_means_.resize(d, k);
   inv_std_.resize(k, d);
   log_det_.resize(k);
   for (Eigen::Index c = 0; c < k; ++c) {
@@ -47,7 +48,7 @@ GaussianMixture::GaussianMixture(Eigen::VectorXd weights, Eigen::MatrixXd means,
     Eigen::MatrixXd& p = prec_chol_[static_cast<size_t>(c)];
     p = linv.transpose();
     p.triangularView<Eigen::StrictlyLower>().setZero();
-    shifted_means_.row(c) = means_.row(c) * p;
+    shifted_means_.col(c) = (means_.row(c) * p).transpose();
     inv_std_.row(c) = p.diagonal().transpose();  // exact for a diagonal covariance
     log_det_(c) = p.diagonal().array().log().sum();
   }
@@ -67,10 +68,9 @@ void GaussianMixture::log_densities_block(const Eigen::MatrixXd& x, Eigen::Index
                        .sum()
                        .matrix();
   } else {
-    Eigen::MatrixXd y(rows, d);
     for (Eigen::Index c = 0; c < k; ++c) {
-      y.noalias() = xb * prec_chol_[static_cast<size_t>(c)].triangularView<Eigen::Upper>();
-      out.col(c) = (y.rowwise() - shifted_means_.row(c)).rowwise().squaredNorm();
+      kernels::squared_mahalanobis_upper(x.data(), x.rows(), begin, rows, d, prec_chol_[static_cast<size_t>(c)].data(),
+                                         shifted_means_.col(c).data(), out.col(c).data());
     }
   }
   out = ((-0.5 * out.array()).rowwise() + (log_det_.transpose().array() + log2pi_term)).matrix();

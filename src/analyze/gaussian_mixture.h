@@ -39,20 +39,21 @@ class GaussianMixture {
   // Bayesian information criterion on x: -2 log L + p ln N (lower is better).
   double bic(const Eigen::MatrixXd& x) const;
 
+  // out (rows x K) = log N(x_i | k) for rows [begin, begin + rows) of x (no input checks: the fitter's E-step).
+  void log_densities_block(const Eigen::MatrixXd& x, Eigen::Index begin, Eigen::Index rows,
+                           Eigen::MatrixXd& out) const;
+
   // Inputs of the fast kernels, exposed for the fitter (E-step) and tests.
   const std::vector<Eigen::MatrixXd>& precision_cholesky() const { return prec_chol_; }  // upper-triangular
   const Eigen::VectorXd& log_det_precision_cholesky() const { return log_det_; }          // = -0.5 log|Sigma_k|
 
  private:
-  // out (rows x K) = log N(x_i | k) for rows [begin, begin + rows) of x.
-  void log_densities_block(const Eigen::MatrixXd& x, Eigen::Index begin, Eigen::Index rows,
-                           Eigen::MatrixXd& out) const;
   Eigen::VectorXd weights_;
   Eigen::MatrixXd means_;
   std::vector<Eigen::MatrixXd> covariances_;
   CovarianceType type_ = CovarianceType::full;
   std::vector<Eigen::MatrixXd> prec_chol_;  // P_k with P_k P_k^T = Sigma_k^-1
-  Eigen::MatrixXd shifted_means_;           // K x d: mu_k^T P_k, so y = x P_k - mu_k^T P_k
+  Eigen::MatrixXd shifted_means_;           // d x K: (mu_k^T P_k)^T, so y = x P_k - mu_k^T P_k
   Eigen::MatrixXd inv_std_;                 // K x d, diagonal case
   Eigen::VectorXd log_det_;                 // sum log diag(P_k)
   Eigen::VectorXd log_weights_;

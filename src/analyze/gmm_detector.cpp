@@ -1,5 +1,7 @@
 #include "analyze/gmm_detector.h"
 
+#include <cmath>
+
 namespace stackscope::analyze {
 
 void GmmDetector::fit(const Eigen::MatrixXd& x) {
@@ -11,7 +13,7 @@ void GmmDetector::fit(const Eigen::MatrixXd& x) {
                .restarts = opt_.restarts,
                .seed = opt_.seed};
   bic_.clear();
-  fit_ = opt_.components > 0 ? EmFitter(em).fit(x) : fit_gmm_by_bic(x, em, opt_.max_components, &bic_);
+  fit_ = opt_.components > 0 ? EmFitter(em).fit(x) : fit_gmm_by_bic(x, em, opt_.max_components, &bic_, opt_.min_component_fraction);
   fitted_ = true;
 }
 
@@ -29,6 +31,23 @@ Eigen::VectorXi GmmDetector::most_likely_component(const Eigen::MatrixXd& x) con
   Eigen::VectorXi component;
   fit_.model.best_component(x, log_density, component);
   return component;
+}
+
+Eigen::VectorXd GmmDetector::squared_mahalanobis(const Eigen::MatrixXd& x) const {
+  if (!fitted_) throw DetectorInputError("gmm score: score called before fit");
+  Eigen::VectorXd log_density;
+  Eigen::VectorXi component;
+  fit_.model.best_component(x, log_density, component);
+  // log N = log_det_k - d/2 log(2 pi) - m^2 / 2
+  const double half_d_log2pi = 0.5 * static_cast<double>(x.cols()) * std::log(2.0 * M_PI);
+  Eigen::VectorXd m2(x.rows());
+  for (Eigen::Index i = 0; i < x.rows(); ++i)
+    m2(i) = std::max(0.0, -2.0 * (log_density(i) - fit_.model.log_det_precision_cholesky()(component(i)) + half_d_log2pi));
+  return m2;
+}
+
+Eigen::VectorXi GmmDetector::flag_beyond_radius(const Eigen::MatrixXd& x, double r2) const {
+  return (squared_mahalanobis(x).array() > r2).cast<int>();
 }
 
 Eigen::MatrixXd GmmDetector::feature_deviations(const Eigen::MatrixXd& x) const {

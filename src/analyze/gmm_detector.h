@@ -17,6 +17,8 @@ namespace stackscope::analyze {
 struct GmmDetectorOptions {
   int components = 0;      // 0: chosen by BIC among 1..max_components
   int max_components = 8;
+  // BIC selection only: every component must hold this share of the rows (and at least d + 1 rows).
+  double min_component_fraction = 0.01;
   CovarianceType covariance = CovarianceType::full;
   int restarts = 3;
   int max_iterations = 100;
@@ -34,6 +36,13 @@ class GmmDetector final : public AnomalyDetector {
   Eigen::VectorXd score(const Eigen::MatrixXd& x) const override;
   // The score threshold equivalent to the paper's density threshold delta.
   static double threshold_for_delta(double delta) { return -std::log(delta); }
+
+  // Definition 1 with delta set per component: delta_k is component k's density at squared Mahalanobis radius
+  // r2 (e.g. a chi-square quantile), so an item is flagged when it lies farther than that radius from its most
+  // likely component. Unlike one global delta this does not depend on the components' volumes.
+  Eigen::VectorXi flag_beyond_radius(const Eigen::MatrixXd& x, double r2) const;
+  // Squared Mahalanobis distance of each row to its most likely component.
+  Eigen::VectorXd squared_mahalanobis(const Eigen::MatrixXd& x) const;
 
   // Per-feature deviation of each row from its most likely component, in that component's standard
   // deviations (signed): which feature makes an item anomalous.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "analyze/input_checks.h"
 
@@ -124,11 +125,19 @@ void KMeansDetector::fit(const Eigen::MatrixXd& x) {
   KMeansOptions o = opt_.kmeans;
   o.clusters = static_cast<int>(std::min<Eigen::Index>(o.clusters, x.rows()));
   result_ = fit_kmeans(transform(x), o);
+  const Eigen::Index k = result_.centers.rows();
+  Eigen::VectorXd counts = Eigen::VectorXd::Zero(k);
+  for (Eigen::Index i = 0; i < result_.labels.size(); ++i) counts(result_.labels(i)) += 1;
+  std::vector<Eigen::Index> keep;
+  for (Eigen::Index c = 0; c < k; ++c)
+    if (counts(c) >= opt_.min_cluster_fraction * static_cast<double>(x.rows())) keep.push_back(c);
+  if (keep.empty()) keep.push_back(0);  // cannot happen (the counts sum to N), kept for safety
+  normal_centers_ = result_.centers(keep, Eigen::all);
 }
 
 Eigen::VectorXd KMeansDetector::score(const Eigen::MatrixXd& x) const {
   require_scoring_input(x, mean_.size(), "k-means score");
-  return squared_distances(transform(x), result_.centers).rowwise().minCoeff().array().sqrt();
+  return squared_distances(transform(x), normal_centers_).rowwise().minCoeff().array().sqrt();
 }
 
 }  // namespace stackscope::analyze

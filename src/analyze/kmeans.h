@@ -35,6 +35,9 @@ KMeansResult fit_kmeans(const Eigen::MatrixXd& x, const KMeansOptions& options);
 struct KMeansDetectorOptions {
   KMeansOptions kmeans{.clusters = 8, .max_iterations = 100, .tolerance = 1e-4, .restarts = 3, .seed = 0};
   bool standardize = true;  // distances in training standard deviations (features differ in scale)
+  // Clusters holding less than this share of the training rows are not "normal" centres (a few outliers that
+  // won a centre of their own must not score 0): scores are distances to the nearest large cluster.
+  double min_cluster_fraction = 0.01;
 };
 
 class KMeansDetector final : public AnomalyDetector {
@@ -46,11 +49,13 @@ class KMeansDetector final : public AnomalyDetector {
   // Euclidean distance to the nearest centre (in standardised units when standardize is on).
   Eigen::VectorXd score(const Eigen::MatrixXd& x) const override;
   const KMeansResult& result() const { return result_; }
+  const Eigen::MatrixXd& normal_centers() const { return normal_centers_; }  // standardised units
 
  private:
   Eigen::MatrixXd transform(const Eigen::MatrixXd& x) const;
   KMeansDetectorOptions opt_;
   KMeansResult result_;
+  Eigen::MatrixXd normal_centers_;
   Eigen::VectorXd mean_, scale_;
 };
 

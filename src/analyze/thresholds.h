@@ -10,6 +10,10 @@ namespace stackscope::analyze {
 double threshold_at_quantile(std::span<const double> scores, double q);
 double threshold_at_quantile(const Eigen::VectorXd& scores, double q);
 
+// Upper quantile of the chi-square distribution with `dof` degrees of freedom: x with P(X > x) = tail.
+// Wilson-Hilferty approximation (relative error under 1% for dof >= 1 and tail >= 1e-9): a Mahalanobis radius.
+double chi_square_upper_quantile(double tail, int dof);
+
 // 1 where score > threshold, else 0.
 Eigen::VectorXi flag_above(const Eigen::VectorXd& scores, double threshold);
 
