@@ -1,0 +1,91 @@
+#include "analyze/reveal_ensemble.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "analyze/input_checks.h"
+#include "analyze/thresholds.h"
+
+namespace stackscope::analyze {
+
+std::string reveal_methods_label(uint8_t flags) {
+  std::string out;
+  auto add = [&](uint8_t bit, const char* name) {
+    if (!(flags & bit)) return;
+    if (!out.empty()) out += ", ";
+    out += name;
+  };
+  add(kRevealZ, "Z");
+  add(kRevealIf, "IF");
+  add(kRevealMaha, "MAHA");
+  return out;
+}
+
+size_t RevealEnsembleResult::flagged() const {
+  return static_cast<size_t>(std::count_if(flags.begin(), flags.end(), [](uint8_t f) { return f != 0; }));
+}
+
+RevealEnsemble::RevealEnsemble(RevealEnsembleOptions options)
+    : opt_(options),
+      z_(ZScoreOptions{}),
+      pca_(PcaMahalanobisOptions{options.pca_variance, true, 1e-12}),
+      iforest_(IsolationForestOptions{options.iforest_trees, 256, options.seed}) {}
+
+Eigen::MatrixXd RevealEnsemble::select(const Eigen::MatrixXd& x) const {
+  Eigen::MatrixXd out(x.rows(), static_cast<Eigen::Index>(used_.size()));
+  for (size_t k = 0; k < used_.size(); ++k) out.col(static_cast<Eigen::Index>(k)) = x.col(used_[k]);
+  return out;
+}
+
+void RevealEnsemble::fit(const Eigen::MatrixXd& x) {
+  require_finite_matrix(x, "reveal ensemble fit", 3);
+  input_cols_ = x.cols();
+  used_.clear();
+  for (Eigen::Index j = 0; j < x.cols(); ++j) {
+    const double lo = x.col(j).minCoeff(), hi = x.col(j).maxCoeff();
+    if (hi - lo > 1e-12 * std::max(1.0, std::max(std::abs(lo), std::abs(hi)))) used_.push_back(j);
+  }
+  fitted_ = true;
+  if (used_.empty()) return;  // nothing varies: nothing can be anomalous
+  const Eigen::MatrixXd xs = select(x);
+  z_.fit(xs);
+  pca_.fit(xs);
+  iforest_.fit(xs);
+  z_thr_ = threshold_at_quantile(z_.score(xs), opt_.zscore_quantile);
+  maha_thr_ = threshold_at_quantile(pca_.score(xs), opt_.mahalanobis_quantile);
+  if_thr_ = threshold_at_quantile(iforest_.score(xs), 1.0 - opt_.iforest_contamination);
+}
+
+RevealEnsembleResult RevealEnsemble::evaluate(const Eigen::MatrixXd& x) const {
+  if (!fitted_) throw DetectorInputError("reveal ensemble: evaluate before fit");
+  require_scoring_input(x, input_cols_, "reveal ensemble evaluate");
+  RevealEnsembleResult r;
+  const Eigen::Index n = x.rows();
+  r.flags.assign(static_cast<size_t>(n), 0);
+  r.score = Eigen::VectorXd::Zero(n);
+  if (used_.empty()) {
+    r.z = r.maha = r.iforest = Eigen::VectorXd::Zero(n);
+    return r;
+  }
+  const Eigen::MatrixXd xs = select(x);
+  r.z = z_.score(xs);
+  r.maha = pca_.score(xs);
+  r.iforest = iforest_.score(xs);
+  r.z_threshold = z_thr_;
+  r.maha_threshold = maha_thr_;
+  r.iforest_threshold = if_thr_;
+  auto reach = [](double s, double thr) { return thr > 0 ? std::clamp(s / thr, 0.0, 0.999) : 0.0; };
+  for (Eigen::Index i = 0; i < n; ++i) {
+    uint8_t f = 0;
+    if (r.z(i) > z_thr_) f |= kRevealZ;
+    if (r.maha(i) > maha_thr_) f |= kRevealMaha;
+    if (r.iforest(i) > if_thr_) f |= kRevealIf;
+    r.flags[static_cast<size_t>(i)] = f;
+    const int agree = (f & kRevealZ ? 1 : 0) + (f & kRevealMaha ? 1 : 0) + (f & kRevealIf ? 1 : 0);
+    const double frac = (reach(r.z(i), z_thr_) + reach(r.maha(i), maha_thr_) + reach(r.iforest(i), if_thr_)) / 3.0;
+    r.score(i) = agree + std::min(frac, 0.999);
+  }
+  return r;
+}
+
+}  // namespace stackscope::analyze

@@ -1,0 +1,63 @@
+// Reveal §4.3: three complementary unsupervised detectors over window features -- Z-score (mean |z| above its
+// 99th percentile), Mahalanobis distance in the PCA subspace keeping 95% of the variance (99th percentile),
+// Isolation Forest (1% contamination) -- and their agreement: a window's score rises with the number of
+// detectors that flag it. The detectors are the engine's (zscore.h, pca_mahalanobis.h, isolation_forest.h).
+#pragma once
+#include <Eigen/Dense>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "analyze/isolation_forest.h"
+#include "analyze/pca_mahalanobis.h"
+#include "analyze/zscore.h"
+
+namespace stackscope::analyze {
+
+enum RevealDetectorBit : uint8_t { kRevealZ = 1, kRevealMaha = 2, kRevealIf = 4 };
+// "Z", "MAHA", "IF" joined by ", " as in the paper's Table 4.
+std::string reveal_methods_label(uint8_t flags);
+
+struct RevealEnsembleOptions {
+  double zscore_quantile = 0.99;
+  double mahalanobis_quantile = 0.99;
+  double iforest_contamination = 0.01;
+  double pca_variance = 0.95;
+  int iforest_trees = 100;
+  uint64_t seed = 0;
+};
+
+struct RevealEnsembleResult {
+  Eigen::VectorXd z, maha, iforest;  // raw detector scores per window
+  double z_threshold = 0, maha_threshold = 0, iforest_threshold = 0;
+  std::vector<uint8_t> flags;        // RevealDetectorBit per window
+  // Agreement count (0..3) plus, in [0, 1), how far the window reaches toward the detectors' thresholds on
+  // average (each score / its threshold, capped): ordered first by agreement, continuous within.
+  Eigen::VectorXd score;
+  size_t flagged() const;
+};
+
+class RevealEnsemble {
+ public:
+  explicit RevealEnsemble(RevealEnsembleOptions options = {});
+  // Learns the workload's baseline from windows x features; thresholds are quantiles of these rows' scores.
+  // Constant columns are ignored. Throws DetectorInputError (fewer than 3 rows, non-finite values).
+  void fit(const Eigen::MatrixXd& features);
+  RevealEnsembleResult evaluate(const Eigen::MatrixXd& features) const;
+  const RevealEnsembleOptions& options() const { return opt_; }
+  // Columns of the input the detectors use (the varying ones).
+  const std::vector<Eigen::Index>& used_columns() const { return used_; }
+
+ private:
+  Eigen::MatrixXd select(const Eigen::MatrixXd& x) const;
+  RevealEnsembleOptions opt_;
+  std::vector<Eigen::Index> used_;
+  Eigen::Index input_cols_ = 0;
+  ZScore z_;
+  PcaMahalanobis pca_;
+  IsolationForest iforest_;
+  double z_thr_ = 0, maha_thr_ = 0, if_thr_ = 0;
+  bool fitted_ = false;
+};
+
+}  // namespace stackscope::analyze
