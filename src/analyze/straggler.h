@@ -136,6 +136,7 @@ struct RootCause {
   double excess_ns = 0;         // total delay it added (observed - expected), summed over steps
   int victims = 0;              // flagged operations whose blame led here
   double z = 0;                 // strongest z-score of the evidence
+  double score = 0;             // ranking key: excess_ns x share of the analysed steps it occurs in
   std::string evidence;         // one line a person reads
 };
 
@@ -154,11 +155,22 @@ struct FrequencyTimeline {  // KAIR Fig. 4: operations completed per time bin, p
   std::vector<std::vector<uint32_t>> counts;  // [row][bin]
 };
 
+// A flagged operation as reported (self-contained: the timelines are not kept).
+struct FlaggedOpReport {
+  int worker = 0;
+  std::string name;
+  OpKind kind = OpKind::compute;
+  int32_t step = -1;
+  double a = 0, z_start = 0, z_duration = 0;
+  double duration_ns = 0, expected_duration_ns = 0, start_delay_ns = 0;
+};
+
 struct StragglerOptions {
   Stage1Options stage1;
   Stage2Options stage2;
   Stage3Options stage3;
   int timeline_bins = 200;
+  size_t max_flagged_reported = 200;
 };
 
 struct StragglerReport {
@@ -169,6 +181,7 @@ struct StragglerReport {
   std::vector<int64_t> clock_offsets; // ns, per worker
   Stage1Result stage1;
   Stage2Result stage2;                // empty for step tables
+  std::vector<FlaggedOpReport> flagged;  // the strongest stage-2 outliers, highest a first
   std::vector<RootCause> root_causes; // empty for step tables
   // The verdict: the worker of the strongest root cause when stage 3 found one, else stage 1's top worker
   // (stage 1 is the cheap filter; stage 3 names the culprit, not its victims). Then stage 1's order.

@@ -68,6 +68,13 @@ StragglerReport analyze_stragglers(TimelineSet set, const StragglerOptions& opti
   r.stage1 = stage1_rhythm(samples, r.step_labels, r.group, stage1);
   r.stage2 = stage2_outliers(set, r.clock_offsets, r.group, options.stage2);
   r.root_causes = stage3_blame(set, r.clock_offsets, r.stage2, options.stage3);
+  for (size_t f = 0; f < r.stage2.flagged.size() && f < options.max_flagged_reported; ++f) {
+    const auto& fl = r.stage2.flagged[f];
+    const auto& op = set.workers[fl.worker].ops[fl.op];
+    const auto& st = r.stage2.stats[fl.worker][fl.op];
+    r.flagged.push_back({fl.worker, set.names[op.name], op.kind, op.step, fl.a, st.z_start, st.z_duration,
+                         double(op.duration_ns), st.expected_duration, st.start_delay});
+  }
   if (!r.root_causes.empty()) r.stragglers.push_back(r.root_causes.front().worker);
   for (int w : r.stage1.ranking)
     if (r.stragglers.empty() || w != r.stragglers.front()) r.stragglers.push_back(w);

@@ -78,6 +78,11 @@ Eigen::MatrixXf ecdf_columns(const std::vector<std::vector<double>>& samples, co
   return cdf;
 }
 
+size_t group_size(const std::vector<int>& group, int g, size_t n) {
+  if (group.empty()) return n;
+  return static_cast<size_t>(std::count(group.begin(), group.end(), g));
+}
+
 // Per group, the median of `v` over the group's workers that have data.
 std::vector<double> group_medians(const std::vector<double>& v, const std::vector<int>& group) {
   std::vector<std::vector<double>> by;
@@ -206,10 +211,12 @@ Stage1Result stage1_rhythm(const std::vector<std::vector<std::vector<double>>>& 
   for (auto& win_scores : r.windows) window_median.push_back(group_medians(win_scores.score, group));
   for (size_t w = 0; w < n; ++w) {
     const int g = group.empty() ? 0 : group[w];
-    if (slower_whole[w]) r.persistent[w] = std::max(0.0, r.whole_run[w] - whole_median[g]);
+    // In a group of two, D is symmetric and the median is the value itself: the slower one carries it.
+    const bool pair = group_size(group, g, n) == 2;
+    if (slower_whole[w]) r.persistent[w] = pair ? r.whole_run[w] : std::max(0.0, r.whole_run[w] - whole_median[g]);
     if (r.windows.size() >= 2)
       for (size_t x = 0; x < r.windows.size(); ++x) {
-        const double excess = r.windows[x].score[w] - window_median[x][g];
+        const double excess = r.windows[x].score[w] - (pair ? 0.0 : window_median[x][g]);
         if (slower_in_window[x][w] && excess > r.episodic[w]) {
           r.episodic[w] = excess;
           r.episode_window[w] = static_cast<int>(x);

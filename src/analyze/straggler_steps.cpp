@@ -92,6 +92,7 @@ bool by_markers(TimelineSet& set) {
     std::sort(marks.begin(), marks.end(), [](auto& a, auto& b) { return a.start_ns < b.start_ns; });
     size_t m = 0;
     for (auto& op : w.ops) {
+      if (op.step >= 0) continue;  // the reader knew better (a GPU kernel belongs to the step that launched it)
       while (m < marks.size() && marks[m].end_ns <= op.start_ns) ++m;
       op.step = (m < marks.size() && op.start_ns >= marks[m].start_ns) ? marks[m].step : -1;
     }

@@ -1,0 +1,178 @@
+// stackscope stragglers INPUT... : which worker is the straggler, which of its operations, and why (KAIR).
+// INPUT: stackscope recordings, PyTorch profiler (Kineto) traces one per rank (.json/.json.gz), or one
+// step-time table (CSV worker,step,time) for stage 1 alone.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "analyze/straggler.h"
+#include "cli/registry.h"
+#include "export/straggler_html.h"
+#include "store/kineto_trace_reader.h"
+#include "store/recording_timeline_reader.h"
+#include "store/step_table_reader.h"
+
+namespace stackscope::cli {
+namespace {
+
+struct StragglerCliOptions {
+  std::vector<std::string> inputs;
+  bool json = false;
+  std::string html;
+  bool classic_z = false;
+  int window_steps = 0;
+  size_t top = 10;
+};
+
+nlohmann::json report_json(const analyze::StragglerReport& r, const analyze::StragglerOptions& o) {
+  using namespace analyze;
+  nlohmann::json j;
+  j["input"] = r.from_step_table ? "step-table" : "timelines";
+  j["steps"] = {{"source", r.from_step_table ? "step-table" : std::string(step_source_name(r.steps.source))},
+                {"period", r.steps.period},
+                {"count", r.step_labels.size()}};
+  j["stage2_method"] = o.stage2.robust ? "robust-median-mad" : "classical-mean-sd";
+  j["stragglers"] = nlohmann::json::array();
+  for (size_t k = 0; k < r.stragglers.size() && k < 10; ++k) j["stragglers"].push_back(r.workers[r.stragglers[k]]);
+  auto& workers = j["workers"] = nlohmann::json::array();
+  for (size_t w = 0; w < r.workers.size(); ++w) {
+    nlohmann::json x = {{"worker", r.workers[w]},
+                        {"group", r.group[w]},
+                        {"score", r.stage1.score[w]},
+                        {"s_a", r.stage1.whole_run[w]},
+                        {"persistent", r.stage1.persistent[w]},
+                        {"episodic", r.stage1.episodic[w]},
+                        {"clock_offset_ns", r.clock_offsets[w]}};
+    if (r.stage1.episode_window[w] >= 0) {
+      const auto& win = r.stage1.windows[r.stage1.episode_window[w]];
+      x["episode_steps"] = {win.first_step, win.last_step};
+    }
+    workers.push_back(x);
+  }
+  auto& wins = j["windows"] = nlohmann::json::array();
+  for (auto& win : r.stage1.windows) wins.push_back({{"first_step", win.first_step}, {"last_step", win.last_step}, {"s_a", win.score}});
+  auto& flagged = j["flagged_operations"] = nlohmann::json::array();
+  for (auto& f : r.flagged)
+    flagged.push_back({{"worker", r.workers[f.worker]},
+                       {"operation", f.name},
+                       {"kind", std::string(op_kind_name(f.kind))},
+                       {"step", f.step},
+                       {"a", f.a},
+                       {"z_start", f.z_start},
+                       {"z_duration", f.z_duration},
+                       {"duration_ns", f.duration_ns},
+                       {"expected_duration_ns", f.expected_duration_ns},
+                       {"start_delay_ns", f.start_delay_ns}});
+  auto& causes = j["root_causes"] = nlohmann::json::array();
+  for (auto& rc : r.root_causes)
+    causes.push_back({{"kind", std::string(cause_kind_name(rc.kind))},
+                      {"class", cause_is_edge(rc.kind) ? "edge" : "compute"},
+                      {"worker", r.workers[rc.worker]},
+                      {"operation", rc.operation},
+                      {"steps", rc.steps},
+                      {"excess_ns", rc.excess_ns},
+                      {"z", rc.z},
+                      {"victims", rc.victims},
+                      {"evidence", rc.evidence}});
+  return j;
+}
+
+std::string report_text(const analyze::StragglerReport& r, size_t top) {
+  using namespace analyze;
+  std::string s;
+  char buf[512];
+  std::snprintf(buf, sizeof buf, "Stragglers (KAIR): %zu workers, %zu steps (%s)\n", r.workers.size(), r.step_labels.size(),
+                r.from_step_table ? "step-time table" : std::string(step_source_name(r.steps.source)).c_str());
+  s += buf;
+  if (!r.stragglers.empty()) {
+    s += "  verdict: " + r.workers[r.stragglers.front()];
+    if (!r.root_causes.empty())
+      s += " -- " + std::string(cause_kind_name(r.root_causes[0].kind)) + " " + r.root_causes[0].operation + " (" +
+           (cause_is_edge(r.root_causes[0].kind) ? "edge" : "compute") + ")";
+    s += "\n";
+  }
+  s += "Stage 1 (execution rhythm, pairwise K-S):\n";
+  for (size_t k = 0; k < r.stage1.ranking.size() && k < top; ++k) {
+    const int w = r.stage1.ranking[k];
+    std::string ep;
+    if (r.stage1.episode_window[w] >= 0 && r.stage1.episodic[w] > 0)
+      ep = " episode steps " + std::to_string(r.stage1.windows[r.stage1.episode_window[w]].first_step) + "-" +
+           std::to_string(r.stage1.windows[r.stage1.episode_window[w]].last_step);
+    std::snprintf(buf, sizeof buf, "  %-24s score %.3f  S_A %.3f  persistent %.3f  episodic %.3f%s\n", r.workers[w].c_str(),
+                  r.stage1.score[w], r.stage1.whole_run[w], r.stage1.persistent[w], r.stage1.episodic[w], ep.c_str());
+    s += buf;
+  }
+  if (r.from_step_table) return s;
+  std::snprintf(buf, sizeof buf, "Stage 2 (%s z-scores, a > 3): %zu flagged operations\n",
+                r.stage2.robust ? "robust" : "classical", r.stage2.flagged.size());
+  s += buf;
+  for (size_t k = 0; k < r.flagged.size() && k < top; ++k) {
+    const auto& f = r.flagged[k];
+    std::snprintf(buf, sizeof buf, "  %-24s step %-5d %-40.40s a %.1f (start z %.1f, duration z %.1f)\n",
+                  r.workers[f.worker].c_str(), f.step, f.name.c_str(), f.a, f.z_start, f.z_duration);
+    s += buf;
+  }
+  s += "Stage 3 (backward blame): root causes\n";
+  for (size_t k = 0; k < r.root_causes.size() && k < top; ++k) {
+    const auto& rc = r.root_causes[k];
+    std::snprintf(buf, sizeof buf, "  %zu. %-18s %-24s %s\n     %s\n", k + 1, std::string(cause_kind_name(rc.kind)).c_str(),
+                  r.workers[rc.worker].c_str(), rc.operation.c_str(), rc.evidence.c_str());
+    s += buf;
+  }
+  return s;
+}
+
+int run_stragglers(const StragglerCliOptions& opt) {
+  analyze::StragglerOptions options;
+  options.stage2.robust = !opt.classic_z;
+  options.stage1.window_steps = opt.window_steps;
+  analyze::StragglerReport report;
+  std::vector<std::string> tables;
+  for (auto& in : opt.inputs)
+    if (looks_like_step_table(in)) tables.push_back(in);
+  if (!tables.empty()) {
+    if (opt.inputs.size() != 1)
+      throw std::invalid_argument("a step-time table (" + tables.front() + ") is analysed alone: give one table, or timelines");
+    report = analyze::analyze_step_times(read_step_table(tables.front()), options);
+  } else {
+    TimelineSet set;
+    for (auto& in : opt.inputs) {
+      if (looks_like_kineto_trace(in))
+        read_kineto_trace(in, set);
+      else
+        read_recording_timelines(in, set);
+    }
+    if (set.workers.size() < 2)
+      throw std::invalid_argument("straggler analysis compares workers: give the timelines of at least 2 (one file per rank)");
+    report = analyze::analyze_stragglers(std::move(set), options);
+  }
+  if (!opt.html.empty()) {
+    std::ofstream out(opt.html);
+    out << straggler_html(report, "stackscope stragglers");
+    if (!out) throw std::runtime_error(opt.html + ": cannot write the HTML report");
+  }
+  if (opt.json)
+    std::cout << report_json(report, options).dump(2) << "\n";
+  else
+    std::cout << report_text(report, opt.top);
+  return 0;
+}
+
+RegisterCommand reg("stragglers", 35, [](CLI::App& app, int& exit_code) {
+  auto opt = std::make_shared<StragglerCliOptions>();
+  auto* cmd = app.add_subcommand("stragglers", "Find the straggler worker, its abnormal operations and their root cause (KAIR)");
+  cmd->add_option("inputs", opt->inputs,
+                  "Recordings, or Kineto traces (.json/.json.gz, one per rank), or one step-time table (CSV worker,step,time)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  cmd->add_flag("--json", opt->json, "Print one JSON object (per-worker scores, flagged operations, root causes)");
+  cmd->add_option("--html", opt->html, "Write a self-contained HTML report (heatmaps, frequency timeline) here");
+  cmd->add_flag("--classic-z", opt->classic_z, "Stage 2 with mean/standard deviation instead of median/MAD");
+  cmd->add_option("--window-steps", opt->window_steps, "Steps per stage-1 window (default: automatic)");
+  cmd->add_option("--top", opt->top, "Rows per section of the text report");
+  cmd->callback([opt, &exit_code] { exit_code = run_stragglers(*opt); });
+});
+
+}  // namespace
+}  // namespace stackscope::cli

@@ -1,0 +1,20 @@
+// PyTorch profiler (Kineto) Chrome-trace JSON, one file per rank (optionally gzip-compressed), read into a
+// worker timeline for straggler analysis. With GPU kernels the timeline is the GPU's (kernels, copies; NCCL
+// kernels are the collectives), each assigned to the ProfilerStep whose CPU span launched it; without
+// kernels (CPU training, gloo) it is the top-level CPU operators of each thread, `c10d::`/`gloo:`/`nccl:`
+// operators being the collectives.
+#pragma once
+#include <string>
+
+#include "model/worker_timeline.h"
+
+namespace stackscope {
+
+// Appends one worker to `set`. Throws std::runtime_error naming the file and the defect.
+void read_kineto_trace(const std::string& path, TimelineSet& set);
+// True when the file looks like a Kineto/Chrome trace (".json" or ".json.gz" holding "traceEvents").
+bool looks_like_kineto_trace(const std::string& path);
+// Whole file, inflated when it is gzip/zlib (magic 1f 8b or 78 xx). Throws std::runtime_error.
+std::string read_maybe_compressed(const std::string& path);
+
+}  // namespace stackscope
