@@ -1,0 +1,279 @@
+#include "sample/procfs_sampler.h"
+
+#include <pthread.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+
+#include "sample/sampler_family.h"
+
+namespace stackscope {
+
+namespace procfs {
+
+SeriesId SamplerContext::declare(SeriesInfo info) {
+  if (!sink) return 0;
+  info.host = host;
+  ++series_declared;
+  return sink->add_series(info);
+}
+
+void SamplerContext::note_once(std::string_view key, std::string_view source, std::string_view text) {
+  if (noted.count(key)) return;
+  noted.emplace(key);
+  if (sink) sink->add_note(source, text);
+}
+
+void Family::report(std::string_view file, const ParseReport& rep) {
+  if (rep.ok()) return;
+  std::string key = std::string(name()) + ":parse:" + std::string(file);
+  ctx_.note_once(key, "procfs." + std::string(name()), std::string(file) + ": " + rep.error);
+}
+
+std::optional<std::string_view> Family::read(ProcFile& f) {
+  auto text = f.read();
+  if (!text) ctx_.note_once(std::string(name()) + ":read:" + f.path(), "procfs." + std::string(name()), f.error());
+  return text;
+}
+
+namespace {
+// The sampler's own cost, recorded like any other series so a recording shows what observing it cost.
+class SelfFamily final : public Family {
+ public:
+  using Family::Family;
+  std::string_view name() const override { return "self"; }
+  std::string open() override { return ""; }
+  void sample(std::vector<Sample>& out) override {
+    timespec ts{};
+    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    if (!id_)
+      id_ = ctx_.declare(series_info("sampler.cpu_time", "", Subsystem::software, "nanoseconds", SeriesKind::counter,
+                                     SeriesCategory::dynamic, "procfs"));
+    out.push_back({id_, monotonic_ns(), static_cast<double>(ts.tv_sec * 1'000'000'000LL + ts.tv_nsec)});
+  }
+
+ private:
+  SeriesId id_ = 0;
+};
+std::unique_ptr<Family> make_self_family(SamplerContext& c) { return std::make_unique<SelfFamily>(c); }
+}  // namespace
+
+const std::vector<FamilyDef>& family_defs() {
+  static const std::vector<FamilyDef> defs = {
+      {"stat", "/proc/stat: CPU time per core and total, context switches, interrupts, forks, run queue",
+       make_stat_family},
+      {"loadavg", "/proc/loadavg: load averages, thread count", make_loadavg_family},
+      {"meminfo", "/proc/meminfo: every field, in bytes", make_meminfo_family},
+      {"vmstat", "/proc/vmstat: faults, reclaim, swap, dirty pages, THP, compaction", make_vmstat_family},
+      {"pressure", "/proc/pressure/{cpu,memory,io}: PSI some/full avg10 and total stall time", make_pressure_family},
+      {"netdev", "/proc/net/dev: bytes, packets, errors, drops per interface", make_netdev_family},
+      {"netproto", "/proc/net/{snmp,netstat}: TCP retransmits, resets, listen overflows, UDP errors",
+       make_netproto_family},
+      {"diskstats", "/proc/diskstats: I/Os, bytes, merges, service and queue time per disk", make_diskstats_family},
+      {"interrupts", "/proc/interrupts: per IRQ x CPU (non-zero ones)", make_interrupts_family},
+      {"softirqs", "/proc/softirqs: per type x CPU (non-zero ones)", make_softirqs_family},
+      {"cgroup", "cgroup v2 cpu.stat, memory.current/stat, io.stat of leaf cgroups with processes",
+       make_cgroup_family},
+      {"cpufreq", "sysfs cpufreq: current frequency per core", make_cpufreq_family},
+      {"thermal", "sysfs thermal zones: temperatures", make_thermal_family},
+      {"hwmon", "sysfs hwmon: temperatures, power, voltages, currents, fans", make_hwmon_family},
+      {"rapl", "sysfs powercap RAPL: package/core/DRAM energy", make_rapl_family},
+      {"perf_hw", "perf_event hardware counters per CPU: cycles, instructions, cache/branch misses, stalls",
+       make_perf_hw_family},
+      {"perf_sw", "perf_event software counters per CPU: context switches, migrations, page faults",
+       make_perf_sw_family},
+      {"self", "the sampler's own CPU time", make_self_family},
+  };
+  return defs;
+}
+
+}  // namespace procfs
+
+using procfs::family_defs;
+
+std::vector<std::string> parse_procfs_family_list(std::string_view list) {
+  std::vector<std::string> out;
+  while (!list.empty()) {
+    size_t comma = list.find(',');
+    std::string_view item = procfs::trim(list.substr(0, comma));
+    list.remove_prefix(comma == std::string_view::npos ? list.size() : comma + 1);
+    if (item.empty()) continue;
+    if (item == "all") {
+      for (auto& d : family_defs()) out.emplace_back(d.name);
+      continue;
+    }
+    auto it = std::find_if(family_defs().begin(), family_defs().end(), [&](auto& d) { return d.name == item; });
+    if (it == family_defs().end()) {
+      std::string known;
+      for (auto& d : family_defs()) known += (known.empty() ? "" : ", ") + std::string(d.name);
+      throw std::invalid_argument("unknown sampler family '" + std::string(item) + "' (known: " + known + ")");
+    }
+    if (std::find(out.begin(), out.end(), item) == out.end()) out.emplace_back(item);
+  }
+  return out;
+}
+
+std::vector<ProcfsFamilyInfo> list_procfs_families(const ProcfsSamplerOptions& options) {
+  std::vector<ProcfsFamilyInfo> out;
+  procfs::SamplerContext ctx;
+  ctx.options = options;
+  for (auto& d : family_defs()) {
+    auto fam = d.make(ctx);
+    std::string why = fam->open();
+    out.push_back({std::string(d.name), std::string(d.description), why.empty(), why});
+  }
+  return out;
+}
+
+struct ProcfsSampler::Impl {
+  ProcfsSamplerOptions options;
+  procfs::SamplerContext ctx;
+  std::vector<std::unique_ptr<procfs::Family>> families;
+  std::vector<Sample> batch;
+  bool opened = false;
+
+  std::thread thread;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stop_requested = false;
+  int64_t interval_ns = 100'000'000;
+  int64_t start_ns = 0;
+  mutable std::mutex stats_mu;
+  ProcfsSamplerStats stats;
+  clockid_t thread_clock{};
+  bool have_thread_clock = false;
+
+  void run() {
+    int64_t next = monotonic_ns();
+    for (;;) {
+      tick_once();
+      {
+        timespec ts{};
+        if (::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0) {
+          std::lock_guard lk(stats_mu);
+          stats.thread_cpu_ns = ts.tv_sec * 1'000'000'000LL + ts.tv_nsec;
+        }
+      }
+      next += interval_ns;
+      int64_t now = monotonic_ns();
+      if (now >= next) {
+        // Overran: skip the missed ticks instead of bursting to catch up.
+        int64_t missed = (now - next) / interval_ns + 1;
+        next += missed * interval_ns;
+        std::lock_guard lk(stats_mu);
+        stats.missed_ticks += static_cast<uint64_t>(missed);
+      }
+      std::unique_lock lk(mu);
+      auto deadline = std::chrono::steady_clock::time_point(std::chrono::nanoseconds(next));
+      if (cv.wait_until(lk, deadline, [&] { return stop_requested; })) break;
+    }
+  }
+
+  void tick_once() {
+    batch.clear();
+    for (auto& f : families) f->sample(batch);
+    if (!batch.empty()) ctx.sink->append_samples(batch);
+    std::lock_guard lk(stats_mu);
+    ++stats.ticks;
+    stats.samples += batch.size();
+    stats.series = ctx.series_declared;
+  }
+};
+
+ProcfsSampler::ProcfsSampler(ProcfsSamplerOptions options) : impl_(std::make_unique<Impl>()) {
+  impl_->options = std::move(options);
+}
+
+ProcfsSampler::~ProcfsSampler() { stop(); }
+
+CollectorStatus ProcfsSampler::open(TelemetrySink& sink, const std::string& host) {
+  Impl& m = *impl_;
+  CollectorStatus st;
+  if (m.opened) {
+    st.message = "already started";
+    return st;
+  }
+  m.ctx.sink = &sink;
+  m.ctx.options = m.options;
+  m.ctx.host = host;
+  if (m.ctx.host.empty()) {
+    char name[256] = {};
+    if (::gethostname(name, sizeof name - 1) == 0) m.ctx.host = name;
+  }
+  std::vector<std::string> wanted = m.options.families;
+  bool explicit_list = !wanted.empty();
+  if (!explicit_list)
+    for (auto& d : family_defs()) wanted.emplace_back(d.name);
+  std::string unavailable;
+  for (auto& d : family_defs()) {
+    if (std::find(wanted.begin(), wanted.end(), d.name) == wanted.end()) continue;
+    auto fam = d.make(m.ctx);
+    std::string why = fam->open();
+    if (!why.empty()) {
+      // Said once, here: the family is left out and everything else goes on.
+      sink.add_note("procfs." + std::string(d.name), "unavailable: " + why);
+      unavailable += (unavailable.empty() ? "" : "; ") + std::string(d.name) + ": " + why;
+      continue;
+    }
+    m.families.push_back(std::move(fam));
+  }
+  for (auto& name : wanted)
+    if (std::none_of(family_defs().begin(), family_defs().end(), [&](auto& d) { return d.name == name; }))
+      unavailable += (unavailable.empty() ? "" : "; ") + name + ": unknown family";
+  m.opened = true;
+  st.running = !m.families.empty();
+  st.message = st.running ? (unavailable.empty() ? "" : "unavailable: " + unavailable)
+                          : "no sampler family can run: " + unavailable;
+  return st;
+}
+
+void ProcfsSampler::tick() {
+  if (impl_->opened) impl_->tick_once();
+}
+
+CollectorStatus ProcfsSampler::start(TelemetrySink& sink, const CollectorOptions& options) {
+  CollectorStatus st = open(sink, options.host);
+  if (!st.running) return st;
+  Impl& m = *impl_;
+  m.interval_ns = int64_t{std::max(1, options.interval_ms)} * 1'000'000;
+  m.start_ns = monotonic_ns();
+  m.stop_requested = false;
+  m.thread = std::thread([&m] { m.run(); });
+  return st;
+}
+
+void ProcfsSampler::stop() {
+  Impl& m = *impl_;
+  if (!m.thread.joinable()) return;
+  {
+    std::lock_guard lk(m.mu);
+    m.stop_requested = true;
+  }
+  m.cv.notify_all();
+  m.thread.join();
+  std::lock_guard lk(m.stats_mu);
+  m.stats.wall_ns = monotonic_ns() - m.start_ns;
+}
+
+ProcfsSamplerStats ProcfsSampler::stats() const {
+  std::lock_guard lk(impl_->stats_mu);
+  return impl_->stats;
+}
+
+std::vector<std::string> ProcfsSampler::active_families() const {
+  std::vector<std::string> out;
+  for (auto& f : impl_->families) out.emplace_back(f->name());
+  return out;
+}
+
+std::unique_ptr<Collector> make_procfs_sampler(const ProcfsSamplerOptions& options) {
+  return std::make_unique<ProcfsSampler>(options);
+}
+
+}  // namespace stackscope
