@@ -156,6 +156,18 @@ TEST(AnalyzeIsolationForest, ReproducibleAndBoundedScores) {
   EXPECT_NEAR(IsolationForest::average_path_length(256), 10.2448, 1e-3);
 }
 
+TEST(AnalyzeIsolationForest, CompleteTreeLayoutScoresLikeThePointerWalk) {
+  const Eigen::MatrixXd x = data_with_outliers(700, 5, 4, 9);
+  for (int samples : {2, 3, 100, 256, 700}) {
+    IsolationForest fast({.trees = 40, .max_samples = samples, .seed = 3});
+    IsolationForest slow({.trees = 40, .max_samples = samples, .seed = 3, .complete_layout = false});
+    fast.fit(x);
+    slow.fit(x);
+    const Eigen::VectorXd a = fast.mean_path_length(x), b = slow.mean_path_length(x.topRows(333));
+    EXPECT_LT((a.head(333) - b).cwiseAbs().maxCoeff(), 1e-12) << samples;
+  }
+}
+
 TEST(AnalyzeIsolationForest, IdenticalRowsDoNotLoop) {
   Eigen::MatrixXd x = Eigen::MatrixXd::Constant(50, 2, 3.0);
   IsolationForest f;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "analyze/input_checks.h"
@@ -95,6 +96,39 @@ void IsolationForest::fit(const Eigen::MatrixXd& x) {
     }
     roots_.push_back(build(x, idx, 0, idx.size(), 0, max_depth, rng));
   }
+  depth_ = max_depth;
+  complete_feature_.clear();
+  complete_split_.clear();
+  complete_leaf_.clear();
+  if (opt_.complete_layout && depth_ <= kMaxCompleteDepth) {
+    const size_t internal = (size_t{1} << depth_) - 1, leaves = size_t{1} << depth_;
+    complete_feature_.assign(internal * roots_.size(), 0);
+    complete_split_.assign(internal * roots_.size(), 0.0);
+    complete_leaf_.assign(leaves * roots_.size(), 0.0);
+    for (size_t t = 0; t < roots_.size(); ++t) layout_complete(roots_[t], t, 0, 0);
+  }
+}
+
+void IsolationForest::layout_complete(int32_t node, size_t tree, size_t slot, int depth) {
+  const size_t internal = (size_t{1} << depth_) - 1;
+  const Node& n = nodes_[static_cast<size_t>(node)];
+  if (depth == depth_) {  // the build stops at the depth limit, so this is a leaf
+    complete_leaf_[tree * (internal + 1) + (slot - internal)] = n.value;
+    return;
+  }
+  const size_t at = tree * internal + slot;
+  if (n.feature < 0) {
+    // Pass-through: x > +inf never holds, so every point goes left, down to the same leaf value.
+    complete_feature_[at] = 0;
+    complete_split_[at] = std::numeric_limits<double>::infinity();
+    layout_complete(node, tree, 2 * slot + 1, depth + 1);
+    layout_complete(node, tree, 2 * slot + 2, depth + 1);  // unreachable, filled for determinism
+    return;
+  }
+  complete_feature_[at] = n.feature;
+  complete_split_[at] = n.value;
+  layout_complete(node + 1, tree, 2 * slot + 1, depth + 1);
+  layout_complete(n.right, tree, 2 * slot + 2, depth + 1);
 }
 
 Eigen::VectorXd IsolationForest::mean_path_length(const Eigen::MatrixXd& x) const {
@@ -105,6 +139,34 @@ Eigen::VectorXd IsolationForest::mean_path_length(const Eigen::MatrixXd& x) cons
   Eigen::VectorXd depth = Eigen::VectorXd::Zero(n);
   const Node* nodes = nodes_.data();
   constexpr Eigen::Index kBlock = 512;  // one tree stays hot in L1 while a block of points walks it
+  if (!complete_leaf_.empty()) {
+    constexpr Eigen::Index kLanes = 8;  // independent walks interleaved: their loads overlap
+    const size_t internal = (size_t{1} << depth_) - 1;
+    for (Eigen::Index b = 0; b < n; b += kBlock) {
+      const Eigen::Index e = std::min(n, b + kBlock);
+      for (size_t t = 0; t < roots_.size(); ++t) {
+        const int32_t* feat = complete_feature_.data() + t * internal;
+        const double* split = complete_split_.data() + t * internal;
+        const double* leaf = complete_leaf_.data() + t * (internal + 1);
+        Eigen::Index i = b;
+        for (; i + kLanes <= e; i += kLanes) {
+          size_t k[kLanes] = {};
+          const double* p = xr.data() + i * dims_;
+          for (int level = 0; level < depth_; ++level)
+            for (Eigen::Index l = 0; l < kLanes; ++l)
+              k[l] = 2 * k[l] + 1 + static_cast<size_t>(p[l * dims_ + feat[k[l]]] > split[k[l]]);
+          for (Eigen::Index l = 0; l < kLanes; ++l) depth(i + l) += leaf[k[l] - internal];
+        }
+        for (; i < e; ++i) {
+          size_t k = 0;
+          const double* p = xr.data() + i * dims_;
+          for (int level = 0; level < depth_; ++level) k = 2 * k + 1 + static_cast<size_t>(p[feat[k]] > split[k]);
+          depth(i) += leaf[k - internal];
+        }
+      }
+    }
+    return depth / static_cast<double>(roots_.size());
+  }
   for (Eigen::Index b = 0; b < n; b += kBlock) {
     const Eigen::Index e = std::min(n, b + kBlock);
     for (int32_t root : roots_) {

@@ -15,6 +15,9 @@ struct IsolationForestOptions {
   int trees = 100;
   int max_samples = 256;  // sub-sample per tree (min with the number of rows)
   uint64_t seed = 0;
+  // Score through the branch-free complete-tree layout where the depth limit allows (the fast path); false keeps
+  // the plain pointer walk (the reference the fast path is tested against).
+  bool complete_layout = true;
 };
 
 class IsolationForest final : public AnomalyDetector {
@@ -43,9 +46,18 @@ class IsolationForest final : public AnomalyDetector {
   };
   int32_t build(const Eigen::MatrixXd& x, std::vector<Eigen::Index>& idx, size_t lo, size_t hi, int depth,
                 int max_depth, uint64_t& rng_state);
+  // Complete-tree layout (depth limit <= kMaxCompleteDepth): every tree padded to a full binary tree of the
+  // depth limit, a leaf above that depth passed through by "always left" nodes, so that scoring walks a fixed
+  // number of levels without data-dependent branches, several points at once.
+  void layout_complete(int32_t node, size_t tree, size_t slot, int depth);
+  static constexpr int kMaxCompleteDepth = 12;
   IsolationForestOptions opt_;
   std::vector<Node> nodes_;
   std::vector<int32_t> roots_;
+  int depth_ = 0;                     // depth limit of the trees
+  std::vector<int32_t> complete_feature_;  // per tree 2^depth - 1 internal nodes, children of i at 2i+1, 2i+2
+  std::vector<double> complete_split_;
+  std::vector<double> complete_leaf_;      // per tree 2^depth leaf values
   Eigen::Index dims_ = 0;
   int samples_per_tree_ = 0;
 };
