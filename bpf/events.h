@@ -76,6 +76,9 @@ struct ss_torch_record {
   __u32 pad;
 };
 
+/* CPython 3.11 fires function__entry only while sys.settrace/setprofile is active (ceval's DO_TRACING path),
+ * function__return always: a return without its entry is still reported, as an instant. */
+#define SS_PY_NO_ENTRY 1
 #define SS_PY_FUNC_LEN 64
 #define SS_PY_FILE_LEN 128
 struct ss_python_record {
@@ -86,7 +89,9 @@ struct ss_python_record {
   __u64 start_ns;
   __u64 duration_ns;
   __u32 depth;
-  __s32 line;
+  __s32 line;   /* first line seen at entry; the returning line when the entry was not seen */
+  __u32 flags;  /* SS_PY_NO_ENTRY */
+  __u32 pad;
   char func[SS_PY_FUNC_LEN];
   char file[SS_PY_FILE_LEN];
 };

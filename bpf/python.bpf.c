@@ -17,6 +17,7 @@ struct ss_py_thread {
   __u32 depth;
   __u32 pad;
   __u64 starts[SS_PY_MAX_DEPTH];
+  __s32 lines[SS_PY_MAX_DEPTH]; /* line at entry: where the function starts */
 };
 
 struct {
@@ -47,7 +48,10 @@ int BPF_USDT(py_entry, void *file, void *func, int line) {
   }
   __u32 d = st->depth;
   st->depth = d + 1;
-  if (d < SS_PY_MAX_DEPTH) st->starts[d & (SS_PY_MAX_DEPTH - 1)] = bpf_ktime_get_ns();
+  if (d < SS_PY_MAX_DEPTH) {
+    st->lines[d & (SS_PY_MAX_DEPTH - 1)] = line;
+    st->starts[d & (SS_PY_MAX_DEPTH - 1)] = bpf_ktime_get_ns();
+  }
   return 0;
 }
 
@@ -57,15 +61,18 @@ int BPF_USDT(py_return, void *file, void *func, int line) {
   __u64 id = bpf_get_current_pid_tgid();
   __u32 tid = (__u32)id;
   struct ss_py_thread *st = bpf_map_lookup_elem(&py_threads, &tid);
-  if (!st || st->depth == 0) {
-    ss_count(SS_CNT_UNMATCHED);
-    return 0;
+  __u64 start = now;
+  __s32 first_line = line;
+  __u32 flags = SS_PY_NO_ENTRY, d = 0;
+  if (st && st->depth > 0) {
+    d = st->depth - 1;
+    st->depth = d;
+    if (d >= SS_PY_MAX_DEPTH) return 0; /* deeper than we keep: its start is unknown */
+    start = st->starts[d & (SS_PY_MAX_DEPTH - 1)];
+    first_line = st->lines[d & (SS_PY_MAX_DEPTH - 1)];
+    flags = 0;
+    if (now - start < min_duration_ns) return 0;
   }
-  __u32 d = st->depth - 1;
-  st->depth = d;
-  if (d >= SS_PY_MAX_DEPTH) return 0; /* deeper than we keep: its start is unknown */
-  __u64 start = st->starts[d & (SS_PY_MAX_DEPTH - 1)];
-  if (now - start < min_duration_ns) return 0;
   struct ss_python_record *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
   if (!r) {
     ss_count(SS_CNT_RB_FULL);
@@ -78,7 +85,9 @@ int BPF_USDT(py_return, void *file, void *func, int line) {
   r->start_ns = start;
   r->duration_ns = now - start;
   r->depth = d;
-  r->line = line;
+  r->line = first_line;
+  r->flags = flags;
+  r->pad = 0;
   if (bpf_probe_read_user_str(r->func, sizeof(r->func), func) < 0) r->func[0] = 0;
   if (bpf_probe_read_user_str(r->file, sizeof(r->file), file) < 0) r->file[0] = 0;
   bpf_ringbuf_submit(r, 0);

@@ -140,6 +140,7 @@ Event RecordDecoder::decode_python(const ss_python_record& r) const {
   e.start_ns = static_cast<int64_t>(r.start_ns);
   e.duration_ns = static_cast<int64_t>(r.duration_ns);
   e.name = bounded(r.func, sizeof r.func);
+  if (r.flags & SS_PY_NO_ENTRY) e.flags |= kEventInstant;  // seen returning only: no duration
   e.args.push_back({"file", bounded(r.file, sizeof r.file)});
   e.args.push_back({"line", static_cast<int64_t>(r.line)});
   e.args.push_back({"depth", static_cast<int64_t>(r.depth)});

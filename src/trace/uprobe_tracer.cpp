@@ -355,6 +355,7 @@ void UprobeTracer::rescan(uint32_t pid) {
   }
   auto maps = read_proc_maps(pid);
   if (maps.empty()) return;  // gone (its exit record follows) or a kernel thread
+  unsigned layers = 0;
   for (auto& lib : find_libraries(pid, maps)) {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -367,7 +368,13 @@ void UprobeTracer::rescan(uint32_t pid) {
       sink_->add_note("trace", fmt::format("pid {}: {}", pid, e.what()));
       continue;
     }
-    attach_library(filter, lib, img);
+    layers |= attach_library(filter, lib, img);
+  }
+  // Published once the whole scan is done: a waiter sees every library of the layer attached, not the first.
+  if (layers) {
+    std::lock_guard<std::mutex> lock(mu_);
+    attached_layers_[filter] |= layers;
+    cv_.notify_all();
   }
 }
 
@@ -397,13 +404,8 @@ bool UprobeTracer::attach_pair(int pid_filter, const MappedLibrary& lib, uint64_
   return true;
 }
 
-void UprobeTracer::mark_attached(int pid_filter, Layer layer) {
-  std::lock_guard<std::mutex> lock(mu_);
-  attached_layers_[pid_filter] |= 1u << static_cast<unsigned>(layer);
-  cv_.notify_all();
-}
-
-void UprobeTracer::attach_library(int pid_filter, const MappedLibrary& lib, const std::shared_ptr<ElfImage>& img) {
+unsigned UprobeTracer::attach_library(int pid_filter, const MappedLibrary& lib,
+                                      const std::shared_ptr<ElfImage>& img) {
   auto note_once = [&](const std::string& text) {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -432,16 +434,16 @@ void UprobeTracer::attach_library(int pid_filter, const MappedLibrary& lib, cons
   switch (lib.kind) {
     case LibraryKind::cudart:
     case LibraryKind::cuda_driver:
-      if (!cuda_) return;
+      if (!cuda_) return 0;
       attach_specs(Layer::cuda, cuda_->progs.call_entry, cuda_->progs.call_return);
       break;
     case LibraryKind::nccl:
-      if (!nccl_) return;
+      if (!nccl_) return 0;
       layer = Layer::nccl;
       attach_specs(Layer::nccl, nccl_->progs.call_entry, nccl_->progs.call_return);
       break;
     case LibraryKind::torch_cpu: {
-      if (!torch_) return;
+      if (!torch_) return 0;
       layer = Layer::torch;
       std::vector<std::pair<uint32_t, uint64_t>> ops;
       {
@@ -476,15 +478,15 @@ void UprobeTracer::attach_library(int pid_filter, const MappedLibrary& lib, cons
       break;
     }
     case LibraryKind::torch_cuda:
-      return;  // kernel host stubs are named from it on demand; operators enter through libtorch_cpu
+      return 0;  // kernel host stubs are named from it on demand; operators enter through libtorch_cpu
     case LibraryKind::python: {
-      if (!python_) return;
+      if (!python_) return 0;
       layer = Layer::python;
-      if (!img->find("Py_Initialize") && !img->find("_PyEval_EvalFrameDefault")) return;  // not an interpreter
+      if (!img->find("Py_Initialize") && !img->find("_PyEval_EvalFrameDefault")) return 0;  // not an interpreter
       bool usdt = img->has_usdt("python", "function__entry") && img->has_usdt("python", "function__return");
       if (topts_.python_mode == "usdt" && !usdt) {
         note_once(lib.path + ": no python:function__entry USDT probes; python layer not traced there");
-        return;
+        return 0;
       }
       if (usdt && topts_.python_mode != "capi") {
         std::lock_guard<std::mutex> lock(mu_);
@@ -511,12 +513,12 @@ void UprobeTracer::attach_library(int pid_filter, const MappedLibrary& lib, cons
       break;
     }
     default:
-      return;
+      return 0;
   }
   if (failures)
     note_once(fmt::format("{}: {} probe(s) failed to attach (pid filter {}): {}", lib.path, failures, pid_filter,
                           std::strerror(errno)));
-  if (attached) mark_attached(pid_filter, layer);
+  return attached ? 1u << static_cast<unsigned>(layer) : 0u;
 }
 
 bool UprobeTracer::wait_until_attached(uint32_t pid, Layer layer, std::chrono::milliseconds timeout) {

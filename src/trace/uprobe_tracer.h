@@ -66,10 +66,10 @@ class UprobeTracer final : public Collector {
   void maintain_loop();
   void rescan(uint32_t pid);
   void process_exited(uint32_t pid);
-  void attach_library(int pid_filter, const MappedLibrary& lib, const std::shared_ptr<ElfImage>& img);
+  // Returns the bit of the layer it attached probes for (0: none).
+  unsigned attach_library(int pid_filter, const MappedLibrary& lib, const std::shared_ptr<ElfImage>& img);
   bool attach_pair(int pid_filter, const MappedLibrary& lib, uint64_t offset, bpf_program* entry,
                    bpf_program* ret, uint64_t cookie);
-  void mark_attached(int pid_filter, Layer layer);
   std::string kernel_name(uint32_t pid, uint64_t address);
   void report_counters(bool final_report);
   bool wants(Layer l) const;
