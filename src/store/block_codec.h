@@ -78,7 +78,8 @@ std::vector<uint8_t> encode_events(std::span<const Event> events, StringInterner
 std::vector<Event> decode_events(std::span<const uint8_t> block, const StringLookup& strings,
                                  const std::string& what);
 
-// Samples are grouped by series inside a block; timestamps delta-of-delta, values as integer deltas when
+// Samples are grouped by series inside a block; timestamps delta-of-delta (or none when equal to the previous
+// series' timestamps, as for every series a sampler reads in one tick), values as integer deltas when
 // every value of the series in the block is integral, else XOR of IEEE bits with the previous value.
 std::vector<uint8_t> encode_samples(std::span<const Sample> samples);
 // Calls `fn(series, times, values)` once per series in the block.
