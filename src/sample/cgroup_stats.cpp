@@ -143,10 +143,10 @@ class CgroupFamily final : public Family {
       if (groups_.count(rel)) continue;
       Group g;
       std::string dir = root_ + "/" + rel;
-      g.cpu.open(dir + "/cpu.stat");
-      g.mem_current.open(dir + "/memory.current");
-      g.mem_stat.open(dir + "/memory.stat");
-      g.io.open(dir + "/io.stat");
+      g.cpu.open(dir + "/cpu.stat", true);
+      g.mem_current.open(dir + "/memory.current", true);
+      g.mem_stat.open(dir + "/memory.stat", true);
+      g.io.open(dir + "/io.stat", true);
       if (g.cpu.is_open() || g.mem_current.is_open() || g.io.is_open()) groups_.emplace(rel, std::move(g));
     }
     // Groups no longer leaves with processes stop being sampled.

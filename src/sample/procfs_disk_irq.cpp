@@ -85,7 +85,8 @@ class IrqTableFamily final : public Family {
   IrqTableFamily(SamplerContext& c, bool softirqs) : Family(c), softirqs_(softirqs) {}
   std::string_view name() const override { return softirqs_ ? "softirqs" : "interrupts"; }
   std::string open() override {
-    return file_.open(ctx_.proc(softirqs_ ? "softirqs" : "interrupts")) ? "" : file_.error();
+    // /proc/softirqs is one record (proc_create_single); /proc/interrupts one record per IRQ.
+    return file_.open(ctx_.proc(softirqs_ ? "softirqs" : "interrupts"), softirqs_) ? "" : file_.error();
   }
 
   void sample(std::vector<Sample>& out) override {

@@ -12,7 +12,7 @@ namespace stackscope::procfs {
 ProcFile::~ProcFile() { close(); }
 
 ProcFile::ProcFile(ProcFile&& o) noexcept
-    : fd_(o.fd_), path_(std::move(o.path_)), error_(std::move(o.error_)), buf_(std::move(o.buf_)) {
+    : fd_(o.fd_), one_record_(o.one_record_), path_(std::move(o.path_)), error_(std::move(o.error_)), buf_(std::move(o.buf_)) {
   o.fd_ = -1;
 }
 
@@ -20,6 +20,7 @@ ProcFile& ProcFile::operator=(ProcFile&& o) noexcept {
   if (this != &o) {
     close();
     fd_ = o.fd_;
+    one_record_ = o.one_record_;
     o.fd_ = -1;
     path_ = std::move(o.path_);
     error_ = std::move(o.error_);
@@ -28,9 +29,10 @@ ProcFile& ProcFile::operator=(ProcFile&& o) noexcept {
   return *this;
 }
 
-bool ProcFile::open(const std::string& path) {
+bool ProcFile::open(const std::string& path, bool one_record) {
   close();
   path_ = path;
+  one_record_ = one_record;
   fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd_ < 0) {
     error_ = path + ": " + std::strerror(errno);
@@ -67,6 +69,7 @@ std::optional<std::string_view> ProcFile::read(size_t max_bytes) {
     }
     if (n == 0) break;
     total += static_cast<size_t>(n);
+    if (one_record_ && total < buf_.size()) break;
   }
   return std::string_view(buf_.data(), total);
 }

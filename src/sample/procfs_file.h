@@ -20,8 +20,10 @@ class ProcFile {
   ProcFile(ProcFile&& o) noexcept;
   ProcFile& operator=(ProcFile&& o) noexcept;
 
-  // Opens read-only; false (and error()) when the file cannot be opened.
-  bool open(const std::string& path);
+  // Opens read-only; false (and error()) when the file cannot be opened. `one_record`: the kernel produces the
+  // file as a single record (single_open seq_files such as /proc/stat and /proc/meminfo, sysfs and cgroup
+  // attributes), so a read shorter than the buffer is the whole file and the EOF read can be skipped.
+  bool open(const std::string& path, bool one_record = false);
   bool is_open() const { return fd_ >= 0; }
   void close();
   // The whole current text, valid until the next read(); nullopt on a read error (error() says why).
@@ -32,6 +34,7 @@ class ProcFile {
 
  private:
   int fd_ = -1;
+  bool one_record_ = false;
   std::string path_;
   std::string error_;
   std::vector<char> buf_;

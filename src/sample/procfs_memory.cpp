@@ -18,7 +18,7 @@ class MeminfoFamily final : public Family {
  public:
   using Family::Family;
   std::string_view name() const override { return "meminfo"; }
-  std::string open() override { return file_.open(ctx_.proc("meminfo")) ? "" : file_.error(); }
+  std::string open() override { return file_.open(ctx_.proc("meminfo"), true) ? "" : file_.error(); }
 
   void sample(std::vector<Sample>& out) override {
     int64_t t = monotonic_ns();
@@ -104,7 +104,7 @@ class PressureFamily final : public Family {
   std::string open() override {
     std::string why;
     for (size_t r = 0; r < kResources.size(); ++r)
-      if (!files_[r].open(ctx_.proc("pressure/" + std::string(kResources[r])))) why = files_[r].error();
+      if (!files_[r].open(ctx_.proc("pressure/" + std::string(kResources[r])), true)) why = files_[r].error();
     bool any = std::any_of(files_.begin(), files_.end(), [](const ProcFile& f) { return f.is_open(); });
     return any ? "" : why + " (kernel without PSI, or psi=0)";
   }

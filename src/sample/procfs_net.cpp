@@ -81,7 +81,7 @@ class NetProtoFamily final : public Family {
   using Family::Family;
   std::string_view name() const override { return "netproto"; }
   std::string open() override {
-    bool a = files_[0].open(ctx_.proc("net/snmp")), b = files_[1].open(ctx_.proc("net/netstat"));
+    bool a = files_[0].open(ctx_.proc("net/snmp"), true), b = files_[1].open(ctx_.proc("net/netstat"), true);
     return a || b ? "" : files_[0].error();
   }
 

@@ -9,7 +9,7 @@ class StatFamily final : public Family {
  public:
   using Family::Family;
   std::string_view name() const override { return "stat"; }
-  std::string open() override { return file_.open(ctx_.proc("stat")) ? "" : file_.error(); }
+  std::string open() override { return file_.open(ctx_.proc("stat"), true) ? "" : file_.error(); }
 
   void sample(std::vector<Sample>& out) override {
     int64_t t = monotonic_ns();
@@ -62,7 +62,7 @@ class LoadavgFamily final : public Family {
  public:
   using Family::Family;
   std::string_view name() const override { return "loadavg"; }
-  std::string open() override { return file_.open(ctx_.proc("loadavg")) ? "" : file_.error(); }
+  std::string open() override { return file_.open(ctx_.proc("loadavg"), true) ? "" : file_.error(); }
 
   void sample(std::vector<Sample>& out) override {
     int64_t t = monotonic_ns();

@@ -65,7 +65,7 @@ class SysfsValuesFamily : public Family {
   virtual std::string none_reason() const = 0;
   void add(const fs::path& path, SeriesInfo info, double scale) {
     ValueFile v;
-    if (!v.file.open(path.string())) return;
+    if (!v.file.open(path.string(), true)) return;
     // A file that cannot be read now (permission, EIO) would only ever fail: leave it out.
     auto text = v.file.read(4096);
     if (!text || !parse_sysfs_int(*text)) return;
