@@ -109,6 +109,9 @@ def main():
             "cudaFree": runtime["cudaFree"],
             "nccl_calls": sum(nccl_ops.values()),
         },
+        # DDP all-reduces every gradient once per step: the bytes the script asks NCCL to move.
+        "expected_nccl_bytes": (args.steps * sum(p.numel() * p.element_size() for p in model.parameters()
+                                                 if p.requires_grad)) if distributed else 0,
         "runtime_api": dict(runtime),
         "nccl_ops": dict(nccl_ops),
     }

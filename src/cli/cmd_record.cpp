@@ -167,10 +167,8 @@ int run_record(const RecordOptions& opt) {
   std::vector<Collector*> running;
   for (auto& c : collectors) {
     CollectorStatus st = c->start(writer, copt);
-    if (!st.message.empty()) {
-      std::cerr << "stackscope: " << c->name() << ": " << st.message << "\n";
-      writer.add_note(c->name(), st.message);
-    }
+    // Collectors put their own notes into the recording; the operator sees the message once here.
+    if (!st.message.empty()) std::cerr << "stackscope: " << c->name() << ": " << st.message << "\n";
     if (st.running) running.push_back(c.get());
   }
   if (child.pid > 0) {

@@ -1,14 +1,40 @@
 #include "cli/collectors.h"
 
+#include "sample/nvml_sampler.h"
+#include "sample/procfs_sampler.h"
+#ifdef STACKSCOPE_HAVE_BPF
+#include "trace/tracer.h"
+#endif
+
 namespace stackscope::cli {
 
-// Collectors are added here as they land (procfs sampler, NVML sampler, eBPF tracer).
 std::vector<LayerSupport> layer_support() {
   std::vector<LayerSupport> out;
-  for (Layer l : all_layers()) out.push_back({l, false, l != Layer::host && l != Layer::nvml});
+  for (Layer l : all_layers()) {
+    LayerSupport s{l, false, false};
+    if (l == Layer::host || l == Layer::nvml) s.built = true;
+#ifdef STACKSCOPE_HAVE_BPF
+    if (trace::is_traced_layer(l)) s.built = s.needs_root = true;
+#endif
+    out.push_back(s);
+  }
   return out;
 }
 
-std::vector<std::unique_ptr<Collector>> make_collectors(const std::vector<Layer>&) { return {}; }
+std::vector<std::unique_ptr<Collector>> make_collectors(const std::vector<Layer>& layers) {
+  std::vector<std::unique_ptr<Collector>> out;
+  std::vector<Layer> traced;
+  for (Layer l : layers) {
+    if (l == Layer::host) out.push_back(make_procfs_sampler({}));
+    if (l == Layer::nvml) out.push_back(make_nvml_sampler({}));
+#ifdef STACKSCOPE_HAVE_BPF
+    if (trace::is_traced_layer(l)) traced.push_back(l);
+#endif
+  }
+#ifdef STACKSCOPE_HAVE_BPF
+  if (!traced.empty()) out.push_back(trace::make_uprobe_tracer(traced));
+#endif
+  return out;
+}
 
 }  // namespace stackscope::cli
