@@ -135,7 +135,8 @@ std::vector<HostDeviation> cross_host_deviations(const std::vector<HostLevel>& l
       for (const HostLevel* o : hosts)
         if (o != h) others.push_back(o->level);
       const double med = median_of(others);
-      const double scale = robust_scale(others, med);
+      // A few hosts give a fragile spread: never trust one tighter than 5% of the level.
+      const double scale = std::max(robust_scale(others, med), 0.05 * std::abs(med));
       const double gap = h->level - med;
       const double rz = gap / scale;
       const double rel = std::abs(gap) / std::max({std::abs(med), std::abs(h->level), 1e-12});

@@ -14,6 +14,10 @@ struct AnalyzeOptions {
   bool json = false;
   bool store = true;                // write findings back into the recording(s)
   bool quiet = false;               // no progress on stderr
+  // reveal: sliding windows, and the pruned metric list (read when the file exists, else written there).
+  std::string reveal_window = "3s";
+  std::string reveal_stride = "1s";
+  std::string reveal_metrics;
 };
 
 struct AnalysisOutput {

@@ -32,6 +32,10 @@ RegisterCommand reg("analyze", 30, [](CLI::App& app, int& exit_code) {
   cmd->add_option("--layers", opt->layers, "Layers to analyse (cuda,nccl,torch,python,nvml,host)")->delimiter(',');
   cmd->add_option("--detector", opt->detector, "gmm (eACGM, per layer), reveal (host telemetry), all")
       ->check(CLI::IsMember({"gmm", "reveal", "all"}));
+  cmd->add_option("--window", opt->reveal_window, "reveal: sliding window length (default 3s)");
+  cmd->add_option("--stride", opt->reveal_stride, "reveal: sliding window stride (default 1s)");
+  cmd->add_option("--reveal-metrics", opt->reveal_metrics,
+                  "reveal: pruned metric list; reused when the file exists, else the pruning result is saved there");
   cmd->add_flag("--json", opt->json, "Print one JSON object instead of the report");
   cmd->add_flag("!--no-store", opt->store, "Do not write findings back into the recording");
   cmd->add_flag("-q,--quiet", opt->quiet, "No progress on stderr");

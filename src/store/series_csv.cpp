@@ -1,0 +1,355 @@
+#include "store/series_csv.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <limits>
+
+#include "model/clock.h"
+#include "store/recording_writer.h"
+#include "store/sqlite_db.h"
+
+namespace stackscope {
+
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+// Splits one line; double-quoted fields may hold the delimiter and "" for a quote.
+bool split_csv_line(std::string_view line, char delim, std::vector<std::string>& out) {
+  out.clear();
+  std::string field;
+  bool quoted = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    char c = line[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') field += '"', ++i;
+      else if (c == '"') quoted = false;
+      else field += c;
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == delim) {
+      out.push_back(std::move(field));
+      field.clear();
+    } else {
+      field += c;
+    }
+  }
+  out.push_back(std::move(field));
+  return !quoted;
+}
+
+bool parse_double(std::string_view s, double& out) {
+  s = trim(s);
+  if (s.empty()) return false;
+  if (s.front() == '+') s.remove_prefix(1);
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && p == s.data() + s.size();
+}
+
+bool parse_int(std::string_view s, int& out) {
+  if (s.empty()) return false;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && p == s.data() + s.size();
+}
+
+// Days since 1970-01-01 of a civil date (Howard Hinnant's algorithm).
+int64_t days_from_civil(int64_t y, unsigned m, unsigned d) {
+  y -= m <= 2;
+  const int64_t era = (y >= 0 ? y : y - 399) / 400;
+  const unsigned yoe = static_cast<unsigned>(y - era * 400);
+  const unsigned doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+  const unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  return era * 146097 + static_cast<int64_t>(doe) - 719468;
+}
+
+}  // namespace
+
+std::optional<int64_t> parse_csv_timestamp_ns(std::string_view text) {
+  text = trim(text);
+  if (text.empty()) return std::nullopt;
+  double secs;
+  if (parse_double(text, secs)) {
+    if (!std::isfinite(secs) || std::abs(secs) > 9.2e9) return std::nullopt;
+    return static_cast<int64_t>(std::llround(secs * 1e9));
+  }
+  // YYYY-MM-DD[(T| )HH:MM[:SS[.frac]]][Z|(+|-)HH[:]MM]
+  if (text.size() < 10 || text[4] != '-' || text[7] != '-') return std::nullopt;
+  int y, mo, d, h = 0, mi = 0, s = 0;
+  if (!parse_int(text.substr(0, 4), y) || !parse_int(text.substr(5, 2), mo) || !parse_int(text.substr(8, 2), d))
+    return std::nullopt;
+  if (mo < 1 || mo > 12 || d < 1 || d > 31) return std::nullopt;
+  std::string_view rest = text.substr(10);
+  int64_t frac_ns = 0;
+  int64_t offset_s = 0;
+  if (!rest.empty()) {
+    if (rest[0] != 'T' && rest[0] != ' ') return std::nullopt;
+    rest.remove_prefix(1);
+    if (rest.size() < 5 || rest[2] != ':' || !parse_int(rest.substr(0, 2), h) || !parse_int(rest.substr(3, 2), mi))
+      return std::nullopt;
+    rest.remove_prefix(5);
+    if (!rest.empty() && rest[0] == ':') {
+      if (rest.size() < 3 || !parse_int(rest.substr(1, 2), s)) return std::nullopt;
+      rest.remove_prefix(3);
+      if (!rest.empty() && (rest[0] == '.' || rest[0] == ',')) {
+        rest.remove_prefix(1);
+        size_t n = 0;
+        int64_t scale = 100'000'000;
+        while (n < rest.size() && std::isdigit(static_cast<unsigned char>(rest[n]))) {
+          frac_ns += (rest[n] - '0') * scale;
+          scale /= 10;
+          ++n;
+        }
+        if (n == 0) return std::nullopt;
+        rest.remove_prefix(n);
+      }
+    }
+    if (!rest.empty()) {
+      if (rest == "Z" || rest == "z") {
+      } else if (rest[0] == '+' || rest[0] == '-') {
+        int oh, om = 0;
+        std::string_view tz = rest.substr(1);
+        if (tz.size() == 5 && tz[2] == ':') {
+          if (!parse_int(tz.substr(0, 2), oh) || !parse_int(tz.substr(3, 2), om)) return std::nullopt;
+        } else if (tz.size() == 4) {
+          if (!parse_int(tz.substr(0, 2), oh) || !parse_int(tz.substr(2, 2), om)) return std::nullopt;
+        } else if (tz.size() == 2) {
+          if (!parse_int(tz, oh)) return std::nullopt;
+        } else {
+          return std::nullopt;
+        }
+        offset_s = (rest[0] == '+' ? 1 : -1) * (oh * 3600 + om * 60);
+      } else {
+        return std::nullopt;
+      }
+    }
+  }
+  if (h > 23 || mi > 59 || s > 60) return std::nullopt;
+  const int64_t days = days_from_civil(y, static_cast<unsigned>(mo), static_cast<unsigned>(d));
+  const int64_t secs_total = days * 86400 + h * 3600 + mi * 60 + s - offset_s;
+  return secs_total * 1'000'000'000 + frac_ns;
+}
+
+SeriesCsvColumnSpec parse_column_spec(std::string_view text) {
+  SeriesCsvColumnSpec spec;
+  std::vector<std::string> parts;
+  split_csv_line(text, ':', parts);
+  if (parts.size() > 4) throw std::invalid_argument("column spec '" + std::string(text) + "': too many parts");
+  if (parts.size() > 0 && !parts[0].empty()) {
+    spec.subsystem = parse_subsystem(parts[0]);
+    if (!spec.subsystem)
+      throw std::invalid_argument("column spec '" + std::string(text) + "': unknown subsystem '" + parts[0] +
+                                  "' (cpu, gpu, memory, network, storage, software)");
+  }
+  if (parts.size() > 1 && !parts[1].empty()) {
+    spec.kind = parse_series_kind(parts[1]);
+    if (!spec.kind)
+      throw std::invalid_argument("column spec '" + std::string(text) + "': unknown kind '" + parts[1] +
+                                  "' (gauge, counter, static)");
+  }
+  if (parts.size() > 2 && !parts[2].empty()) {
+    spec.category = parse_series_category(parts[2]);
+    if (!spec.category)
+      throw std::invalid_argument("column spec '" + std::string(text) + "': unknown category '" + parts[2] +
+                                  "' (dynamic, event_counter, static)");
+  }
+  if (parts.size() > 3 && !parts[3].empty()) spec.unit = parts[3];
+  return spec;
+}
+
+SeriesInfo infer_series_info(const std::string& column_name) {
+  SeriesInfo info;
+  info.name = column_name;
+  info.source = "import";
+  const std::string n = lower(column_name);
+  auto has = [&](std::initializer_list<std::string_view> parts) {
+    return std::any_of(parts.begin(), parts.end(), [&](std::string_view p) { return n.find(p) != std::string::npos; });
+  };
+  if (has({"gpu", "nvml", "sm_", "dcgm", "cuda"})) info.subsystem = Subsystem::gpu;
+  else if (has({"disk", "sector", "blk", "block", "iops", "nvme", "storage", "fs_", "io_"})) info.subsystem = Subsystem::storage;
+  else if (has({"net", "rx", "tx", "tcp", "udp", "packet", "request", "elb", "retrans", "latency", "conn"}))
+    info.subsystem = Subsystem::network;
+  else if (has({"mem", "swap", "page", "dirty", "writeback", "huge", "rss", "heap", "slab"})) info.subsystem = Subsystem::memory;
+  else if (has({"cpu", "load", "irq", "interrupt", "context_switch", "proc", "busy", "mhz", "freq"}))
+    info.subsystem = Subsystem::cpu;
+  else info.subsystem = Subsystem::software;
+  // Prometheus convention: cumulative counters end in _total.
+  info.kind = n.size() > 6 && n.ends_with("_total") ? SeriesKind::counter : SeriesKind::gauge;
+  info.category = has({"err", "drop", "retrans", "fault", "ecc", "fail", "timeout", "reset"}) ? SeriesCategory::event_counter
+                                                                                                : SeriesCategory::dynamic;
+  if (has({"bytes"})) info.unit = "bytes";
+  else if (has({"percent", "utilization", "util"})) info.unit = n.find("percent") != std::string::npos ? "percent" : "ratio";
+  else if (has({"seconds"})) info.unit = "seconds";
+  else if (info.category == SeriesCategory::event_counter || has({"count"})) info.unit = "count";
+  return info;
+}
+
+namespace {
+
+// Reads the file row by row and calls row_fn(line_number, t_ns, values) for each data row.
+template <typename HeaderFn, typename RowFn>
+void scan_series_csv(const std::string& path, const SeriesCsvOptions& opt, HeaderFn header_fn, RowFn row_fn) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw SeriesCsvError(path + ": cannot open for reading");
+  std::string line;
+  size_t line_no = 0;
+  std::vector<std::string> fields, header;
+  // Header: the first non-empty line.
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line_no == 1 && line.starts_with("\xEF\xBB\xBF")) line.erase(0, 3);  // UTF-8 byte order mark
+    if (trim(line).empty()) continue;
+    if (!split_csv_line(line, opt.delimiter, header))
+      throw SeriesCsvError(path + ":" + std::to_string(line_no) + ": unterminated quote in the header");
+    break;
+  }
+  if (header.empty()) throw SeriesCsvError(path + ": empty file (need a header: timestamp,series...)");
+  if (header.size() < 2) throw SeriesCsvError(path + ":" + std::to_string(line_no) + ": header has no value column");
+  for (auto& h : header) h = std::string(trim(h));
+  for (size_t c = 1; c < header.size(); ++c) {
+    if (header[c].empty())
+      throw SeriesCsvError(path + ":" + std::to_string(line_no) + ": column " + std::to_string(c + 1) + " has no name");
+    for (size_t k = 1; k < c; ++k)
+      if (header[k] == header[c])
+        throw SeriesCsvError(path + ":" + std::to_string(line_no) + ": column name '" + header[c] + "' appears twice");
+  }
+  for (const auto& [name, spec] : opt.columns)
+    if (std::find(header.begin() + 1, header.end(), name) == header.end())
+      throw SeriesCsvError(path + ": --column names '" + name + "', which is not a column of the header");
+  header_fn(header);
+  std::vector<double> values(header.size() - 1);
+  int64_t prev_t = std::numeric_limits<int64_t>::min();
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (trim(line).empty()) continue;
+    const std::string where = path + ":" + std::to_string(line_no);
+    if (!split_csv_line(line, opt.delimiter, fields)) throw SeriesCsvError(where + ": unterminated quote");
+    if (fields.size() != header.size())
+      throw SeriesCsvError(where + ": expected " + std::to_string(header.size()) + " fields, got " +
+                           std::to_string(fields.size()));
+    auto t = parse_csv_timestamp_ns(fields[0]);
+    if (!t)
+      throw SeriesCsvError(where + ": column '" + header[0] + "': '" + fields[0] +
+                           "' is neither seconds nor an ISO 8601 time");
+    if (*t < prev_t) throw SeriesCsvError(where + ": time goes backwards ('" + fields[0] + "')");
+    prev_t = *t;
+    for (size_t c = 1; c < fields.size(); ++c) {
+      std::string_view f = trim(fields[c]);
+      std::string lf = lower(f);
+      if (f.empty() || lf == "nan" || lf == "null" || lf == "na") {
+        values[c - 1] = std::numeric_limits<double>::quiet_NaN();
+        continue;
+      }
+      double v;
+      if (!parse_double(f, v) || !std::isfinite(v))
+        throw SeriesCsvError(where + ": column '" + header[c] + "': '" + std::string(f) + "' is not a number");
+      values[c - 1] = v;
+    }
+    row_fn(*t, values);
+  }
+  if (in.bad()) throw SeriesCsvError(path + ": read error");
+}
+
+std::vector<SeriesInfo> column_series(const std::vector<std::string>& header, const SeriesCsvOptions& opt) {
+  std::vector<SeriesInfo> out;
+  for (size_t c = 1; c < header.size(); ++c) {
+    SeriesInfo info = infer_series_info(header[c]);
+    info.host = opt.host;
+    auto it = opt.columns.find(header[c]);
+    if (it != opt.columns.end()) {
+      const auto& s = it->second;
+      if (s.subsystem) info.subsystem = *s.subsystem;
+      if (s.kind) info.kind = *s.kind;
+      if (s.category) info.category = *s.category;
+      if (s.unit) info.unit = *s.unit;
+    }
+    if (info.kind == SeriesKind::static_value) info.category = SeriesCategory::static_value;
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
+}  // namespace
+
+SeriesCsvTable read_series_csv(const std::string& path, const SeriesCsvOptions& opt) {
+  SeriesCsvTable table;
+  scan_series_csv(
+      path, opt,
+      [&](const std::vector<std::string>& header) {
+        table.series = column_series(header, opt);
+        table.values.resize(table.series.size());
+      },
+      [&](int64_t t, const std::vector<double>& values) {
+        table.t_ns.push_back(t);
+        for (size_t c = 0; c < values.size(); ++c) table.values[c].push_back(values[c]);
+      });
+  if (table.t_ns.empty()) throw SeriesCsvError(path + ": no data rows after the header");
+  return table;
+}
+
+SeriesCsvImportStats import_series_csv(const std::string& csv_path, const std::string& out_path,
+                                       const SeriesCsvOptions& opt) {
+  SeriesCsvImportStats stats;
+  const int64_t origin = monotonic_ns();
+  std::vector<SeriesId> ids;
+  std::vector<Sample> batch;
+  {
+    RecordingWriter writer(out_path);
+    writer.set_meta("host", opt.host);
+    writer.set_meta("source", "import:csv");
+    writer.set_meta("import.file", csv_path);
+    scan_series_csv(
+        csv_path, opt,
+        [&](const std::vector<std::string>& header) {
+          for (const SeriesInfo& s : column_series(header, opt)) ids.push_back(writer.add_series(s));
+          stats.series = ids.size();
+        },
+        [&](int64_t t, const std::vector<double>& values) {
+          if (stats.rows == 0) stats.first_t_ns = t;
+          stats.last_t_ns = t;
+          ++stats.rows;
+          const int64_t t_rec = origin + (t - stats.first_t_ns);
+          for (size_t c = 0; c < values.size(); ++c) {
+            if (std::isnan(values[c])) {
+              ++stats.empty_cells;
+              continue;
+            }
+            batch.push_back({ids[c], t_rec, values[c]});
+          }
+          if (batch.size() >= 65'536) {
+            writer.append_samples(batch);
+            stats.samples += batch.size();
+            batch.clear();
+            writer.flush();  // keeps the writer's backlog (and memory) bounded on large files
+          }
+        });
+    if (stats.rows == 0) throw SeriesCsvError(csv_path + ": no data rows after the header");
+    writer.append_samples(batch);
+    stats.samples += batch.size();
+    writer.close();
+    if (writer.failed()) throw SeriesCsvError(out_path + ": " + writer.error());
+  }
+  // The span is the file's, not the import's: start/end and the realtime offset follow the imported times.
+  sql::Db db(out_path, sql::Db::Mode::read_write);
+  auto st = db.prepare("INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)");
+  st.bind(1, std::string_view("start_ns")).bind(2, std::to_string(origin)).run();
+  st.bind(1, std::string_view("end_ns")).bind(2, std::to_string(origin + (stats.last_t_ns - stats.first_t_ns) + 1)).run();
+  st.bind(1, std::string_view("clock.realtime_offset_ns")).bind(2, std::to_string(stats.first_t_ns - origin)).run();
+  return stats;
+}
+
+}  // namespace stackscope
