@@ -87,6 +87,17 @@ TEST(AnalyzeGmm, DensitiesMatchClosedForm) {
   const double expected = -0.5 * diff.dot(cov.inverse() * diff) - 0.5 * std::log(cov.determinant()) - std::log(2 * M_PI);
   EXPECT_NEAR(g.component_log_densities(x)(0, 0), expected, 1e-12);
   EXPECT_NEAR(g.log_likelihood(x)(0), expected, 1e-12);
+  // Diagonal model, 11 rows (the vector kernel's 8-row steps and the scalar tail).
+  Eigen::MatrixXd dcov = Eigen::Vector3d(0.5, 2.0, 4.0).asDiagonal();
+  GaussianMixture gd(Eigen::VectorXd::Ones(1), Eigen::RowVector3d(1, 2, 3), {dcov}, CovarianceType::diagonal);
+  const Eigen::MatrixXd xs = Eigen::MatrixXd::Random(11, 3) * 3;
+  const Eigen::MatrixXd ld = gd.component_log_densities(xs);
+  for (Eigen::Index r = 0; r < xs.rows(); ++r) {
+    double want = 0;
+    for (int j = 0; j < 3; ++j)
+      want += -0.5 * std::pow(xs(r, j) - (j + 1), 2) / dcov(j, j) - 0.5 * std::log(2 * M_PI * dcov(j, j));
+    EXPECT_NEAR(ld(r, 0), want, 1e-10) << r;
+  }
   Eigen::MatrixXd bad(2, 2);
   bad << 1, 2, 2, 1;  // not positive definite
   EXPECT_THROW(GaussianMixture(Eigen::VectorXd::Ones(1), Eigen::RowVector2d(0, 0), {bad}, CovarianceType::full),

@@ -58,15 +58,12 @@ void GaussianMixture::log_densities_block(const Eigen::MatrixXd& x, Eigen::Index
                                           Eigen::MatrixXd& out) const {
   const Eigen::Index k = components(), d = dims();
   const double log2pi_term = -0.5 * static_cast<double>(d) * std::log(2.0 * std::numbers::pi);
-  const auto xb = x.middleRows(begin, rows);
   out.resize(rows, k);
   if (type_ == CovarianceType::diagonal) {
     for (Eigen::Index c = 0; c < k; ++c)
-      out.col(c) = ((xb.rowwise() - means_.row(c)).array().rowwise() * inv_std_.row(c).array())
-                       .square()
-                       .rowwise()
-                       .sum()
-                       .matrix();
+      kernels::squared_mahalanobis_diagonal(x.data(), x.rows(), begin, rows, d,
+                                            prec_chol_[static_cast<size_t>(c)].data(), shifted_means_.col(c).data(),
+                                            out.col(c).data());
   } else {
     for (Eigen::Index c = 0; c < k; ++c) {
       kernels::squared_mahalanobis_upper(x.data(), x.rows(), begin, rows, d, prec_chol_[static_cast<size_t>(c)].data(),

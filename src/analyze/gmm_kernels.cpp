@@ -39,7 +39,40 @@ void generic_kernel(const double* x, Eigen::Index ld, Eigen::Index begin, Eigen:
   }
 }
 
+void generic_diagonal(const double* x, Eigen::Index ld, Eigen::Index begin, Eigen::Index rows, Eigen::Index d,
+                      const double* p, const double* shifted, double* out) {
+  for (Eigen::Index r = 0; r < rows; ++r) out[r] = 0;
+  for (Eigen::Index j = 0; j < d; ++j) {
+    const double pjj = p[j * d + j], s = shifted[j];
+    const double* xj = x + j * ld + begin;
+    for (Eigen::Index r = 0; r < rows; ++r) {
+      const double y = xj[r] * pjj - s;
+      out[r] += y * y;
+    }
+  }
+}
+
 #if defined(__x86_64__)
+__attribute__((target("avx2,fma"))) void avx2_diagonal(const double* x, Eigen::Index ld, Eigen::Index begin,
+                                                        Eigen::Index rows, Eigen::Index d, const double* p,
+                                                        const double* shifted, double* out) {
+  Eigen::Index r = 0;
+  for (; r + 8 <= rows; r += 8) {
+    __m256d acc0 = _mm256_setzero_pd(), acc1 = _mm256_setzero_pd();
+    for (Eigen::Index j = 0; j < d; ++j) {
+      const __m256d pjj = _mm256_set1_pd(p[j * d + j]), s = _mm256_set1_pd(shifted[j]);
+      const double* xj = x + j * ld + begin + r;
+      const __m256d y0 = _mm256_fmsub_pd(_mm256_loadu_pd(xj), pjj, s);
+      const __m256d y1 = _mm256_fmsub_pd(_mm256_loadu_pd(xj + 4), pjj, s);
+      acc0 = _mm256_fmadd_pd(y0, y0, acc0);
+      acc1 = _mm256_fmadd_pd(y1, y1, acc1);
+    }
+    _mm256_storeu_pd(out + r, acc0);
+    _mm256_storeu_pd(out + r + 4, acc1);
+  }
+  if (r < rows) generic_diagonal(x, ld, begin + r, rows - r, d, p, shifted, out + r);
+}
+
 __attribute__((target("avx2,fma"))) void avx2_kernel(const double* x, Eigen::Index ld, Eigen::Index begin,
                                                       Eigen::Index rows, Eigen::Index d, const double* p,
                                                       const double* shifted, double* out) {
@@ -81,11 +114,25 @@ Kernel active() {
   return k;
 }
 
+Kernel active_diagonal() {
+#if defined(__x86_64__)
+  static const Kernel k = active() == avx2_kernel ? avx2_diagonal : generic_diagonal;
+  return k;
+#else
+  return generic_diagonal;
+#endif
+}
+
 }  // namespace
 
 void squared_mahalanobis_upper(const double* x, Eigen::Index ld, Eigen::Index begin, Eigen::Index rows, Eigen::Index d,
                                const double* p, const double* shifted, double* out) {
   active()(x, ld, begin, rows, d, p, shifted, out);
+}
+
+void squared_mahalanobis_diagonal(const double* x, Eigen::Index ld, Eigen::Index begin, Eigen::Index rows,
+                                  Eigen::Index d, const double* p, const double* shifted, double* out) {
+  active_diagonal()(x, ld, begin, rows, d, p, shifted, out);
 }
 
 const char* active_kernel() { return active() == generic_kernel ? "generic" : "avx2+fma"; }
