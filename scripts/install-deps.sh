@@ -12,6 +12,7 @@ PKGS=(
   libgtest-dev libgmock-dev libbenchmark-dev                        # tests and benchmarks
   python3 python3-torch python3-numpy python3-sklearn               # real CPU workloads and peers (Debian's, not PyPI)
   procps util-linux
+  chromium                                                          # headless render check of the HTML reports
 )
 missing=()
 for p in "${PKGS[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p"); done

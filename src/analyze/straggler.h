@@ -43,8 +43,8 @@ double ks_statistic(std::vector<double> a, std::vector<double> b);
 
 struct KsOptions {
   int grid_points = 2048;   // at most this many points: every distinct pooled value (exact D) or pooled
-                            // quantiles; fewer when pairs x points would pass 64M (large clusters)
-  int max_peers = 256;      // larger peer groups compare each worker with this many random peers
+                            // quantiles; fewer when pairs x points would pass 8M (large clusters)
+  int max_peers = 128;      // larger peer groups compare each worker with this many random peers
   // Fixed-length windows over the value range (KAIR: operations completed per fixed time window) instead of
   // pooled values: jitter smaller than a window does not count as divergence. For timelines.
   bool fixed_windows = false;

@@ -37,7 +37,8 @@ double median_of(std::vector<double> v) {
   if (v.empty()) return 0;
   auto mid = v.begin() + v.size() / 2;
   std::nth_element(v.begin(), mid, v.end());
-  return *mid;
+  if (v.size() % 2) return *mid;
+  return 0.5 * (*mid + *std::max_element(v.begin(), mid));  // even count: the mean of the middle two
 }
 
 // The ECDFs of `members` evaluated on a grid of pooled quantiles, one column per member.
@@ -45,7 +46,7 @@ double median_of(std::vector<double> v) {
 // comparisons (pairs x grid points) are kept under a fixed budget so that 4,096 workers stay fast.
 Eigen::MatrixXf ecdf_columns(const std::vector<std::vector<double>>& samples, const std::vector<int>& members,
                              int grid_points, double pairs, bool fixed_windows) {
-  grid_points = static_cast<int>(std::clamp(64e6 / std::max(pairs, 1.0), 32.0, double(grid_points)));
+  grid_points = static_cast<int>(std::clamp(8e6 / std::max(pairs, 1.0), 32.0, double(grid_points)));
   std::vector<double> pooled;
   size_t total = 0;
   for (int w : members) total += samples[w].size();

@@ -125,9 +125,9 @@ void pair_outliers(const TimelineSet& set, const std::vector<int64_t>& offsets, 
       std::map<std::pair<int32_t, uint32_t>, uint32_t> occ;
       for (uint32_t i = 0; i < ops.size(); ++i) {
         if (ops[i].step < 0) continue;
-        auto& slot = ids[{ops[i].name, occ[{ops[i].step, ops[i].name}]++}][ops[i].step];
-        if (k == 0) slot = {-1, -1};
-        slot[k] = i;
+        auto& per_step = ids[{ops[i].name, occ[{ops[i].step, ops[i].name}]++}];
+        auto it = per_step.try_emplace(ops[i].step, std::array<int64_t, 2>{-1, -1}).first;
+        it->second[k] = i;
       }
     }
     for (auto& [id, steps] : ids) {
