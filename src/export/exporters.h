@@ -1,0 +1,32 @@
+// Exporters of recordings to formats other tools read. Each throws RecordingError for a bad recording and
+// std::invalid_argument for bad options; none prints anything but the export itself.
+#pragma once
+#include <ostream>
+#include <vector>
+
+#include "export/timeline.h"
+#include "store/recording_reader.h"
+
+namespace stackscope {
+
+struct ExportCounts {
+  uint64_t slices = 0, instants = 0, counter_points = 0, counter_tracks = 0, flows = 0, rows = 0;
+};
+
+// CSV, one row per event: layer,name,pid,tid,start_ns,duration_ns,flags,args
+// (flags "enqueue|instant|unfinished"; args "key=value;..." with '\', ';', '=' escaped by '\').
+ExportCounts export_csv_events(const RecordingReader& r, const ExportOptions& options, std::ostream& out);
+// CSV, one row per sample: series,host,subsystem,unit,kind,source,t_ns,value (rows grouped by series).
+ExportCounts export_csv_samples(const RecordingReader& r, const ExportOptions& options, std::ostream& out);
+
+// Perfetto's protobuf trace (TrackEvent): a process track per process, a thread track per thread (plus
+// overflow lanes for slices that do not nest), counter tracks per series, flows linking one NCCL collective
+// (same communicator and sequence number) across ranks. Several recordings merge into one clock-aligned trace.
+ExportCounts export_perfetto(const std::vector<const RecordingReader*>& recordings, const ExportOptions& options,
+                             std::ostream& out);
+
+// Chrome's Trace Event Format (JSON): X slices, C counters, s/t/f flows, M metadata; times in microseconds.
+ExportCounts export_chrome_json(const std::vector<const RecordingReader*>& recordings, const ExportOptions& options,
+                                std::ostream& out);
+
+}  // namespace stackscope
