@@ -1,0 +1,533 @@
+#include "sample/nvml_sampler.h"
+
+#include <dlfcn.h>
+
+#include <atomic>
+#include <chrono>
+#include <climits>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "model/clock.h"
+
+namespace stackscope {
+
+namespace {
+
+// The few NVML types and entry points we use, declared from the public nvml.h (we never include it: no
+// build-time dependency on the CUDA toolkit). Enums are C ints; structs match the header's layout.
+namespace nvml {
+using Return = int;
+constexpr Return kSuccess = 0, kNotSupported = 3, kNoPermission = 4, kNotFound = 6, kInsufficientSize = 7,
+                 kTimeout = 10, kFunctionNotFound = 13;
+using Device = struct nvmlDevice_st*;
+using EventSet = struct nvmlEventSet_st*;
+struct Utilization {
+  unsigned int gpu, memory;  // percent
+};
+struct Memory {
+  unsigned long long total, free, used;  // bytes
+};
+union Value {
+  double dVal;
+  int siVal;
+  unsigned int uiVal;
+  unsigned long ulVal;
+  unsigned long long ullVal;
+  long long sllVal;
+  unsigned short usVal;
+};
+enum ValueType { kDouble = 0, kUInt = 1, kULong = 2, kULongLong = 3, kSLongLong = 4, kSInt = 5, kUShort = 6 };
+struct FieldValue {
+  unsigned int fieldId, scopeId;
+  long long timestamp, latencyUsec;
+  int valueType;
+  Return nvmlReturn;
+  Value value;
+};
+struct ProcessUtilizationSample {
+  unsigned int pid;
+  unsigned long long timeStamp;  // CPU timestamp, microseconds
+  unsigned int smUtil, memUtil, encUtil, decUtil;  // percent
+};
+struct ProcessInfo {  // nvmlProcessInfo_t (v2 layout, used by the _v2 and _v3 queries)
+  unsigned int pid;
+  unsigned long long usedGpuMemory;
+  unsigned int gpuInstanceId, computeInstanceId;
+};
+struct EventData {  // nvmlEventData_t as filled by nvmlEventSetWait_v2
+  Device device;
+  unsigned long long eventType, eventData;
+  unsigned int gpuInstanceId, computeInstanceId;
+};
+constexpr unsigned long long kEventTypeXidCriticalError = 0x8;
+constexpr unsigned long long kValueNotAvailable = ~0ull;
+constexpr int kTemperatureGpu = 0;
+constexpr int kClockSm = 1, kClockMem = 2;
+constexpr int kPcieTxBytes = 0, kPcieRxBytes = 1;  // KB/s
+constexpr int kErrorCorrected = 0, kErrorUncorrected = 1, kVolatileEcc = 0;
+constexpr unsigned int kFieldPcieReplayCounter = 94;
+constexpr unsigned int kFieldNvlinkDataTx = 138, kFieldNvlinkDataRx = 139;  // KiB, scopeId UINT_MAX: all links
+// Clock event (throttle) reasons.
+constexpr unsigned long long kSwPowerCap = 0x4, kHwSlowdown = 0x8, kSwThermal = 0x20, kHwThermal = 0x40,
+                             kHwPowerBrake = 0x80;
+
+struct Api {
+  Return (*Init)() = nullptr;
+  Return (*Shutdown)() = nullptr;
+  const char* (*ErrorString)(Return) = nullptr;
+  Return (*DeviceGetCount)(unsigned int*) = nullptr;
+  Return (*DeviceGetHandleByIndex)(unsigned int, Device*) = nullptr;
+  Return (*DeviceGetName)(Device, char*, unsigned int) = nullptr;
+  Return (*DeviceGetUtilizationRates)(Device, Utilization*) = nullptr;
+  Return (*DeviceGetMemoryInfo)(Device, Memory*) = nullptr;
+  Return (*DeviceGetPowerUsage)(Device, unsigned int*) = nullptr;                  // milliwatts
+  Return (*DeviceGetTotalEnergyConsumption)(Device, unsigned long long*) = nullptr;  // millijoules
+  Return (*DeviceGetTemperature)(Device, int, unsigned int*) = nullptr;
+  Return (*DeviceGetClockInfo)(Device, int, unsigned int*) = nullptr;  // MHz
+  Return (*DeviceGetPcieThroughput)(Device, int, unsigned int*) = nullptr;
+  Return (*DeviceGetFieldValues)(Device, int, FieldValue*) = nullptr;
+  Return (*DeviceGetClockReasons)(Device, unsigned long long*) = nullptr;
+  Return (*DeviceGetTotalEccErrors)(Device, int, int, unsigned long long*) = nullptr;
+  Return (*DeviceGetProcessUtilization)(Device, ProcessUtilizationSample*, unsigned int*, unsigned long long) = nullptr;
+  Return (*DeviceGetComputeRunningProcesses)(Device, unsigned int*, ProcessInfo*) = nullptr;
+  Return (*EventSetCreate)(EventSet*) = nullptr;
+  Return (*DeviceRegisterEvents)(Device, unsigned long long, EventSet) = nullptr;
+  Return (*EventSetWait)(EventSet, EventData*, unsigned int) = nullptr;
+  Return (*EventSetFree)(EventSet) = nullptr;
+};
+}  // namespace nvml
+
+// One query of one GPU. Unsupported ones are switched off for that GPU for the rest of the run.
+enum Probe {
+  kUtil, kMemory, kPower, kEnergy, kTemp, kClockSm, kClockMem, kPcieTx, kPcieRx, kPcieReplay, kNvlinkTx, kNvlinkRx,
+  kThrottle, kEccCorrected, kEccUncorrected, kProcUtil, kProcMem, kProbeCount
+};
+constexpr const char* kProbeNames[kProbeCount] = {
+    "utilization", "memory info", "power", "energy", "temperature", "SM clock", "memory clock", "PCIe TX throughput",
+    "PCIe RX throughput", "PCIe replay counter", "NVLink TX", "NVLink RX", "clock throttle reasons",
+    "ECC corrected", "ECC uncorrected", "process utilization", "process memory"};
+
+struct Gpu {
+  unsigned int index = 0;
+  nvml::Device handle = nullptr;
+  std::string device;  // "gpu0"
+  bool off[kProbeCount] = {};
+  std::set<std::pair<int, nvml::Return>> noted;  // (probe, error) already reported
+  unsigned long long last_proc_sample_us = 0;
+  double mem_total = -1;
+};
+
+class NvmlSampler final : public Collector {
+ public:
+  explicit NvmlSampler(NvmlSamplerOptions o) : opt_(std::move(o)) {}
+  ~NvmlSampler() override { stop(); }
+
+  std::string name() const override { return "nvml"; }
+  Layer layer() const override { return Layer::nvml; }
+
+  CollectorStatus start(TelemetrySink& sink, const CollectorOptions& options) override {
+    if (running_) return {true, "already running"};
+    sink_ = &sink;
+    host_ = options.host;
+    interval_ms_ = opt_.interval_ms > 0 ? opt_.interval_ms : (options.interval_ms > 0 ? options.interval_ms : 100);
+    std::string why;
+    if (!open_library(why)) return unavailable(why);
+    unsigned int count = 0;
+    if (nvml::Return r = api_.DeviceGetCount(&count); r != nvml::kSuccess)
+      return unavailable("nvmlDeviceGetCount failed: " + error(r));
+    std::string names;
+    for (unsigned int i = 0; i < count; ++i) {
+      Gpu g;
+      g.index = i;
+      g.device = "gpu" + std::to_string(i);
+      if (nvml::Return r = api_.DeviceGetHandleByIndex(i, &g.handle); r != nvml::kSuccess) {
+        note(g.device + ": no handle (" + error(r) + "), skipped");
+        continue;
+      }
+      char buf[96] = {};
+      if (api_.DeviceGetName && api_.DeviceGetName(g.handle, buf, sizeof buf) == nvml::kSuccess)
+        names += (names.empty() ? "" : ", ") + g.device + " " + buf;
+      switch_off_missing(g);
+      gpus_.push_back(std::move(g));
+    }
+    if (gpus_.empty()) return unavailable("NVML found no GPU");
+    note("sampling " + std::to_string(gpus_.size()) + " GPU(s) every " + std::to_string(interval_ms_) + " ms: " + names);
+    running_ = true;
+    stopping_ = false;
+    sampler_ = std::thread([this] { sample_loop(); });
+    if (opt_.xid_events) start_xid_watch();
+    return {true, "NVML: " + std::to_string(gpus_.size()) + " GPU(s)"};
+  }
+
+  void stop() override {
+    if (!running_) return;
+    {
+      std::lock_guard lk(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    if (sampler_.joinable()) sampler_.join();
+    if (xid_.joinable()) xid_.join();
+    if (event_set_ && api_.EventSetFree) api_.EventSetFree(event_set_);
+    event_set_ = nullptr;
+    if (api_.Shutdown) api_.Shutdown();
+    // The library stays loaded: the driver's NVML may keep helper threads alive past nvmlShutdown.
+    running_ = false;
+  }
+
+ private:
+  CollectorStatus unavailable(const std::string& why) {
+    std::string msg = "NVML unavailable (" + why + "): no GPU telemetry in this recording";
+    if (!announced_) sink_->add_note("nvml", msg);  // once, however often start() is tried
+    announced_ = true;
+    return {false, msg};
+  }
+
+  void note(const std::string& text) { sink_->add_note("nvml", text); }
+
+  std::string error(nvml::Return r) const {
+    const char* s = api_.ErrorString ? api_.ErrorString(r) : nullptr;
+    return (s ? std::string(s) : "NVML error") + " (" + std::to_string(r) + ")";
+  }
+
+  template <typename F>
+  void bind(F& fn, std::initializer_list<const char*> names) {
+    for (const char* n : names)
+      if (void* p = ::dlsym(lib_, n)) {
+        fn = reinterpret_cast<F>(p);
+        return;
+      }
+  }
+
+  bool open_library(std::string& why) {
+    if (!lib_) lib_ = ::dlopen(opt_.library.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!lib_) {
+      const char* e = ::dlerror();
+      why = "cannot load " + opt_.library + (e ? std::string(": ") + e : std::string());
+      return false;
+    }
+    bind(api_.Init, {"nvmlInit_v2", "nvmlInit"});
+    bind(api_.Shutdown, {"nvmlShutdown"});
+    bind(api_.ErrorString, {"nvmlErrorString"});
+    bind(api_.DeviceGetCount, {"nvmlDeviceGetCount_v2", "nvmlDeviceGetCount"});
+    bind(api_.DeviceGetHandleByIndex, {"nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex"});
+    bind(api_.DeviceGetName, {"nvmlDeviceGetName"});
+    bind(api_.DeviceGetUtilizationRates, {"nvmlDeviceGetUtilizationRates"});
+    bind(api_.DeviceGetMemoryInfo, {"nvmlDeviceGetMemoryInfo"});
+    bind(api_.DeviceGetPowerUsage, {"nvmlDeviceGetPowerUsage"});
+    bind(api_.DeviceGetTotalEnergyConsumption, {"nvmlDeviceGetTotalEnergyConsumption"});
+    bind(api_.DeviceGetTemperature, {"nvmlDeviceGetTemperature"});
+    bind(api_.DeviceGetClockInfo, {"nvmlDeviceGetClockInfo"});
+    bind(api_.DeviceGetPcieThroughput, {"nvmlDeviceGetPcieThroughput"});
+    bind(api_.DeviceGetFieldValues, {"nvmlDeviceGetFieldValues"});
+    // Renamed in driver 535; the old name stays exported for compatibility.
+    bind(api_.DeviceGetClockReasons,
+         {"nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"});
+    bind(api_.DeviceGetTotalEccErrors, {"nvmlDeviceGetTotalEccErrors"});
+    bind(api_.DeviceGetProcessUtilization, {"nvmlDeviceGetProcessUtilization"});
+    bind(api_.DeviceGetComputeRunningProcesses,
+         {"nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2"});
+    bind(api_.EventSetCreate, {"nvmlEventSetCreate"});
+    bind(api_.DeviceRegisterEvents, {"nvmlDeviceRegisterEvents"});
+    bind(api_.EventSetWait, {"nvmlEventSetWait_v2"});
+    bind(api_.EventSetFree, {"nvmlEventSetFree"});
+    if (!api_.Init || !api_.DeviceGetCount || !api_.DeviceGetHandleByIndex) {
+      why = opt_.library + " lacks nvmlInit/nvmlDeviceGetCount/nvmlDeviceGetHandleByIndex";
+      return false;
+    }
+    if (nvml::Return r = api_.Init(); r != nvml::kSuccess) {
+      why = "nvmlInit failed: " + error(r);
+      return false;
+    }
+    return true;
+  }
+
+  // Queries whose entry point the library lacks are off from the start (said once, not per GPU).
+  void switch_off_missing(Gpu& g) {
+    const std::pair<Probe, bool> have[] = {
+        {kUtil, api_.DeviceGetUtilizationRates != nullptr}, {kMemory, api_.DeviceGetMemoryInfo != nullptr},
+        {kPower, api_.DeviceGetPowerUsage != nullptr}, {kEnergy, api_.DeviceGetTotalEnergyConsumption != nullptr},
+        {kTemp, api_.DeviceGetTemperature != nullptr}, {kClockSm, api_.DeviceGetClockInfo != nullptr},
+        {kClockMem, api_.DeviceGetClockInfo != nullptr}, {kPcieTx, api_.DeviceGetPcieThroughput != nullptr},
+        {kPcieRx, api_.DeviceGetPcieThroughput != nullptr}, {kPcieReplay, api_.DeviceGetFieldValues != nullptr},
+        {kNvlinkTx, api_.DeviceGetFieldValues != nullptr}, {kNvlinkRx, api_.DeviceGetFieldValues != nullptr},
+        {kThrottle, api_.DeviceGetClockReasons != nullptr}, {kEccCorrected, api_.DeviceGetTotalEccErrors != nullptr},
+        {kEccUncorrected, api_.DeviceGetTotalEccErrors != nullptr},
+        {kProcUtil, opt_.per_process && api_.DeviceGetProcessUtilization != nullptr},
+        {kProcMem, opt_.per_process && api_.DeviceGetComputeRunningProcesses != nullptr}};
+    for (auto [p, ok] : have) {
+      if (ok) continue;
+      g.off[p] = true;
+      if (g.index == 0 && (opt_.per_process || (p != kProcUtil && p != kProcMem)))
+        note(std::string(kProbeNames[p]) + ": not in " + opt_.library + ", not recorded");
+    }
+  }
+
+  // True on success. A permanent refusal switches the query off for this GPU; other failures skip this
+  // sample only. Each (query, error) is reported once.
+  bool check(Gpu& g, Probe p, nvml::Return r) {
+    if (r == nvml::kSuccess) return true;
+    bool permanent = r == nvml::kNotSupported || r == nvml::kFunctionNotFound || r == nvml::kNoPermission;
+    if (permanent) g.off[p] = true;
+    if (g.noted.insert({p, r}).second)
+      note(g.device + ": " + kProbeNames[p] + ": " + error(r) + (permanent ? ", not recorded" : ", sample skipped"));
+    return false;
+  }
+
+  void put(const std::string& name, const std::string& device, const char* unit, SeriesKind kind,
+           SeriesCategory cat, int64_t t, double value) {
+    std::string key = name + "{" + device + "}";
+    auto it = series_.find(key);
+    if (it == series_.end()) {
+      SeriesInfo s{0, name, Subsystem::gpu, unit, kind, cat, host_, device, "nvml"};
+      it = series_.emplace(key, sink_->add_series(s)).first;
+    }
+    batch_.push_back({it->second, t, value});
+  }
+  void gauge(Gpu& g, const char* name, const char* unit, int64_t t, double v) {
+    put(name, g.device, unit, SeriesKind::gauge, SeriesCategory::dynamic, t, v);
+  }
+  void counter(Gpu& g, const char* name, const char* unit, SeriesCategory cat, int64_t t, double v) {
+    put(name, g.device, unit, SeriesKind::counter, cat, t, v);
+  }
+
+  void sample_gpu(Gpu& g) {
+    const int64_t t = monotonic_ns();
+    auto on = [&](Probe p) { return !g.off[p]; };
+    if (on(kUtil)) {
+      nvml::Utilization u{};
+      if (check(g, kUtil, api_.DeviceGetUtilizationRates(g.handle, &u))) {
+        gauge(g, "gpu.util", "ratio", t, u.gpu / 100.0);
+        gauge(g, "gpu.mem.util", "ratio", t, u.memory / 100.0);
+      }
+    }
+    if (on(kMemory)) {
+      nvml::Memory m{};
+      if (check(g, kMemory, api_.DeviceGetMemoryInfo(g.handle, &m))) {
+        gauge(g, "gpu.mem.used", "bytes", t, static_cast<double>(m.used));
+        if (static_cast<double>(m.total) != g.mem_total) {  // static: written when it changes only
+          g.mem_total = static_cast<double>(m.total);
+          put("gpu.mem.total", g.device, "bytes", SeriesKind::static_value, SeriesCategory::static_value, t,
+              g.mem_total);
+        }
+      }
+    }
+    unsigned int ui = 0;
+    unsigned long long ull = 0;
+    if (on(kPower) && check(g, kPower, api_.DeviceGetPowerUsage(g.handle, &ui))) gauge(g, "gpu.power", "watts", t, ui / 1000.0);
+    if (on(kEnergy) && check(g, kEnergy, api_.DeviceGetTotalEnergyConsumption(g.handle, &ull)))
+      counter(g, "gpu.energy", "joules", SeriesCategory::dynamic, t, ull / 1000.0);
+    if (on(kTemp) && check(g, kTemp, api_.DeviceGetTemperature(g.handle, nvml::kTemperatureGpu, &ui)))
+      gauge(g, "gpu.temp", "celsius", t, ui);
+    if (on(kClockSm) && check(g, kClockSm, api_.DeviceGetClockInfo(g.handle, nvml::kClockSm, &ui)))
+      gauge(g, "gpu.clock.sm", "hertz", t, ui * 1e6);
+    if (on(kClockMem) && check(g, kClockMem, api_.DeviceGetClockInfo(g.handle, nvml::kClockMem, &ui)))
+      gauge(g, "gpu.clock.mem", "hertz", t, ui * 1e6);
+    if (on(kPcieTx) && check(g, kPcieTx, api_.DeviceGetPcieThroughput(g.handle, nvml::kPcieTxBytes, &ui)))
+      gauge(g, "gpu.pcie.tx", "bytes_per_second", t, ui * 1024.0);
+    if (on(kPcieRx) && check(g, kPcieRx, api_.DeviceGetPcieThroughput(g.handle, nvml::kPcieRxBytes, &ui)))
+      gauge(g, "gpu.pcie.rx", "bytes_per_second", t, ui * 1024.0);
+    if (on(kThrottle) && check(g, kThrottle, api_.DeviceGetClockReasons(g.handle, &ull))) {
+      gauge(g, "gpu.throttle.reasons", "bitmask", t, static_cast<double>(ull));
+      gauge(g, "gpu.throttle.power", "bool", t, (ull & (nvml::kSwPowerCap | nvml::kHwPowerBrake)) ? 1 : 0);
+      gauge(g, "gpu.throttle.thermal", "bool", t, (ull & (nvml::kSwThermal | nvml::kHwThermal)) ? 1 : 0);
+      gauge(g, "gpu.throttle.hw_slowdown", "bool", t, (ull & nvml::kHwSlowdown) ? 1 : 0);
+    }
+    if (on(kEccCorrected) &&
+        check(g, kEccCorrected, api_.DeviceGetTotalEccErrors(g.handle, nvml::kErrorCorrected, nvml::kVolatileEcc, &ull)))
+      counter(g, "gpu.ecc.corrected", "count", SeriesCategory::event_counter, t, static_cast<double>(ull));
+    if (on(kEccUncorrected) &&
+        check(g, kEccUncorrected,
+              api_.DeviceGetTotalEccErrors(g.handle, nvml::kErrorUncorrected, nvml::kVolatileEcc, &ull)))
+      counter(g, "gpu.ecc.uncorrected", "count", SeriesCategory::event_counter, t, static_cast<double>(ull));
+    sample_fields(g, t);
+    if (on(kProcUtil)) sample_process_util(g, t);
+    if (on(kProcMem)) sample_process_memory(g, t);
+  }
+
+  // PCIe replays and NVLink data counters in one nvmlDeviceGetFieldValues call; each field has its own
+  // return code, so one unsupported field leaves the others.
+  void sample_fields(Gpu& g, int64_t t) {
+    struct Want {
+      Probe probe;
+      unsigned int id;
+    };
+    std::vector<Want> want;
+    for (Want w : {Want{kPcieReplay, nvml::kFieldPcieReplayCounter}, Want{kNvlinkTx, nvml::kFieldNvlinkDataTx},
+                   Want{kNvlinkRx, nvml::kFieldNvlinkDataRx}})
+      if (!g.off[w.probe]) want.push_back(w);
+    if (want.empty()) return;
+    std::vector<nvml::FieldValue> fv(want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      fv[i].fieldId = want[i].id;
+      fv[i].scopeId = want[i].probe == kPcieReplay ? 0 : UINT_MAX;  // UINT_MAX: summed over all NVLinks
+    }
+    nvml::Return r = api_.DeviceGetFieldValues(g.handle, static_cast<int>(fv.size()), fv.data());
+    if (r != nvml::kSuccess) {
+      for (auto& w : want) check(g, w.probe, r);
+      return;
+    }
+    for (size_t i = 0; i < want.size(); ++i) {
+      if (!check(g, want[i].probe, fv[i].nvmlReturn)) continue;
+      auto value = field_number(fv[i]);
+      if (!value) continue;
+      if (want[i].probe == kPcieReplay)
+        counter(g, "gpu.pcie.replay", "count", SeriesCategory::event_counter, t, *value);
+      else
+        counter(g, want[i].probe == kNvlinkTx ? "gpu.nvlink.tx" : "gpu.nvlink.rx", "bytes", SeriesCategory::dynamic, t,
+                *value * 1024.0);
+    }
+  }
+
+  static std::optional<double> field_number(const nvml::FieldValue& f) {
+    switch (f.valueType) {
+      case nvml::kDouble: return f.value.dVal;
+      case nvml::kUInt: return f.value.uiVal;
+      case nvml::kULong: return static_cast<double>(f.value.ulVal);
+      case nvml::kULongLong: return static_cast<double>(f.value.ullVal);
+      case nvml::kSLongLong: return static_cast<double>(f.value.sllVal);
+      case nvml::kSInt: return f.value.siVal;
+      case nvml::kUShort: return f.value.usVal;
+      default: return std::nullopt;
+    }
+  }
+
+  void sample_process_util(Gpu& g, int64_t t) {
+    unsigned int n = 0;
+    nvml::Return r = api_.DeviceGetProcessUtilization(g.handle, nullptr, &n, g.last_proc_sample_us);
+    if (r == nvml::kNotFound) return;  // no process sample since the last one: not an error
+    if (r != nvml::kInsufficientSize && r != nvml::kSuccess) {
+      check(g, kProcUtil, r);
+      return;
+    }
+    if (n == 0) return;
+    std::vector<nvml::ProcessUtilizationSample> s(n);
+    r = api_.DeviceGetProcessUtilization(g.handle, s.data(), &n, g.last_proc_sample_us);
+    if (r == nvml::kNotFound || !check(g, kProcUtil, r)) return;
+    // Several samples of one process may come back: keep its newest.
+    std::map<unsigned int, const nvml::ProcessUtilizationSample*> newest;
+    for (unsigned int i = 0; i < n && i < s.size(); ++i) {
+      auto& cur = newest[s[i].pid];
+      if (!cur || s[i].timeStamp > cur->timeStamp) cur = &s[i];
+      g.last_proc_sample_us = std::max(g.last_proc_sample_us, s[i].timeStamp);
+    }
+    for (auto& [pid, smp] : newest) {
+      std::string dev = g.device + "/pid" + std::to_string(pid);
+      put("gpu.proc.sm_util", dev, "ratio", SeriesKind::gauge, SeriesCategory::dynamic, t, smp->smUtil / 100.0);
+      put("gpu.proc.mem_util", dev, "ratio", SeriesKind::gauge, SeriesCategory::dynamic, t, smp->memUtil / 100.0);
+    }
+  }
+
+  void sample_process_memory(Gpu& g, int64_t t) {
+    std::vector<nvml::ProcessInfo> info(64);
+    unsigned int n = static_cast<unsigned int>(info.size());
+    nvml::Return r = api_.DeviceGetComputeRunningProcesses(g.handle, &n, info.data());
+    if (r == nvml::kInsufficientSize) {  // more processes than room: once more with what it asked for
+      info.resize(n + 16);
+      n = static_cast<unsigned int>(info.size());
+      r = api_.DeviceGetComputeRunningProcesses(g.handle, &n, info.data());
+    }
+    if (!check(g, kProcMem, r)) return;
+    for (unsigned int i = 0; i < n && i < info.size(); ++i) {
+      if (info[i].usedGpuMemory == nvml::kValueNotAvailable) continue;
+      put("gpu.proc.mem.used", g.device + "/pid" + std::to_string(info[i].pid), "bytes", SeriesKind::gauge,
+          SeriesCategory::dynamic, t, static_cast<double>(info[i].usedGpuMemory));
+    }
+  }
+
+  void sample_loop() {
+    auto next = std::chrono::steady_clock::now();
+    for (;;) {
+      for (auto& g : gpus_) sample_gpu(g);
+      if (!batch_.empty()) {
+        sink_->append_samples(batch_);
+        batch_.clear();
+      }
+      next += std::chrono::milliseconds(interval_ms_);
+      auto now = std::chrono::steady_clock::now();
+      if (next < now) next = now;  // fell behind (slow NVML): do not burst to catch up
+      std::unique_lock lk(mu_);
+      if (cv_.wait_until(lk, next, [this] { return stopping_; })) return;
+    }
+  }
+
+  void start_xid_watch() {
+    if (!api_.EventSetCreate || !api_.DeviceRegisterEvents || !api_.EventSetWait) {
+      note("XID events: not in " + opt_.library + ", not recorded");
+      return;
+    }
+    if (nvml::Return r = api_.EventSetCreate(&event_set_); r != nvml::kSuccess) {
+      note("XID events: nvmlEventSetCreate failed: " + error(r) + ", not recorded");
+      event_set_ = nullptr;
+      return;
+    }
+    int registered = 0;
+    for (auto& g : gpus_) {
+      nvml::Return r = api_.DeviceRegisterEvents(g.handle, nvml::kEventTypeXidCriticalError, event_set_);
+      if (r == nvml::kSuccess) ++registered;
+      else note(g.device + ": XID events: " + error(r) + ", not recorded");
+    }
+    if (registered) xid_ = std::thread([this] { xid_loop(); });
+  }
+
+  void xid_loop() {
+    bool noted = false;
+    for (;;) {
+      {
+        std::lock_guard lk(mu_);
+        if (stopping_) return;
+      }
+      nvml::EventData d{};
+      nvml::Return r = api_.EventSetWait(event_set_, &d, 200);  // short: stop() waits for this thread
+      if (r == nvml::kSuccess && (d.eventType & nvml::kEventTypeXidCriticalError)) {
+        Event e;
+        e.layer = Layer::nvml;
+        e.flags = kEventInstant;
+        e.start_ns = monotonic_ns();
+        e.name = "xid";
+        e.args.push_back({"xid", static_cast<int64_t>(d.eventData)});
+        for (auto& g : gpus_)
+          if (g.handle == d.device) {
+            e.args.push_back({"gpu", static_cast<int64_t>(g.index)});
+            e.args.push_back({"device", g.device});
+          }
+        sink_->append_event(std::move(e));
+      } else if (r != nvml::kSuccess && r != nvml::kTimeout) {
+        if (!noted) note("XID events: nvmlEventSetWait failed: " + error(r));
+        noted = true;
+        std::unique_lock lk(mu_);
+        if (cv_.wait_for(lk, std::chrono::milliseconds(interval_ms_), [this] { return stopping_; })) return;
+      }
+    }
+  }
+
+  NvmlSamplerOptions opt_;
+  void* lib_ = nullptr;
+  nvml::Api api_;
+  TelemetrySink* sink_ = nullptr;
+  std::string host_;
+  int interval_ms_ = 100;
+  std::vector<Gpu> gpus_;
+  std::map<std::string, SeriesId> series_;  // sampler thread only
+  std::vector<Sample> batch_;               // sampler thread only
+  nvml::EventSet event_set_ = nullptr;
+  std::thread sampler_, xid_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::atomic<bool> running_{false};
+  bool announced_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Collector> make_nvml_sampler(const NvmlSamplerOptions& options) {
+  return std::make_unique<NvmlSampler>(options);
+}
+
+}  // namespace stackscope

@@ -1,0 +1,184 @@
+// NVML sampler: without the library (this machine) it says so once and goes on; with a fake
+// libnvidia-ml.so.1 (tests/progs/fake_nvml) it records every supported query and skips refused ones for good.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "sample/nvml_sampler.h"
+
+using namespace stackscope;
+
+namespace {
+
+// Keeps everything; the NVML sampler writes from two threads.
+class CaptureSink : public TelemetrySink {
+ public:
+  SeriesId add_series(const SeriesInfo& info) override {
+    std::lock_guard lk(mu_);
+    for (auto& s : series)
+      if (s.key() == info.key() && s.host == info.host) return s.id;
+    series.push_back(info);
+    series.back().id = static_cast<SeriesId>(series.size());
+    return series.back().id;
+  }
+  void append_event(Event&& e) override {
+    std::lock_guard lk(mu_);
+    events.push_back(std::move(e));
+  }
+  void append_samples(std::span<const Sample> s) override {
+    std::lock_guard lk(mu_);
+    samples.insert(samples.end(), s.begin(), s.end());
+  }
+  void add_drops(std::string_view, uint64_t) override {}
+  void add_note(std::string_view source, std::string_view text) override {
+    std::lock_guard lk(mu_);
+    notes.push_back(std::string(source) + ": " + std::string(text));
+  }
+  const SeriesInfo* find(const std::string& name, const std::string& device) const {
+    for (auto& s : series)
+      if (s.name == name && s.device == device) return &s;
+    return nullptr;
+  }
+  // Last value of a series, NaN when absent.
+  double last(const std::string& name, const std::string& device) const {
+    auto* s = find(name, device);
+    double v = std::nan("");
+    if (s)
+      for (auto& x : samples)
+        if (x.series == s->id) v = x.value;
+    return v;
+  }
+  size_t count(const std::string& name, const std::string& device) const {
+    auto* s = find(name, device);
+    size_t n = 0;
+    if (s)
+      for (auto& x : samples) n += x.series == s->id;
+    return n;
+  }
+  std::mutex mu_;
+  std::vector<SeriesInfo> series;
+  std::vector<Sample> samples;
+  std::vector<Event> events;
+  std::vector<std::string> notes;
+};
+
+const std::string kFakeNvml = std::string(STACKSCOPE_BUILD_DIR) + "/tests/progs/fake_nvml/libnvidia-ml.so.1";
+
+int fake_calls(const char* name, int device) {
+  void* h = ::dlopen(kFakeNvml.c_str(), RTLD_NOW | RTLD_NOLOAD);
+  if (!h) return -1;
+  auto fn = reinterpret_cast<int (*)(const char*, int)>(::dlsym(h, "fake_nvml_calls"));
+  int n = fn ? fn(name, device) : -1;
+  ::dlclose(h);
+  return n;
+}
+
+}  // namespace
+
+TEST(NvmlSampler, AbsentLibraryIsReportedOnceAndNothingBreaks) {
+  CaptureSink sink;
+  NvmlSamplerOptions o;
+  o.library = "/nonexistent/libnvidia-ml.so.1";
+  auto c = make_nvml_sampler(o);
+  EXPECT_EQ(c->layer(), Layer::nvml);
+  EXPECT_FALSE(c->needs_root());
+  CollectorStatus st = c->start(sink, {});
+  EXPECT_FALSE(st.running);
+  EXPECT_NE(st.message.find("NVML unavailable"), std::string::npos) << st.message;
+  EXPECT_NE(st.message.find("/nonexistent/libnvidia-ml.so.1"), std::string::npos) << st.message;
+  EXPECT_FALSE(c->start(sink, {}).running);  // tried again: still no second note
+  c->stop();
+  c->stop();
+  ASSERT_EQ(sink.notes.size(), 1u);
+  EXPECT_NE(sink.notes[0].find("no GPU telemetry"), std::string::npos);
+  EXPECT_TRUE(sink.series.empty());
+}
+
+TEST(NvmlSampler, FakeLibraryGivesSeriesInBaseUnitsAndSkipsUnsupportedQueries) {
+  CaptureSink sink;
+  NvmlSamplerOptions o;
+  o.library = kFakeNvml;
+  o.interval_ms = 10;
+  auto c = make_nvml_sampler(o);
+  CollectorOptions co;
+  co.host = "h1";
+  CollectorStatus st = c->start(sink, co);
+  ASSERT_TRUE(st.running) << st.message;
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  c->stop();
+
+  std::lock_guard lk(sink.mu_);
+  // GPU 0: every reading, converted to base units.
+  EXPECT_DOUBLE_EQ(sink.last("gpu.util", "gpu0"), 0.42);
+  EXPECT_DOUBLE_EQ(sink.last("gpu.mem.util", "gpu0"), 0.17);
+  EXPECT_DOUBLE_EQ(sink.last("gpu.mem.used", "gpu0"), 20.0 * (1ull << 30));
+  EXPECT_DOUBLE_EQ(sink.last("gpu.mem.total", "gpu0"), 80.0 * (1ull << 30));
+  EXPECT_EQ(sink.count("gpu.mem.total", "gpu0"), 1u);  // static: written once
+  EXPECT_DOUBLE_EQ(sink.last("gpu.power", "gpu0"), 123.456);
+  EXPECT_DOUBLE_EQ(sink.last("gpu.temp", "gpu0"), 55);
+  EXPECT_DOUBLE_EQ(sink.last("gpu.clock.sm", "gpu0"), 1980e6);
+  EXPECT_DOUBLE_EQ(sink.last("gpu.clock.mem", "gpu0"), 2619e6);
+  EXPECT_DOUBLE_EQ(sink.last("gpu.pcie.tx", "gpu0"), 1000 * 1024.0);
+  EXPECT_DOUBLE_EQ(sink.last("gpu.pcie.rx", "gpu0"), 2000 * 1024.0);
+  EXPECT_DOUBLE_EQ(sink.last("gpu.pcie.replay", "gpu0"), 3);
+  EXPECT_DOUBLE_EQ(sink.last("gpu.throttle.reasons", "gpu0"), 0x24);
+  EXPECT_DOUBLE_EQ(sink.last("gpu.throttle.power", "gpu0"), 1);
+  EXPECT_DOUBLE_EQ(sink.last("gpu.throttle.thermal", "gpu0"), 1);
+  EXPECT_DOUBLE_EQ(sink.last("gpu.throttle.hw_slowdown", "gpu0"), 0);
+  EXPECT_DOUBLE_EQ(sink.last("gpu.ecc.corrected", "gpu0"), 5);
+  EXPECT_DOUBLE_EQ(sink.last("gpu.ecc.uncorrected", "gpu0"), 0);
+  // Per process: the newer of two samples; a process whose memory NVML cannot tell is left out.
+  EXPECT_DOUBLE_EQ(sink.last("gpu.proc.sm_util", "gpu0/pid4242"), 0.50);
+  EXPECT_DOUBLE_EQ(sink.last("gpu.proc.mem_util", "gpu0/pid4242"), 0.25);
+  EXPECT_DOUBLE_EQ(sink.last("gpu.proc.mem.used", "gpu0/pid4242"), 1.0 * (1ull << 30));
+  EXPECT_EQ(sink.find("gpu.proc.mem.used", "gpu0/pid4343"), nullptr);
+  // Kinds, categories, units and provenance.
+  auto* energy_absent = sink.find("gpu.energy", "gpu0");
+  EXPECT_EQ(energy_absent, nullptr);  // the fake does not export nvmlDeviceGetTotalEnergyConsumption
+  auto* ecc = sink.find("gpu.ecc.corrected", "gpu0");
+  ASSERT_NE(ecc, nullptr);
+  EXPECT_EQ(ecc->kind, SeriesKind::counter);
+  EXPECT_EQ(ecc->category, SeriesCategory::event_counter);
+  EXPECT_EQ(ecc->subsystem, Subsystem::gpu);
+  EXPECT_EQ(ecc->source, "nvml");
+  EXPECT_EQ(ecc->host, "h1");
+  EXPECT_EQ(sink.find("gpu.mem.total", "gpu0")->kind, SeriesKind::static_value);
+  EXPECT_EQ(sink.find("gpu.power", "gpu0")->unit, "watts");
+
+  // GPU 1 refuses power, ECC and NVLink: those series are absent, the others present.
+  EXPECT_EQ(sink.find("gpu.power", "gpu1"), nullptr);
+  EXPECT_EQ(sink.find("gpu.ecc.corrected", "gpu1"), nullptr);
+  EXPECT_EQ(sink.find("gpu.nvlink.tx", "gpu0"), nullptr);
+  EXPECT_DOUBLE_EQ(sink.last("gpu.nvlink.tx", "gpu1"), 100 * 1024.0);
+  EXPECT_DOUBLE_EQ(sink.last("gpu.nvlink.rx", "gpu1"), 200 * 1024.0);
+  EXPECT_DOUBLE_EQ(sink.last("gpu.util", "gpu1"), 0.10);
+  EXPECT_DOUBLE_EQ(sink.last("gpu.pcie.replay", "gpu1"), 3);
+  // ... and are asked once only, while the supported ones are asked every interval.
+  int util_calls = fake_calls("util", 1);
+  EXPECT_GE(util_calls, 5);
+  EXPECT_EQ(fake_calls("power", 1), 1);
+  EXPECT_EQ(fake_calls("ecc", 1), 2);  // corrected and uncorrected: each refused once
+  // GPU 0 refuses NVLink but not the PCIe replay field in the same call: that call goes on every interval.
+  EXPECT_EQ(fake_calls("fields", 0), fake_calls("util", 0));
+
+  // The XID the fake reports once became one nvml event.
+  ASSERT_EQ(sink.events.size(), 1u);
+  EXPECT_EQ(sink.events[0].layer, Layer::nvml);
+  EXPECT_EQ(sink.events[0].name, "xid");
+  EXPECT_EQ(sink.events[0].arg_int("xid"), 79);
+  EXPECT_EQ(sink.events[0].arg_int("gpu", -1), 0);
+  EXPECT_TRUE(sink.events[0].flags & kEventInstant);
+
+  // Each refusal noted once, not once per sample.
+  int power_notes = 0, energy_notes = 0;
+  for (auto& n : sink.notes) {
+    power_notes += n.find("gpu1: power: Not Supported") != std::string::npos;
+    energy_notes += n.find("energy: not in") != std::string::npos;
+  }
+  EXPECT_EQ(power_notes, 1);
+  EXPECT_EQ(energy_notes, 1);
+}

@@ -1,0 +1,149 @@
+/* A stand-in libnvidia-ml.so.1 for the NVML sampler's tests: two GPUs with fixed readings. GPU 1 refuses
+ * power, ECC and NVLink (NVML_ERROR_NOT_SUPPORTED); nvmlDeviceGetTotalEnergyConsumption is not exported at
+ * all; the clock reasons come only under their pre-535 name. fake_nvml_calls() tells a test how often an
+ * entry point was called per GPU, so it can check that refused queries are not asked again. */
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef int nvmlReturn_t;
+typedef struct nvmlDevice_st* nvmlDevice_t;
+typedef struct nvmlEventSet_st* nvmlEventSet_t;
+typedef struct { unsigned int gpu, memory; } nvmlUtilization_t;
+typedef struct { unsigned long long total, free, used; } nvmlMemory_t;
+typedef union { double dVal; int siVal; unsigned int uiVal; unsigned long ulVal; unsigned long long ullVal;
+                long long sllVal; unsigned short usVal; } nvmlValue_t;
+typedef struct { unsigned int fieldId, scopeId; long long timestamp, latencyUsec; int valueType;
+                 nvmlReturn_t nvmlReturn; nvmlValue_t value; } nvmlFieldValue_t;
+typedef struct { unsigned int pid; unsigned long long timeStamp; unsigned int smUtil, memUtil, encUtil, decUtil; }
+    nvmlProcessUtilizationSample_t;
+typedef struct { unsigned int pid; unsigned long long usedGpuMemory; unsigned int gpuInstanceId, computeInstanceId; }
+    nvmlProcessInfo_t;
+typedef struct { nvmlDevice_t device; unsigned long long eventType, eventData; unsigned int gpuInstanceId,
+                 computeInstanceId; } nvmlEventData_t;
+
+enum { OK = 0, NOT_SUPPORTED = 3, NOT_FOUND = 6, INSUFFICIENT_SIZE = 7, TIMEOUT = 10 };
+enum { F_POWER, F_ECC, F_FIELDS, F_UTIL, F_PROC_UTIL, F_WAIT, F_COUNT };
+static const char* const kNames[F_COUNT] = {"power", "ecc", "fields", "util", "proc_util", "wait"};
+static int calls[F_COUNT][2];
+
+static int idx(nvmlDevice_t d) { return (int)((uintptr_t)d - 0x1000); }
+static void count(int f, nvmlDevice_t d) { __atomic_add_fetch(&calls[f][idx(d) & 1], 1, __ATOMIC_RELAXED); }
+
+int fake_nvml_calls(const char* name, int device) {
+  for (int f = 0; f < F_COUNT; ++f)
+    if (strcmp(kNames[f], name) == 0) return __atomic_load_n(&calls[f][device & 1], __ATOMIC_RELAXED);
+  return -1;
+}
+
+nvmlReturn_t nvmlInit_v2(void) { return OK; }
+nvmlReturn_t nvmlShutdown(void) { return OK; }
+const char* nvmlErrorString(nvmlReturn_t r) { return r == NOT_SUPPORTED ? "Not Supported" : "Fake Error"; }
+nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* n) { *n = 2; return OK; }
+nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int i, nvmlDevice_t* d) {
+  if (i > 1) return 2;
+  *d = (nvmlDevice_t)(uintptr_t)(0x1000 + i);
+  return OK;
+}
+nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t d, char* name, unsigned int len) {
+  strncpy(name, idx(d) ? "Fake GPU B" : "Fake GPU A", len);
+  return OK;
+}
+nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, nvmlUtilization_t* u) {
+  count(F_UTIL, d);
+  u->gpu = idx(d) ? 10 : 42;
+  u->memory = idx(d) ? 5 : 17;
+  return OK;
+}
+nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t* m) {
+  (void)d;
+  m->total = 80ull << 30;
+  m->used = 20ull << 30;
+  m->free = m->total - m->used;
+  return OK;
+}
+nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t d, unsigned int* mw) {
+  count(F_POWER, d);
+  if (idx(d)) return NOT_SUPPORTED;
+  *mw = 123456;
+  return OK;
+}
+nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t d, int sensor, unsigned int* t) {
+  (void)d;
+  if (sensor != 0) return 2;
+  *t = 55;
+  return OK;
+}
+nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t d, int type, unsigned int* mhz) {
+  (void)d;
+  *mhz = type == 1 ? 1980 : type == 2 ? 2619 : 0;
+  return OK;
+}
+nvmlReturn_t nvmlDeviceGetPcieThroughput(nvmlDevice_t d, int counter, unsigned int* kbs) {
+  (void)d;
+  *kbs = counter == 0 ? 1000 : 2000;
+  return OK;
+}
+nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t d, int n, nvmlFieldValue_t* v) {
+  count(F_FIELDS, d);
+  for (int i = 0; i < n; ++i) {
+    v[i].valueType = 3;
+    if (v[i].fieldId == 94) {
+      v[i].nvmlReturn = OK;
+      v[i].value.ullVal = 3;
+    } else if (v[i].fieldId == 138 || v[i].fieldId == 139) {
+      v[i].nvmlReturn = idx(d) ? OK : NOT_SUPPORTED;
+      v[i].value.ullVal = v[i].fieldId == 138 ? 100 : 200;
+    } else {
+      v[i].nvmlReturn = NOT_SUPPORTED;
+    }
+  }
+  return OK;
+}
+nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t d, unsigned long long* r) {
+  (void)d;
+  *r = 0x4 | 0x20;  /* SW power cap + SW thermal slowdown */
+  return OK;
+}
+nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t d, int type, int counter, unsigned long long* c) {
+  count(F_ECC, d);
+  if (idx(d) || counter != 0) return NOT_SUPPORTED;
+  *c = type == 0 ? 5 : 0;
+  return OK;
+}
+nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d, nvmlProcessUtilizationSample_t* s, unsigned int* n,
+                                             unsigned long long last) {
+  count(F_PROC_UTIL, d);
+  if (idx(d)) return NOT_FOUND;
+  if (!s || *n < 2) { *n = 2; return INSUFFICIENT_SIZE; }
+  *n = 2;  /* two samples of one process: the newer one counts */
+  s[0] = (nvmlProcessUtilizationSample_t){4242, last + 500, 30, 20, 0, 0};
+  s[1] = (nvmlProcessUtilizationSample_t){4242, last + 1000, 50, 25, 0, 0};
+  return OK;
+}
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned int* n, nvmlProcessInfo_t* p) {
+  if (idx(d)) { *n = 0; return OK; }
+  if (*n < 2) { *n = 2; return INSUFFICIENT_SIZE; }
+  *n = 2;
+  p[0] = (nvmlProcessInfo_t){4242, 1ull << 30, 0xFFFFFFFFu, 0xFFFFFFFFu};
+  p[1] = (nvmlProcessInfo_t){4343, ~0ull, 0xFFFFFFFFu, 0xFFFFFFFFu};  /* NVML_VALUE_NOT_AVAILABLE */
+  return OK;
+}
+nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t* set) { *set = (nvmlEventSet_t)(uintptr_t)0x5e7; return OK; }
+nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t d, unsigned long long types, nvmlEventSet_t set) {
+  (void)set;
+  if (idx(d)) return NOT_SUPPORTED;
+  return types == 0x8 ? OK : 2;
+}
+nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t* e, unsigned int timeout_ms) {
+  (void)set;
+  if (__atomic_add_fetch(&calls[F_WAIT][0], 1, __ATOMIC_RELAXED) == 1) {  /* one XID 79, then quiet */
+    e->device = (nvmlDevice_t)(uintptr_t)0x1000;
+    e->eventType = 0x8;
+    e->eventData = 79;
+    return OK;
+  }
+  usleep((timeout_ms < 20 ? timeout_ms : 20) * 1000);
+  return TIMEOUT;
+}
+nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) { (void)set; return OK; }
