@@ -1,0 +1,140 @@
+// `stackscope detect` end to end, and the numeric CSV reader it uses.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+
+#include "store/numeric_csv.h"
+#include "test_util.h"
+
+namespace {
+
+// 400 normal rows of 3 features (one column constant) then 4 planted outliers.
+std::string planted_csv(unsigned seed = 1, bool with_outliers = true) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> g(0, 1);
+  std::ostringstream s;
+  s << "latency_us,bytes,flag\n";
+  for (int i = 0; i < 400; ++i) s << 5 + 0.2 * g(rng) << "," << 1000 + 50 * g(rng) << ",1\n";
+  if (with_outliers) s << "500,1000,1\n80,1020,1\n5,9000,1\n-20,-3000,1\n";
+  return s.str();
+}
+
+struct ScoresFile {
+  std::vector<double> score;
+  std::vector<int> anomaly;
+};
+
+ScoresFile read_scores(const std::string& path) {
+  std::istringstream in(read_file(path));
+  std::string line;
+  std::getline(in, line);
+  EXPECT_EQ(line, "score,anomaly");
+  ScoresFile f;
+  while (std::getline(in, line)) {
+    const auto comma = line.find(',');
+    f.score.push_back(std::stod(line.substr(0, comma)));
+    f.anomaly.push_back(std::stoi(line.substr(comma + 1)));
+  }
+  return f;
+}
+
+std::string bin() { return STACKSCOPE_BIN; }
+
+}  // namespace
+
+TEST(NumericCsv, ParsesAndNamesDefects) {
+  const auto t = stackscope::parse_numeric_csv("a, \"b\"\n1,2.5\r\n-3,+4e2\n\n", "x.csv");
+  ASSERT_EQ(t.columns, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(t.rows(), 2u);
+  EXPECT_EQ(t.values, (std::vector<double>{1, 2.5, -3, 400}));
+  auto error_of = [](const std::string& text) {
+    try {
+      stackscope::parse_numeric_csv(text, "x.csv");
+    } catch (const stackscope::NumericCsvError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(error_of(""), "x.csv: empty file (expected a header row of column names)");
+  EXPECT_EQ(error_of("a,b\n"), "x.csv: no data rows after the header");
+  EXPECT_EQ(error_of("a,b\n1,2\n3,oops\n"), "x.csv:3, column 'b': 'oops' is not a number");
+  EXPECT_EQ(error_of("a,b\n1,nan\n"), "x.csv:2, column 'b': 'nan' is not finite");
+  EXPECT_EQ(error_of("a,b\ninf,1\n"), "x.csv:2, column 'a': 'inf' is not finite");
+  EXPECT_EQ(error_of("a,b\n1\n"), "x.csv:2: 1 cells, the header has 2");
+  EXPECT_EQ(error_of("a,b\n1,\n"), "x.csv:2, column 'b': empty cell");
+}
+
+TEST(DetectCli, EveryMethodFlagsPlantedRows) {
+  TempDir dir;
+  write_file(dir.file("in.csv"), planted_csv());
+  for (std::string m : {"gmm", "kmeans", "iforest", "dbscan", "zscore", "pca"}) {
+    std::string out;
+    const std::string cmd = bin() + " detect --method " + m + " --input " + dir.file("in.csv") + " --output " +
+                            dir.file(m + ".csv") + " --quantile 0.99 --seed 3 --json";
+    ASSERT_EQ(run_command(cmd, &out), 0) << m << ": " << out;
+    const auto j = nlohmann::json::parse(out);
+    EXPECT_EQ(j["rows"], 404);
+    EXPECT_EQ(j["method"], m);
+    const ScoresFile s = read_scores(dir.file(m + ".csv"));
+    ASSERT_EQ(s.score.size(), 404u);
+    int flagged = 0;
+    for (int a : s.anomaly) flagged += a;
+    EXPECT_EQ(j["anomalies"], flagged);
+    EXPECT_LE(flagged, 6) << m;
+    for (int r = 400; r < 404; ++r) EXPECT_EQ(s.anomaly[static_cast<size_t>(r)], 1) << m << " row " << r;
+  }
+}
+
+TEST(DetectCli, GmmTrainTestDeltaAndBic) {
+  TempDir dir;
+  write_file(dir.file("train.csv"), planted_csv(2, false));
+  write_file(dir.file("test.csv"), planted_csv(3, true));
+  std::string out;
+  ASSERT_EQ(run_command(bin() + " detect --method gmm --train " + dir.file("train.csv") + " --input " +
+                            dir.file("test.csv") + " --output " + dir.file("s.csv") +
+                            " --delta 1e-6 --covariance diag --max-components 4 --json",
+                        &out),
+            0)
+      << out;
+  const auto j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["train_rows"], 400);
+  EXPECT_EQ(j["model"]["components"], 1);  // one Gaussian blob: BIC picks K = 1
+  EXPECT_EQ(j["model"]["bic_by_components"].size(), 4u);
+  EXPECT_EQ(j["model"]["covariance"], "diag");
+  const ScoresFile s = read_scores(dir.file("s.csv"));
+  for (int r = 400; r < 404; ++r) EXPECT_EQ(s.anomaly[static_cast<size_t>(r)], 1) << r;
+  EXPECT_NEAR(j["threshold"].get<double>(), -std::log(1e-6), 1e-9);
+}
+
+TEST(DetectCli, BadInputIsAClearError) {
+  TempDir dir;
+  write_file(dir.file("empty.csv"), "");
+  write_file(dir.file("text.csv"), "a,b\n1,2\n3,x\n");
+  write_file(dir.file("nan.csv"), "a,b\n1,2\nNaN,4\n");
+  write_file(dir.file("few.csv"), "a,b\n1,2\n3,4\n");
+  write_file(dir.file("other.csv"), "a,c\n1,2\n3,4\n");
+  auto run = [&](const std::string& args, std::string* out) {
+    return run_command(bin() + " detect " + args + " --output " + dir.file("o.csv"), out);
+  };
+  std::string out;
+  EXPECT_NE(run("--method gmm --input " + dir.file("empty.csv"), &out), 0);
+  EXPECT_NE(out.find("empty file"), std::string::npos) << out;
+  EXPECT_NE(run("--method zscore --input " + dir.file("text.csv"), &out), 0);
+  EXPECT_NE(out.find("text.csv:3, column 'b': 'x' is not a number"), std::string::npos) << out;
+  EXPECT_NE(run("--method iforest --input " + dir.file("nan.csv"), &out), 0);
+  EXPECT_NE(out.find("nan.csv:3, column 'a'"), std::string::npos) << out;
+  EXPECT_NE(run("--method gmm --components 5 --input " + dir.file("few.csv"), &out), 0);
+  EXPECT_NE(out.find("fewer than the 5 components"), std::string::npos) << out;
+  EXPECT_NE(run("--method pca --train " + dir.file("few.csv") + " --input " + dir.file("other.csv"), &out), 0);
+  EXPECT_NE(out.find("different columns"), std::string::npos) << out;
+  EXPECT_NE(run("--method kmeans --delta 0.1 --input " + dir.file("few.csv"), &out), 0);
+  EXPECT_NE(out.find("--delta"), std::string::npos) << out;
+  EXPECT_EQ(out.find("Segmentation"), std::string::npos);
+  ASSERT_EQ(run_command(bin() + " detect --help", &out), 0);
+  for (const char* opt : {"--method", "--train", "--input", "--output", "--components", "--delta", "--quantile",
+                          "--covariance", "--restarts", "--seed", "--trees", "--eps", "--min-points", "--variance",
+                          "--json"})
+    EXPECT_NE(out.find(opt), std::string::npos) << opt;
+}
