@@ -341,3 +341,36 @@ TEST(Export, DerivesCollectiveFlowsFromCommunicatorAddresses) {
   std::ostringstream out;
   EXPECT_EQ(export_perfetto({&r}, {}, out).flows, 3u);
 }
+
+// Derived series (rates of counters, here) come after the recorded ones, marked source "derived".
+TEST(Export, CsvSamplesIncludeDerivedSeries) {
+  TempDir dir;
+  std::string path = dir.file("net.sdb");
+  {
+    RecordingWriter w(path);
+    SeriesInfo rx{0, "net.rx.bytes", Subsystem::network, "bytes", SeriesKind::counter, SeriesCategory::dynamic,
+                  "h", "eth0", "procfs"};
+    SeriesId id = w.add_series(rx);
+    for (int i = 0; i < 10; ++i) {
+      Sample s{id, kT0 + i * 1'000'000'000LL, 1000.0 * i};
+      w.append_samples({&s, 1});
+    }
+    w.close();
+  }
+  RecordingReader r(path);
+  std::ostringstream with, without;
+  export_csv_samples(r, {}, with);
+  ExportOptions raw_only;
+  raw_only.derived = false;
+  EXPECT_EQ(export_csv_samples(r, raw_only, without).rows, 10u);
+  EXPECT_EQ(without.str().find(",derived,"), std::string::npos);
+  std::istringstream lines(with.str());
+  std::string line;
+  int derived = 0;
+  while (std::getline(lines, line))
+    if (line.find(",derived,") != std::string::npos) {
+      ++derived;
+      EXPECT_EQ(line.rfind("net.rx.bytes.rate{eth0},h,network,", 0), 0u) << line;
+    }
+  EXPECT_GT(derived, 0);
+}

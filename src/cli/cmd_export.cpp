@@ -21,6 +21,7 @@ struct ExportCliOptions {
   std::string series;
   std::string what = "events";  // csv: events | samples | both
   bool quiet = false;
+  bool derived = true;
 };
 
 // Opens `path` for writing, or stdout; the error names the file.
@@ -43,6 +44,7 @@ int run_export(const ExportCliOptions& opt) {
     for (auto& l : opt.layers) layer_list += (layer_list.empty() ? "" : ",") + l;
     if (!layer_list.empty()) eo.layers = parse_layer_list(layer_list);
     eo.series_pattern = opt.series;
+    eo.derived = opt.derived;
 
     std::vector<std::unique_ptr<RecordingReader>> readers;
     std::vector<const RecordingReader*> views;
@@ -108,6 +110,7 @@ RegisterCommand reg("export", 40, [](CLI::App& app, int& exit_code) {
   cmd->add_option("--series", opt->series, "Only series whose key or name matches this glob (\"gpu.*\")");
   cmd->add_option("--what", opt->what, "csv only: events | samples | both (both: OUT.events.csv and OUT.samples.csv)")
       ->check(CLI::IsMember({"events", "samples", "both"}));
+  cmd->add_flag("!--no-derived", opt->derived, "Leave out derived series (counter rates, utilisations)");
   cmd->add_flag("-q,--quiet", opt->quiet, "No summary on stderr");
   cmd->footer(
       "Examples:\n"

@@ -2,6 +2,7 @@
 // A diagnostic (which fields does this GPU and driver support?) and the check against nvidia-smi
 // (eval/nvml/check_nvml.sh) without the rest of `record`.
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -38,6 +39,9 @@ int run_nvml(const NvmlCliOptions& opt) {
       auto sampler = make_nvml_sampler(so);
       CollectorOptions co;
       co.interval_ms = opt.interval_ms;
+      char host[256] = {};
+      ::gethostname(host, sizeof host - 1);
+      co.host = host;
       CollectorStatus st = sampler->start(w, co);
       std::fprintf(stderr, "stackscope nvml: %s\n", st.message.c_str());
       if (!st.running) {

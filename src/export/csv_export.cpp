@@ -57,8 +57,7 @@ ExportCounts export_csv_events(const RecordingReader& r, const ExportOptions& op
 ExportCounts export_csv_samples(const RecordingReader& r, const ExportOptions& options, std::ostream& out) {
   ExportCounts counts;
   out << "series,host,subsystem,unit,kind,source,t_ns,value\n";
-  r.for_each_sample_run([&](const SeriesInfo& s, std::span<const int64_t> t, std::span<const double> v) {
-    if (!series_matches(s, options.series_pattern)) return;
+  auto write_run = [&](const SeriesInfo& s, std::span<const int64_t> t, std::span<const double> v) {
     std::string prefix = fmt::format("{},{},{},{},{},{},", csv_field(s.key()), csv_field(s.host),
                                      subsystem_name(s.subsystem), csv_field(s.unit), series_kind_name(s.kind),
                                      csv_field(s.source));
@@ -68,7 +67,15 @@ ExportCounts export_csv_samples(const RecordingReader& r, const ExportOptions& o
       out << prefix << t[i] << ',' << (std::isfinite(v[i]) ? fmt::format("{}", v[i]) : std::string()) << '\n';
       ++counts.rows;
     }
+  };
+  r.for_each_sample_run([&](const SeriesInfo& s, std::span<const int64_t> t, std::span<const double> v) {
+    if (series_matches(s, options.series_pattern)) write_run(s, t, v);
   });
+  if (options.derived) {
+    auto d = derived_series_of(r, options.series_pattern);
+    for (auto& s : d.series)
+      if (auto it = d.samples.find(s.id); it != d.samples.end()) write_run(s, it->second.first, it->second.second);
+  }
   return counts;
 }
 

@@ -16,7 +16,8 @@ struct ExportCounts {
 // CSV, one row per event: layer,name,pid,tid,start_ns,duration_ns,flags,args
 // (flags "enqueue|instant|unfinished"; args "key=value;..." with '\', ';', '=' escaped by '\').
 ExportCounts export_csv_events(const RecordingReader& r, const ExportOptions& options, std::ostream& out);
-// CSV, one row per sample: series,host,subsystem,unit,kind,source,t_ns,value (rows grouped by series).
+// CSV, one row per sample: series,host,subsystem,unit,kind,source,t_ns,value (rows grouped by series;
+// derived series, source "derived", after the recorded ones).
 ExportCounts export_csv_samples(const RecordingReader& r, const ExportOptions& options, std::ostream& out);
 
 // Perfetto's protobuf trace (TrackEvent): a process track per process, a thread track per thread (plus

@@ -167,6 +167,17 @@ std::optional<uint64_t> collective_flow_id(const Event& e) {
   return h ? h : 1;  // 0 means "no flow" to some viewers
 }
 
+analyze::DerivedSeries derived_series_of(const RecordingReader& r, const std::string& pattern) {
+  analyze::DerivedSeries d = analyze::derive_series(r.series(), r.load_samples());
+  analyze::DerivedSeries out;
+  for (auto& s : d.series) {
+    if (!series_matches(s, pattern)) continue;
+    out.series.push_back(s);
+    if (auto it = d.samples.find(s.id); it != d.samples.end()) out.samples.emplace(s.id, std::move(it->second));
+  }
+  return out;
+}
+
 Timeline build_timeline(const std::vector<const RecordingReader*>& recordings, const ExportOptions& options) {
   if (recordings.empty()) throw std::invalid_argument("no recording to export");
   if (recordings.size() >= (kTelemetryPidBase >> kPidBits))
@@ -260,6 +271,21 @@ Timeline build_timeline(const std::vector<const RecordingReader*>& recordings, c
             }
             tl.samples += t.size();
           });
+      if (options.derived) {
+        auto d = derived_series_of(*recordings[i], options.series_pattern);
+        for (auto& info : d.series) {
+          TimelineSeries ts;
+          ts.info = info;
+          if (auto p = pid_of_device(info.device); p && rec.processes.count(*p))
+            ts.out_pid = rec.processes[*p].out_pid;
+          if (auto it = d.samples.find(info.id); it != d.samples.end()) {
+            for (int64_t t : it->second.first) ts.t_ns.push_back(t + rec.shift_ns);
+            ts.values = std::move(it->second.second);
+          }
+          tl.samples += ts.t_ns.size();
+          rec.series.push_back(std::move(ts));
+        }
+      }
       // Blocks of one series arrive in time order per block; merge them into one ordered run.
       for (auto& ts : rec.series) {
         if (std::is_sorted(ts.t_ns.begin(), ts.t_ns.end())) continue;

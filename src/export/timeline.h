@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "analyze/derived_series.h"
 #include "model/event.h"
 #include "model/series.h"
 #include "store/recording_reader.h"
@@ -19,7 +20,11 @@ struct ExportOptions {
   std::string series_pattern;  // glob over series key or name ("gpu.*", "*{gpu0}"); empty: all series
   bool events = true;          // timeline exporters: include events
   bool samples = true;         // timeline exporters: include counter series
+  bool derived = true;         // add derived series (rates, utilisations: analyze/derived_series.h)
 };
+
+// The derived series of a recording (source "derived") whose key or name matches `pattern`. Loads all samples.
+analyze::DerivedSeries derived_series_of(const RecordingReader& r, const std::string& pattern);
 
 // True when `pattern` is empty or matches the series key ("gpu.util{gpu0}") or its name ("gpu.util").
 bool series_matches(const SeriesInfo& s, const std::string& pattern);
