@@ -92,7 +92,7 @@ Stage1Result stage1_rhythm(const std::vector<std::vector<std::vector<double>>>& 
 
 // ---------------------------------------------------------------- stage 2
 struct Stage2Options {
-  bool robust = true;      // median/MAD (default): with N <= 10 workers a mean/std z can never exceed 3
+  bool robust = true;      // median/MAD (default): with N <= 9 workers a mean/s.d. z can never exceed 3
   double threshold = 3.0;  // a_i > threshold flags an operation (3-sigma rule)
   int min_peers = 3;       // identities seen on fewer workers are not scored
 };

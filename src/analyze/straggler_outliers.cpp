@@ -1,6 +1,6 @@
 // Stage 2 (KAIR §III-B): per operator identity across workers, z-scores of start time and duration against
 // the cluster; a_i = max of the two; a_i > 3 is an outlier. Robust variant (median, 1.4826 x MAD) by default:
-// the classical z of one outlier among N values is at most (N-1)/sqrt(N), below 3 for N <= 10 workers, and the
+// the classical z of one outlier among N values is at most sqrt(N-1), below 3 for N <= 9 workers, and the
 // outlier itself inflates the standard deviation it is measured with.
 #include <algorithm>
 #include <cmath>
@@ -253,7 +253,7 @@ Stage2Result stage2_outliers(const TimelineSet& set, const std::vector<int64_t>&
     }
     b = e;
   }
-  persistent_outliers(set, entries, options, time_floor, r);
+  if (options.robust) persistent_outliers(set, entries, options, time_floor, r);  // part of the robust variant
   pair_outliers(set, offsets, r.group, options, time_floor, r);
   for (size_t w = 0; w < r.stats.size(); ++w)
     for (uint32_t i = 0; i < r.stats[w].size(); ++i) {
