@@ -106,7 +106,7 @@ TEST(RecordCli, NonRootRecordsWhatItCanAndNamesTheRest) {
 TEST(RecordCli, DiskFullStopsCleanlyAndKeepsWhatWasWritten) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to mount a tmpfs";
   TempDir dir;
-  ASSERT_EQ(::mount("tmpfs", dir.path().c_str(), "tmpfs", 0, "size=160k"), 0);
+  ASSERT_EQ(::mount("tmpfs", dir.path().c_str(), "tmpfs", 0, "size=400k"), 0);
   std::string rec = dir.file("full.sdb"), out;
   int rc = run_command(kBin + " record -q --layers host --interval 5 --duration 60 -o " + rec, &out);
   EXPECT_EQ(rc, 3) << out;

@@ -13,11 +13,11 @@ OUTDIR=${OUT:-$ROOT/straggler-nccl-out}
 mkdir -p "$OUTDIR"
 WIDTH=4096; BATCH=1024
 if [[ "$BACKEND" != nccl ]]; then WIDTH=256; BATCH=64; fi
-/usr/bin/python3 "$HERE/gloo_train.py" --backend "$BACKEND" --ranks 2 --steps "$STEPS" --slow-rank "$SLOW" \
+"${PYTHON:-/usr/bin/python3}" "$HERE/gloo_train.py" --backend "$BACKEND" --ranks 2 --steps "$STEPS" --slow-rank "$SLOW" \
   --fault "$FAULT" --delay-ms "$DELAY" --width "$WIDTH" --batch "$BATCH" --port 29650 --out "$OUTDIR"
 "$BIN" stragglers --json --html "$OUTDIR/report.html" "$OUTDIR/rank0.json" "$OUTDIR/rank1.json" > "$OUTDIR/report.json"
 "$BIN" stragglers "$OUTDIR/rank0.json" "$OUTDIR/rank1.json" | tee "$OUTDIR/report.txt"
-/usr/bin/python3 - "$OUTDIR/report.json" "$SLOW" "$FAULT" <<'PY'
+"${PYTHON:-/usr/bin/python3}" - "$OUTDIR/report.json" "$SLOW" "$FAULT" <<'PY'
 import json, sys
 j = json.load(open(sys.argv[1])); slow = "rank" + sys.argv[2]; want = sys.argv[3]
 rc = j["root_causes"][0] if j["root_causes"] else {"class": "none", "worker": "none"}

@@ -39,6 +39,7 @@ struct RecordOptions {
   int pid = 0;
   bool all_processes = false;
   bool quiet = false;
+  std::string python_mode = "auto";
   std::vector<std::string> command;
 };
 
@@ -163,7 +164,7 @@ int run_record(const RecordOptions& opt) {
   copt.all_processes = opt.all_processes;
   if (opt.pid > 0) copt.pids.push_back(static_cast<uint32_t>(opt.pid));
   if (child.pid > 0) copt.pids.push_back(static_cast<uint32_t>(child.pid));
-  auto collectors = make_collectors(layers);
+  auto collectors = make_collectors(layers, opt.python_mode);
   std::vector<Collector*> running;
   for (auto& c : collectors) {
     CollectorStatus st = c->start(writer, copt);
@@ -259,6 +260,10 @@ RegisterCommand reg("record", 10, [](CLI::App& app, int& exit_code) {
   auto* pid = cmd->add_option("-p,--pid", opt->pid, "Trace this running process");
   cmd->add_flag("--all", opt->all_processes, "Trace every process that maps the traced libraries")->excludes(pid);
   cmd->add_flag("-q,--quiet", opt->quiet, "No progress line");
+  cmd->add_option("--python-mode", opt->python_mode,
+                  "CPython: auto (USDT function probes where the interpreter has them), capi (time C-API calls: "
+                  "costly), off")
+      ->check(CLI::IsMember({"auto", "usdt", "capi", "off"}));
   cmd->add_option("command", opt->command, "-- CMD ARGS...: run CMD as a child; the recording ends when it exits")
       ->excludes(pid);
   cmd->footer(

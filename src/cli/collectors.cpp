@@ -21,9 +21,10 @@ std::vector<LayerSupport> layer_support() {
   return out;
 }
 
-std::vector<std::unique_ptr<Collector>> make_collectors(const std::vector<Layer>& layers) {
+std::vector<std::unique_ptr<Collector>> make_collectors(const std::vector<Layer>& layers, const std::string& python_mode) {
   std::vector<std::unique_ptr<Collector>> out;
   std::vector<Layer> traced;
+  (void)python_mode;  // only the eBPF build uses it
   for (Layer l : layers) {
     if (l == Layer::host) out.push_back(make_procfs_sampler({}));
     if (l == Layer::nvml) out.push_back(make_nvml_sampler({}));
@@ -32,7 +33,11 @@ std::vector<std::unique_ptr<Collector>> make_collectors(const std::vector<Layer>
 #endif
   }
 #ifdef STACKSCOPE_HAVE_BPF
-  if (!traced.empty()) out.push_back(trace::make_uprobe_tracer(traced));
+  if (!traced.empty()) {
+    trace::TracerOptions topts;
+    topts.python_mode = python_mode;
+    out.push_back(trace::make_uprobe_tracer(traced, topts));
+  }
 #endif
   return out;
 }

@@ -16,6 +16,8 @@ struct LayerSupport {
 
 std::vector<LayerSupport> layer_support();
 // Collectors for `layers` (one collector may serve several layers, e.g. the uprobe tracer).
-std::vector<std::unique_ptr<Collector>> make_collectors(const std::vector<Layer>& layers);
+// python_mode: how CPython is traced (auto|usdt|capi|off), see trace/tracer.h.
+std::vector<std::unique_ptr<Collector>> make_collectors(const std::vector<Layer>& layers,
+                                                       const std::string& python_mode = "auto");
 
 }  // namespace stackscope::cli

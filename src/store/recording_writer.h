@@ -17,7 +17,8 @@
 namespace stackscope {
 
 struct RecordingWriterOptions {
-  int flush_interval_ms = 250;           // the most a crash may lose
+  int flush_interval_ms = 250;           // the most a crash may lose of events
+  int sample_flush_interval_ms = 900;    // the most a crash may lose of samples (bigger blocks compress better)
   size_t max_pending_events = 4'000'000;  // beyond this, events are dropped and counted ("store.backlog")
   size_t max_pending_samples = 4'000'000;
   size_t events_per_block = 65'536;

@@ -14,7 +14,8 @@ namespace stackscope::trace {
 struct TracerOptions {
   // Bytes of each family's BPF ring buffer (power of two, >= one page). A full buffer drops records, counted.
   uint32_t ringbuf_bytes = 8u << 20;
-  // CPython: "auto" (USDT function__entry/return where the interpreter has them, else C-API), "usdt", "capi", "off".
+  // CPython: "auto" = "usdt" (function__entry/return where the interpreter has them, else not traced: the
+  // C-API fallback costs several % of step time), "capi" (time C-API entry points), "off".
   std::string python_mode = "auto";
   // C-API entry points timed where there is no USDT (python3.12 from pip/uv builds has none).
   std::vector<std::string> python_capi_symbols = {"PyObject_Call", "_PyEval_EvalFrameDefault"};

@@ -484,8 +484,11 @@ unsigned UprobeTracer::attach_library(int pid_filter, const MappedLibrary& lib,
       layer = Layer::python;
       if (!img->find("Py_Initialize") && !img->find("_PyEval_EvalFrameDefault")) return 0;  // not an interpreter
       bool usdt = img->has_usdt("python", "function__entry") && img->has_usdt("python", "function__return");
-      if (topts_.python_mode == "usdt" && !usdt) {
-        note_once(lib.path + ": no python:function__entry USDT probes; python layer not traced there");
+      // Without USDT, timing C-API entry points hits a uprobe on nearly every Python call: measured at 4-14%
+      // of a GPT-2 step on the GPU machine (docs/BENCHMARKS.md), so "auto" leaves it off and says how to opt in.
+      if ((topts_.python_mode == "usdt" || topts_.python_mode == "auto") && !usdt) {
+        note_once(lib.path + ": no python:function__entry USDT probes; python layer not traced there "
+                             "(--python-mode capi times C-API calls instead, at several % of step time)");
         return 0;
       }
       if (usdt && topts_.python_mode != "capi") {
