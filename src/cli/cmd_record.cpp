@@ -200,6 +200,9 @@ int run_record(const RecordOptions& opt) {
     if (stopped_recording) return;
     stopped_recording = true;
     stop_reason = why;
+    // Detaching uprobes costs the kernel an RCU grace period each (~50 ms here, serialised): with the torch
+    // layer's hundreds of probes this takes tens of seconds, so say what is happening.
+    if (!opt.quiet) std::cerr << (tty ? "\r\033[K" : "") << "stackscope: " << why << "; stopping collectors...\n";
     for (auto* c : running) c->stop();
     writer.close();
   };
