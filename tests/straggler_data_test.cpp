@@ -7,13 +7,17 @@
 
 #include "analyze/straggler.h"
 #include "store/kineto_trace_reader.h"
+#include <cstdlib>
+
 #include "store/step_table_reader.h"
 #include "test_util.h"
 
 using namespace stackscope;
 
 namespace {
-const std::string kData = "/work/shared/data";
+// The public data set lies in shared/ beside the checkout (as in CI); STACKSCOPE_DATA overrides.
+const std::string kData = std::getenv("STACKSCOPE_DATA") ? std::getenv("STACKSCOPE_DATA")
+                                                          : std::string(STACKSCOPE_SOURCE_DIR) + "/../shared/data";
 bool have(const std::string& p) { return std::filesystem::exists(p); }
 }  // namespace
 

@@ -10,4 +10,4 @@ c++ -O2 -std=gnu++20 -DFMT_HEADER_ONLY -I"$root/src" -isystem /usr/include/eigen
   -o "$out" "$build/src/store/libstackscope_store.a" "$build/src/analyze/libstackscope_analyze.a" \
   "$build/src/model/libstackscope_model.a" /usr/lib/x86_64-linux-gnu/libsqlite3.a /usr/lib/x86_64-linux-gnu/libzstd.a \
   -lpthread -ldl
-"$out" "${NAB_DIR:-/work/shared/data/nab}" "${2:-12}" "${3:-1.0}"
+"$out" "${NAB_DIR:-$(cd "$(dirname "$0")/../.." && pwd)/../shared/data/nab}" "${2:-12}" "${3:-1.0}"
