@@ -126,6 +126,25 @@ TEST(StragglerBlame, LateStartAfterAnOnTimePredecessorBlamesTheEdge) {
   EXPECT_EQ(causes[0].operation, "A -> B");
 }
 
+TEST(StragglerBlame, AnOperationNoPeerRunsIsAComputeCulpritNotAnEdge) {
+  // Worker 3 runs an extra 8 ms kernel ("spin", as an injected GPU delay) between A and B; no peer has it.
+  auto set = hand_built(6, [](int w) {
+    std::vector<std::tuple<std::string, OpKind, double, double>> ops{{"A", OpKind::compute, 0, 10}};
+    const double b_start = w == 3 ? 18.02 : 10.01;
+    if (w == 3) ops.emplace_back("spin", OpKind::compute, 10.01, 8);
+    const double ar_end = 18.02 + 10 + 0.01 + 5;
+    ops.emplace_back("B", OpKind::compute, b_start, 10);
+    ops.emplace_back("allreduce", OpKind::collective, b_start + 10.01, ar_end - (b_start + 10.01));
+    ops.emplace_back("C", OpKind::compute, ar_end + 0.01, 5);
+    return ops;
+  });
+  const auto causes = blame(set);
+  ASSERT_FALSE(causes.empty());
+  EXPECT_EQ(causes[0].kind, CauseKind::compute_operator);
+  EXPECT_EQ(causes[0].worker, 3);
+  EXPECT_EQ(causes[0].operation, "spin");
+}
+
 TEST(StragglerBlame, CollectiveThatEndsLateWithEveryoneOnTimeBlamesTheLink) {
   // All arrive on time; worker 1's all-reduce completes 6 ms after everybody else's (its link), so its C is late.
   auto set = hand_built(6, [](int w) {

@@ -131,6 +131,12 @@ std::vector<RootCause> stage3_blame(const TimelineSet& set, const std::vector<in
           const int64_t p = predecessor(ops, i);
           if (p < 0) return Culprit{CauseKind::dependency_edge, w, -1, i, st.start_delay, st.z_start};
           const OpStats& ps = stats(w, static_cast<uint32_t>(p));
+          // An operation that no peer runs is extra work on this worker (an injected or divergent kernel):
+          // when it is long enough to explain the late start, it is a compute culprit, not the edge after it.
+          if (!ps.peers && !is_communication(ops[p].kind) &&
+              static_cast<double>(ops[p].duration_ns) >= 0.5 * st.start_delay)
+            return Culprit{CauseKind::compute_operator, w, -1, static_cast<uint32_t>(p),
+                           static_cast<double>(ops[p].duration_ns), st.z_start};
           if (ps.peers && ps.end_delay > 0 && ps.end_delay >= 0.5 * st.start_delay) {
             i = static_cast<uint32_t>(p);
             mode = Mode::ended_late;
