@@ -143,6 +143,7 @@ struct ProcfsSampler::Impl {
   std::condition_variable cv;
   bool stop_requested = false;
   int64_t interval_ns = 100'000'000;
+  uint64_t tick_number = 0;  // drives families read less often than every tick
   int64_t start_ns = 0;
   mutable std::mutex stats_mu;
   ProcfsSamplerStats stats;
@@ -177,7 +178,12 @@ struct ProcfsSampler::Impl {
 
   void tick_once() {
     batch.clear();
-    for (auto& f : families) f->sample(batch);
+    const int64_t interval_ms = std::max<int64_t>(1, interval_ns / 1'000'000);
+    for (auto& f : families) {
+      const int64_t stride = std::max<int64_t>(1, f->min_period_ms() / interval_ms);
+      if (tick_number % stride == 0) f->sample(batch);
+    }
+    ++tick_number;
     if (!batch.empty()) ctx.sink->append_samples(batch);
     std::lock_guard lk(stats_mu);
     ++stats.ticks;

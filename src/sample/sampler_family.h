@@ -84,6 +84,9 @@ class Family {
   virtual std::string open() = 0;
   // Reads once and appends samples to `out`.
   virtual void sample(std::vector<Sample>& out) = 0;
+  // Shortest period worth reading at (0: every tick). Error/event counters that the kernel formats at some cost
+  // are read less often: they are cumulative, so window sums (Reveal §4.2) come out the same.
+  virtual int min_period_ms() const { return 0; }
 
  protected:
   // The first parse problem of each file becomes one note; later ones of the same file are silent.
