@@ -12,19 +12,11 @@ import json
 import os
 import sys
 
-LAUNCH = {"cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
-          "cudaLaunchCooperativeKernel", "cudaGraphLaunch", "cuGraphLaunch"}
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from api_names import LAUNCH_APIS, api_name  # noqa: E402
+
 NCCL_COLL = {"ncclAllReduce", "ncclAllGather", "ncclReduceScatter", "ncclBroadcast", "ncclReduce", "ncclSend",
              "ncclRecv", "ncclAllToAll"}
-
-
-def base(name):
-    for suffix in ("_ptsz", "_ptds"):
-        if name.endswith(suffix):
-            name = name[: -len(suffix)]
-    if "_v" in name and name.rsplit("_v", 1)[1].isdigit():
-        name = name.rsplit("_v", 1)[0]
-    return name
 
 
 def main():
@@ -48,9 +40,9 @@ def main():
             lo, hi = windows[pid]
             if not lo <= t <= hi:
                 continue
-            name = base(row["name"])
+            name = api_name(row["name"])
             if row["layer"] == "cuda":
-                if name in LAUNCH:
+                if name in LAUNCH_APIS:
                     seen[pid]["kernel_launch_calls"] += 1
                 elif name in ("cudaMalloc", "cudaFree"):
                     seen[pid][name] += 1

@@ -20,19 +20,8 @@ from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gpt2_model  # noqa: E402
+from api_names import LAUNCH_APIS, api_name  # noqa: E402
 
-LAUNCH_APIS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
-               "cudaLaunchCooperativeKernel", "cudaGraphLaunch", "cuGraphLaunch")
-
-
-def api_name(name):
-    # Kineto names runtime calls "cudaLaunchKernel" (sometimes with a _v<version> or _ptsz suffix).
-    for suffix in ("_ptsz", "_ptds"):
-        if name.endswith(suffix):
-            name = name[: -len(suffix)]
-    if "_v" in name and name.rsplit("_v", 1)[1].isdigit():
-        name = name.rsplit("_v", 1)[0]
-    return name
 
 
 def main():
