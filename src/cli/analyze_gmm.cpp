@@ -20,6 +20,8 @@ using analyze::FeatureGroup;
 
 constexpr Eigen::Index kMinRows = 32;      // fewer items than this: no distribution to learn
 constexpr double kTail = 1e-4;             // chance of a normal item lying beyond the flagging radius
+// Smallest change a finding may report on a log10 feature: 0.1 = a factor of 1.26.
+constexpr double kMinLog10Change = 0.1;
 constexpr size_t kFindingsPerGroup = 50;   // the worst ones; the count of all is reported
 constexpr int kMaxComponents = 4;
 constexpr double kMinorWeight = 0.05;      // components lighter than this are not a normal mode
@@ -99,6 +101,26 @@ GroupReport analyze_group(const FeatureGroup& g, const std::string& host, std::v
   std::vector<Eigen::Index> flagged;
   for (Eigen::Index i = 0; i < z.rows(); ++i)
     if (m2(i) > rep.radius * rep.radius) flagged.push_back(i);
+  // Beyond the statistical verdict, a finding must be a material change on a log scale: features that are
+  // nearly constant during a run (5 calls/s every second) otherwise put 5 -> 4 thousands of sd away.
+  if (!flagged.empty()) {
+    const Eigen::VectorXi fcomp = det.most_likely_component(z(flagged, Eigen::all));
+    std::vector<Eigen::Index> material;
+    for (size_t f = 0; f < flagged.size(); ++f) {
+      bool big = false;
+      for (Eigen::Index k = 0; k < d && !big; ++k) {
+        const Eigen::Index col = keep[static_cast<size_t>(k)];
+        if (!g.columns[static_cast<size_t>(col)].log10) {
+          big = true;  // no natural effect size: keep the statistical verdict
+          break;
+        }
+        const double expected = det.model().means()(fcomp(static_cast<Eigen::Index>(f)), k) * sd(col) + mean(col);
+        big = std::abs(g.x(flagged[f], col) - expected) >= kMinLog10Change;
+      }
+      if (big) material.push_back(flagged[f]);
+    }
+    flagged.swap(material);
+  }
   rep.anomalies = flagged.size();
   std::sort(flagged.begin(), flagged.end(), [&](auto a, auto b) { return m2(a) > m2(b); });
   if (flagged.size() > kFindingsPerGroup) flagged.resize(kFindingsPerGroup);
@@ -119,8 +141,16 @@ GroupReport analyze_group(const FeatureGroup& g, const std::string& host, std::v
     out.t_start_ns = g.t_ns[static_cast<size_t>(row)];
     out.t_end_ns = out.t_start_ns + g.duration_ns[static_cast<size_t>(row)];
     out.score = std::sqrt(m2(row));
-    Eigen::Index worst = 0;
-    dev.row(fi).cwiseAbs().maxCoeff(&worst);
+    // The reason shown is the most deviating feature among those that changed materially (see kMinLog10Change).
+    Eigen::Index worst = -1;
+    for (Eigen::Index k = 0; k < d; ++k) {
+      const Eigen::Index col = keep[static_cast<size_t>(k)];
+      const auto& fc = g.columns[static_cast<size_t>(col)];
+      const double expected = det.model().means()(comp(fi), k) * sd(col) + mean(col);
+      const bool material = !fc.log10 || std::abs(g.x(row, col) - expected) >= kMinLog10Change;
+      if (material && (worst < 0 || std::abs(dev(fi, k)) > std::abs(dev(fi, worst)))) worst = k;
+    }
+    if (worst < 0) dev.row(fi).cwiseAbs().maxCoeff(&worst);
     for (Eigen::Index k = 0; k < d; ++k) {
       const Eigen::Index col = keep[static_cast<size_t>(k)];
       const auto& fc = g.columns[static_cast<size_t>(col)];
