@@ -10,6 +10,7 @@
 #include <bpf/bpf_tracing.h>
 
 #include "events.h"
+#include "family_maps.bpf.h"
 
 #define SS_CALL_MAX_DEPTH 4 /* power of two; runtime -> driver nesting is 2 deep */
 
@@ -28,18 +29,6 @@ struct ss_call_thread {
   struct ss_call_frame frames[SS_CALL_MAX_DEPTH];
 };
 
-struct {
-  __uint(type, BPF_MAP_TYPE_RINGBUF);
-  __uint(max_entries, 8 << 20); /* user space may resize before load */
-} events SEC(".maps");
-
-struct {
-  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-  __uint(max_entries, SS_CNT_NUM);
-  __type(key, __u32);
-  __type(value, __u64);
-} counters SEC(".maps");
-
 /* LRU: threads that die inside a probed call do not leak their slot. */
 struct {
   __uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -55,11 +44,6 @@ struct {
   __type(key, __u32);
   __type(value, struct ss_call_thread);
 } call_zero SEC(".maps");
-
-static __always_inline void ss_count(__u32 slot) {
-  __u64 *v = bpf_map_lookup_elem(&counters, &slot);
-  if (v) *v += 1;
-}
 
 static __always_inline struct ss_call_thread *ss_call_thread_of(__u32 tid, int create) {
   struct ss_call_thread *st = bpf_map_lookup_elem(&call_threads, &tid);

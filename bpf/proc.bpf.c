@@ -6,7 +6,9 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
+#define SS_RINGBUF_BYTES (256 << 10)
 #include "events.h"
+#include "family_maps.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -28,18 +30,6 @@ struct {
   __type(value, __u8);
 } mmap_pending SEC(".maps");
 
-struct {
-  __uint(type, BPF_MAP_TYPE_RINGBUF);
-  __uint(max_entries, 256 << 10);
-} events SEC(".maps");
-
-struct {
-  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-  __uint(max_entries, SS_CNT_NUM);
-  __type(key, __u32);
-  __type(value, __u64);
-} counters SEC(".maps");
-
 static __always_inline int is_traced(__u32 tgid) {
   return all_processes || bpf_map_lookup_elem(&traced, &tgid) != 0;
 }
@@ -47,9 +37,7 @@ static __always_inline int is_traced(__u32 tgid) {
 static __always_inline void emit(__u32 event, __u32 pid, __u32 ppid) {
   struct ss_proc_record *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
   if (!r) {
-    __u32 slot = SS_CNT_RB_FULL;
-    __u64 *v = bpf_map_lookup_elem(&counters, &slot);
-    if (v) *v += 1;
+    ss_count(SS_CNT_RB_FULL);
     return;
   }
   r->kind = SS_REC_PROC;

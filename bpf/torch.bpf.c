@@ -6,6 +6,7 @@
 #include <bpf/bpf_tracing.h>
 
 #include "events.h"
+#include "family_maps.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -24,28 +25,11 @@ struct ss_torch_thread {
 };
 
 struct {
-  __uint(type, BPF_MAP_TYPE_RINGBUF);
-  __uint(max_entries, 8 << 20);
-} events SEC(".maps");
-
-struct {
-  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-  __uint(max_entries, SS_CNT_NUM);
-  __type(key, __u32);
-  __type(value, __u64);
-} counters SEC(".maps");
-
-struct {
   __uint(type, BPF_MAP_TYPE_LRU_HASH);
   __uint(max_entries, 8192);
   __type(key, __u32);
   __type(value, struct ss_torch_thread);
 } torch_threads SEC(".maps");
-
-static __always_inline void ss_count(__u32 slot) {
-  __u64 *v = bpf_map_lookup_elem(&counters, &slot);
-  if (v) *v += 1;
-}
 
 SEC("uprobe")
 int op_entry(struct pt_regs *ctx) {

@@ -1,0 +1,28 @@
+/* What every eBPF family object has: its ring buffer of records (SS_RINGBUF_BYTES, user space may resize it
+ * before load) and per-CPU counters (enum ss_counter in events.h) that user space reads as drops and notes. */
+#pragma once
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+
+#include "events.h"
+
+#ifndef SS_RINGBUF_BYTES
+#define SS_RINGBUF_BYTES (8 << 20)
+#endif
+
+struct {
+  __uint(type, BPF_MAP_TYPE_RINGBUF);
+  __uint(max_entries, SS_RINGBUF_BYTES);
+} events SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, SS_CNT_NUM);
+  __type(key, __u32);
+  __type(value, __u64);
+} counters SEC(".maps");
+
+static __always_inline void ss_count(__u32 slot) {
+  __u64 *v = bpf_map_lookup_elem(&counters, &slot);
+  if (v) *v += 1;
+}
