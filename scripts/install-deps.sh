@@ -10,7 +10,7 @@ PKGS=(
   libeigen3-dev libcli11-dev libfmt-dev nlohmann-json3-dev          # engine, CLI, output
   libprotobuf-dev protobuf-compiler                                 # Perfetto traces
   libgtest-dev libgmock-dev libbenchmark-dev                        # tests and benchmarks
-  python3 python3-torch python3-numpy python3-sklearn               # real CPU workloads and peers (Debian's, not PyPI)
+  python3 python3-torch python3-numpy python3-sklearn python3-xgboost python3-matplotlib             # real CPU workloads and peers (Debian's, not PyPI)
   procps util-linux
   chromium                                                          # headless render check of the HTML reports
 )

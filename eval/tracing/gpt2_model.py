@@ -7,6 +7,16 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
+def attention(q, k, v, dropout_p):
+    """Causal attention; the explicit form where torch has no fused kernel (Debian's torch 1.13 on the CPU)."""
+    if hasattr(F, "scaled_dot_product_attention"):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout_p)
+    t = q.shape[-2]
+    att = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+    att = att.masked_fill(torch.ones(t, t, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+    return F.dropout(att.softmax(-1), dropout_p) @ v
+
+
 class Block(nn.Module):
     def __init__(self, d_model, n_head, dropout):
         super().__init__()
@@ -25,7 +35,7 @@ class Block(nn.Module):
         q = q.view(b, t, self.n_head, c // self.n_head).transpose(1, 2)
         k = k.view(b, t, self.n_head, c // self.n_head).transpose(1, 2)
         v = v.view(b, t, self.n_head, c // self.n_head).transpose(1, 2)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0)
+        y = attention(q, k, v, self.dropout if self.training else 0.0)
         x = x + self.proj(y.transpose(1, 2).contiguous().view(b, t, c))
         return x + self.fc_out(F.gelu(self.fc(self.ln2(x))))
 

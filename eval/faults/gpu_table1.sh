@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# eACGM Table I data on the GPU machine: a fault-injected GPT-2 run recorded by stackscope, then the per-layer window
+# features (`stackscope features`) and the injection log written to OUTDIR. The table itself is computed anywhere
+# afterwards with eval/faults/table1.py (scikit-learn and xgboost from Debian).
+# Usage (device machine, repo root; stripped binaries at .carry/stackscope and .carry/netfault):
+#   bash eval/faults/gpu_table1.sh OUTDIR gpu  [SEED] [CLEAN_S] [TEST_S]   one GPU: python, torch, cuda, nvml faults
+#   bash eval/faults/gpu_table1.sh OUTDIR nccl [SEED] [CLEAN_S] [TEST_S]   two GPUs: NCCL over sockets on lo
+set -uo pipefail
+out=${1:?OUTDIR}; group=${2:-gpu}; seed=${3:-7}; clean=${4:-100}; test=${5:-380}; window=${WINDOW:-0.5}
+S=$(pwd)/.carry/stackscope
+export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
+mkdir -p "$out" /tmp/ft
+rm -f /tmp/ft/rec.sdb /tmp/ft/faults.jsonl*
+if [[ $group == gpu ]]; then
+  layers=cuda,torch,python,nvml
+  $S record -q --layers $layers,host --python-mode capi -o /tmp/ft/rec.sdb -- \
+    python3 eval/faults/fault_train.py --faults gpu --seed "$seed" --clean "$clean" --test "$test" \
+    --log /tmp/ft/faults.jsonl 2>&1 | grep -v Warning | tail -3
+else
+  layers=nccl,cuda,nvml
+  # NCCL over TCP sockets on loopback, so that netfault's dropped packets are real loss for it.
+  export NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_NET=Socket NCCL_SOCKET_IFNAME=lo
+  $S record -q --layers $layers,host -o /tmp/ft/rec.sdb -- \
+    torchrun --nproc-per-node 2 eval/faults/fault_train.py --faults nccl --small --seed "$seed" \
+    --clean "$clean" --test "$test" --netfault "$(pwd)/.carry/netfault" --log /tmp/ft/faults.jsonl 2>&1 \
+    | grep -v Warning | tail -3
+fi
+$S info /tmp/ft/rec.sdb > "$out/info_${group}_${seed}.txt"
+cat /tmp/ft/faults.jsonl* > "$out/faults_${group}_${seed}.jsonl"
+for l in ${layers//,/ }; do
+  $S features /tmp/ft/rec.sdb --layer "$l" --window "$window" -o "$out/${group}_${seed}_$l.csv" || echo "features $l failed"
+done
+head -30 "$out/info_${group}_${seed}.txt"
+ls -la "$out"
