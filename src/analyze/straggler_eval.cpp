@@ -1,6 +1,7 @@
 #include "analyze/straggler_eval.h"
 
 #include <algorithm>
+#include <map>
 #include <random>
 
 namespace stackscope::analyze {
@@ -69,6 +70,36 @@ StragglerEvalTrial score_trial(const SimOptions& sim, const StragglerOptions& op
       t.class_correct |= names_fault(rc.worker, f) && cause_is_edge(rc.kind) == sim_fault_is_edge(f.kind);
   }
   return t;
+}
+
+namespace {
+
+template <typename Key, typename KeyOf, typename Label>
+std::vector<StragglerEvalRow> rows_by(const std::vector<StragglerEvalTrial>& trials, KeyOf key_of, Label label) {
+  std::map<Key, StragglerEvalRow> rows;
+  for (auto& t : trials) {
+    auto& row = rows[key_of(t)];
+    row.trials++;
+    row.top1_correct += t.top1_correct;
+    row.class_correct += t.class_correct;
+    row.stage1_top1_correct += t.stage1_top1_correct;
+  }
+  std::vector<StragglerEvalRow> out;
+  for (auto& [key, row] : rows) {
+    row.label = label(key);
+    out.push_back(row);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<StragglerEvalRow> StragglerEvalResult::by_scenario() const {
+  return rows_by<std::string>(details, [](auto& t) { return t.scenario(); }, [](auto& k) { return k; });
+}
+
+std::vector<StragglerEvalRow> StragglerEvalResult::by_workers() const {
+  return rows_by<int>(details, [](auto& t) { return t.workers; }, [](int k) { return std::to_string(k); });
 }
 
 StragglerEvalResult evaluate_straggler_detection(const StragglerEvalOptions& options) {

@@ -29,6 +29,14 @@ struct StragglerEvalTrial {
   bool stage1_top1_correct = false;  // stage 1 alone (KS rhythm) ranks an injected straggler first
   bool class_correct = false;
   std::string top_cause;  // "compute-operator rank3 backward.layer2"
+  // The scenario it tests: the fault kind's name, or "several" for 2-3 stragglers at once.
+  std::string scenario() const { return faults.size() == 1 ? sim_fault_name(faults.front().kind) : "several"; }
+};
+
+// Accuracy over a subset of the trials (one scenario, or one worker count).
+struct StragglerEvalRow {
+  std::string label;
+  int trials = 0, top1_correct = 0, class_correct = 0, stage1_top1_correct = 0;
 };
 
 struct StragglerEvalResult {
@@ -37,6 +45,8 @@ struct StragglerEvalResult {
   double top1_accuracy() const { return trials ? double(top1_correct) / trials : 0; }
   double class_accuracy() const { return trials ? double(class_correct) / trials : 0; }
   double stage1_top1_accuracy() const { return trials ? double(stage1_top1_correct) / trials : 0; }
+  std::vector<StragglerEvalRow> by_scenario() const;
+  std::vector<StragglerEvalRow> by_workers() const;
 };
 
 // One random trial's simulation options (exposed so a failing trial can be replayed).

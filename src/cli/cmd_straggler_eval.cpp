@@ -29,20 +29,43 @@ RegisterCommand reg("straggler-eval", 36, [](CLI::App& app, int& exit_code) {
       if (w < 4) throw std::invalid_argument("--workers: every count must be at least 4");
     const auto r = analyze::evaluate_straggler_detection(*opt);
     if (*json) {
+      auto rows_json = [](const std::vector<analyze::StragglerEvalRow>& rows) {
+        auto out = nlohmann::json::array();
+        for (auto& row : rows)
+          out.push_back({{"label", row.label},
+                         {"trials", row.trials},
+                         {"top1_correct", row.top1_correct},
+                         {"stage1_top1_correct", row.stage1_top1_correct},
+                         {"class_correct", row.class_correct}});
+        return out;
+      };
       std::cout << nlohmann::json{{"trials", r.trials},
                                   {"top1_accuracy", r.top1_accuracy()},
                                   {"stage1_top1_accuracy", r.stage1_top1_accuracy()},
-                                  {"class_accuracy", r.class_accuracy()}}
+                                  {"class_accuracy", r.class_accuracy()},
+                                  {"by_scenario", rows_json(r.by_scenario())},
+                                  {"by_workers", rows_json(r.by_workers())}}
                        .dump(2)
                 << "\n";
     } else {
       std::printf("trials %d  top-1 straggler %.3f  (stage 1 alone %.3f)  root-cause class %.3f\n", r.trials,
                   r.top1_accuracy(), r.stage1_top1_accuracy(), r.class_accuracy());
+      auto print_rows = [](const char* title, const std::vector<analyze::StragglerEvalRow>& rows) {
+        std::printf("%-20s %7s %9s %9s %9s\n", title, "trials", "top-1", "stage 1", "class");
+        for (auto& row : rows)
+          std::printf("%-20s %7d %4d %4.0f%% %4d %4.0f%% %4d %4.0f%%\n", row.label.c_str(), row.trials,
+                      row.top1_correct, 100.0 * row.top1_correct / row.trials, row.stage1_top1_correct,
+                      100.0 * row.stage1_top1_correct / row.trials, row.class_correct,
+                      100.0 * row.class_correct / row.trials);
+      };
+      print_rows("scenario", r.by_scenario());
+      print_rows("workers", r.by_workers());
     }
     if (*verbose)
-      for (auto& t : r.details)
-        if (!t.top1_correct || !t.class_correct) {
-          std::printf("  failed: %d workers%s, top %d, cause [%s], injected:", t.workers, t.pipeline ? " (pipeline)" : "",
+      for (size_t i = 0; i < r.details.size(); ++i)
+        if (const auto& t = r.details[i]; !t.top1_correct || !t.class_correct) {
+          std::printf("  trial %zu failed %s: %d workers%s, top %d, cause [%s], injected:", i,
+                      !t.top1_correct ? "top-1+class" : "class", t.workers, t.pipeline ? " (pipeline)" : "",
                       t.top_worker, t.top_cause.c_str());
           for (auto& f : t.faults) std::printf(" %s@%d", analyze::sim_fault_name(f.kind), f.worker);
           std::printf("\n");
