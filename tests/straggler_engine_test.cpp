@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <random>
 
 #include "analyze/adaptive_tracing.h"
@@ -201,6 +202,59 @@ TEST(StragglerSteps, CollectivePeriodAndClockSkewAreRecovered) {
   EXPECT_LT(*std::max_element(ends.begin(), ends.end()) - *std::min_element(ends.begin(), ends.end()), 100'000.0);
   EXPECT_EQ(sequence_period({1, 2, 3, 1, 2, 3, 1, 2, 3}, 4), 3);
   EXPECT_EQ(sequence_period({1, 2, 3, 4, 5, 6}, 3), 0);
+}
+
+// Corrected end times of every communication instance with more than one participant: their largest spread.
+static double worst_end_spread(const TimelineSet& set, const std::vector<int64_t>& off) {
+  std::map<std::pair<uint32_t, int64_t>, std::vector<double>> ends;
+  for (size_t w = 0; w < set.workers.size(); ++w)
+    for (auto& op : set.workers[w].ops)
+      if (is_communication(op.kind) && op.collective_seq >= 0)
+        ends[{op.comm, op.collective_seq}].push_back(double(op.end_ns() - off[w]));
+  double worst = 0;
+  for (auto& [key, e] : ends)
+    if (e.size() > 1) worst = std::max(worst, *std::max_element(e.begin(), e.end()) - *std::min_element(e.begin(), e.end()));
+  return worst;
+}
+
+TEST(StragglerSteps, PipelineClockSkewIsRecoveredAcrossReplicasAndStages) {
+  // Pipeline replicas meet their stage peers only in the data-parallel all-reduce, and their neighbours in
+  // point-to-point transfers: the offsets must satisfy both (a quantile over the mixed residuals stalled
+  // with whole replicas ~10 ms off).
+  for (uint64_t seed : {3, 17, 29, 41}) {
+    SimOptions o;
+    o.parallelism = SimOptions::Parallelism::pipeline;
+    o.workers = 64;
+    o.steps = 8;
+    o.seed = seed;
+    auto set = simulate_training(o);
+    for (auto& w : set.workers)
+      std::stable_sort(w.ops.begin(), w.ops.end(), [](auto& a, auto& b) { return a.start_ns < b.start_ns; });
+    assign_steps(set);
+    EXPECT_LT(worst_end_spread(set, estimate_clock_offsets(set)), 200'000.0) << "seed " << seed;
+  }
+}
+
+TEST(StragglerSteps, IntermittentStallsDoNotDoubleOneWorkersStep) {
+  // Stalls in half of the steps can make the longest pause recur every two steps on that worker's timeline;
+  // its peers' period wins, so its step numbers stay aligned with theirs.
+  for (uint64_t seed : {1, 2, 3, 4, 5, 6, 7, 8}) {
+    SimOptions o;
+    o.parallelism = SimOptions::Parallelism::pipeline;
+    o.workers = 16;
+    o.steps = 8;
+    o.seed = seed;
+    o.faults = {{SimFaultKind::intermittent_stall, 9, 6, 3.0, 0, 0.5}};
+    auto set = simulate_training(o);
+    for (auto& w : set.workers)
+      std::stable_sort(w.ops.begin(), w.ops.end(), [](auto& a, auto& b) { return a.start_ns < b.start_ns; });
+    const auto det = assign_steps(set);
+    EXPECT_EQ(det.source, StepSource::collectives);
+    // The n-th data-parallel all-reduce closes step n on every worker.
+    for (size_t w = 0; w < set.workers.size(); ++w)
+      for (auto& op : set.workers[w].ops)
+        if (op.kind == OpKind::collective) EXPECT_EQ(op.step, op.collective_seq) << "seed " << seed << " worker " << w;
+  }
 }
 
 TEST(StragglerEndToEnd, SimulatedSlowOperatorIsNamedWithItsClass) {

@@ -131,7 +131,7 @@ StepDetection assign_steps(TimelineSet& set) {
   std::vector<int> worker_period(set.workers.size(), 0);
   std::vector<std::vector<size_t>> comm_idx(set.workers.size());
   std::vector<std::vector<double>> gaps(set.workers.size());
-  std::vector<int> periods;
+  std::vector<int> periods, base_period(set.workers.size(), 0), multiple(set.workers.size(), 1);
   for (size_t w = 0; w < set.workers.size(); ++w) {
     const auto& ops = set.workers[w].ops;
     std::vector<uint64_t> sig;
@@ -145,7 +145,20 @@ StepDetection assign_steps(TimelineSet& set) {
     if (sig.size() < 4) continue;
     const int p0 = sequence_period(sig, std::min<int>(512, sig.size() / 2), 0.9);
     if (p0 == 0) continue;
-    worker_period[w] = p0 * step_multiple(gaps[w], p0);
+    base_period[w] = p0;
+    multiple[w] = step_multiple(gaps[w], p0);
+  }
+  // Workers with the same base period do the same work: they take the multiple most of them see (the smaller
+  // on a tie). A straggler's intermittent stalls can make every other repetition pause longest on its own
+  // timeline, which alone would double its step and misalign it with its peers.
+  std::map<int, std::map<int, int>> votes;  // base period -> multiple -> workers
+  for (size_t w = 0; w < set.workers.size(); ++w)
+    if (base_period[w]) votes[base_period[w]][multiple[w]]++;
+  for (size_t w = 0; w < set.workers.size(); ++w) {
+    if (!base_period[w]) continue;
+    const auto& v = votes[base_period[w]];
+    const int k = std::max_element(v.begin(), v.end(), [](auto& a, auto& b) { return a.second < b.second; })->first;
+    worker_period[w] = base_period[w] * k;
     periods.push_back(worker_period[w]);
   }
   if (!periods.empty() && periods.size() * 2 >= set.workers.size()) {
@@ -222,33 +235,62 @@ std::vector<int64_t> estimate_clock_offsets(const TimelineSet& set) {
       if ((op.kind == OpKind::collective || op.kind == OpKind::p2p) && op.collective_seq >= 0)
         by_key[(static_cast<uint64_t>(op.comm) << 40) ^ static_cast<uint64_t>(op.collective_seq)]
             .emplace_back(static_cast<int>(w), op.end_ns());
-  std::vector<std::vector<std::pair<int, int64_t>>> instances;
-  for (auto& [key, parts] : by_key)
-    if (parts.size() >= 2) instances.push_back(std::move(parts));
-  // Participants of one instance end together, so offset differences are end differences. Pipeline
-  // neighbours only meet in pairs: solve all constraints together by relaxation (each worker moves to the
-  // 10% quantile of its residuals against each instance's median end, until nothing moves).
+  struct Instance {
+    size_t slot0;  // index of the first participant's (worker, communicator) slot
+    std::vector<std::pair<int, int64_t>> parts;
+  };
+  // One residual list per (worker, communicator): a worker's ends on different communicators are compared
+  // with different peers, and a quantile over the mixture sticks where one communicator's residuals are
+  // centred and another's are not (a pipeline replica offset against its stage peers while its point-to-point
+  // neighbours agree with it).
+  std::map<std::pair<int, uint32_t>, size_t> slot_of;
+  std::vector<int> slot_worker;
+  std::vector<Instance> instances;
+  std::vector<size_t> part_slot;
+  for (auto& [key, parts] : by_key) {
+    if (parts.size() < 2) continue;
+    const uint32_t comm = static_cast<uint32_t>(key >> 40);
+    Instance inst{part_slot.size(), std::move(parts)};
+    for (auto& [w, e] : inst.parts) {
+      auto [it, fresh] = slot_of.try_emplace({w, comm}, slot_worker.size());
+      if (fresh) slot_worker.push_back(w);
+      part_slot.push_back(it->second);
+    }
+    instances.push_back(std::move(inst));
+  }
+  // Participants of one instance end together, so offset differences are end differences. Each worker moves
+  // by the mean over its communicators of the 10% quantile of its residuals against each instance's median
+  // end (delays only add, so a low quantile; the small collectives that a slow link barely delays anchor
+  // it), until nothing moves.
   const size_t n = set.workers.size();
-  std::vector<double> offset(n, 0);
-  std::vector<std::vector<double>> residuals(n);
+  std::vector<double> offset(n, 0), move(n), comms(n);
+  std::vector<std::vector<double>> residuals(slot_worker.size());
   std::vector<double> ends;
-  for (int iter = 0; iter < 60; ++iter) {
+  for (int iter = 0; iter < 100; ++iter) {
     for (auto& r : residuals) r.clear();
-    for (auto& parts : instances) {
+    for (auto& inst : instances) {
       ends.clear();
-      for (auto& [w, e] : parts) ends.push_back(double(e) - offset[w]);
+      for (auto& [w, e] : inst.parts) ends.push_back(double(e) - offset[w]);
       std::sort(ends.begin(), ends.end());
       const size_t m = ends.size();
       const double med = m % 2 ? ends[m / 2] : 0.5 * (ends[m / 2 - 1] + ends[m / 2]);
-      for (auto& [w, e] : parts) residuals[w].push_back(double(e) - offset[w] - med);
+      for (size_t k = 0; k < inst.parts.size(); ++k)
+        residuals[part_slot[inst.slot0 + k]].push_back(double(inst.parts[k].second) - offset[inst.parts[k].first] - med);
     }
-    double moved = 0;
-    for (size_t w = 0; w < n; ++w) {
-      auto& d = residuals[w];
+    std::fill(move.begin(), move.end(), 0.0);
+    std::fill(comms.begin(), comms.end(), 0.0);
+    for (size_t sl = 0; sl < residuals.size(); ++sl) {
+      auto& d = residuals[sl];
       if (d.empty()) continue;
       const size_t q = d.size() / 10;
       std::nth_element(d.begin(), d.begin() + q, d.end());
-      const double step = iter < 5 ? d[q] : 0.7 * d[q];
+      move[slot_worker[sl]] += d[q];
+      comms[slot_worker[sl]] += 1;
+    }
+    double moved = 0;
+    for (size_t w = 0; w < n; ++w) {
+      if (!comms[w]) continue;
+      const double step = (iter < 5 ? 1.0 : 0.7) * move[w] / comms[w];
       offset[w] += step;
       moved = std::max(moved, std::abs(step));
     }
