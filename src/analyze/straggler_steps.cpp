@@ -287,10 +287,18 @@ std::vector<int64_t> estimate_clock_offsets(const TimelineSet& set) {
       move[slot_worker[sl]] += d[q];
       comms[slot_worker[sl]] += 1;
     }
+    // A low quantile sits below each worker's centre by about the same amount everywhere, so all workers
+    // would keep moving together; that common shift says nothing about relative offsets and is taken out.
+    std::vector<double> steps;
+    for (size_t w = 0; w < n; ++w)
+      if (comms[w]) steps.push_back(move[w] / comms[w]);
+    if (steps.empty()) break;
+    std::nth_element(steps.begin(), steps.begin() + steps.size() / 2, steps.end());
+    const double common = steps[steps.size() / 2];
     double moved = 0;
     for (size_t w = 0; w < n; ++w) {
       if (!comms[w]) continue;
-      const double step = (iter < 5 ? 1.0 : 0.7) * move[w] / comms[w];
+      const double step = (iter < 5 ? 1.0 : 0.7) * (move[w] / comms[w] - common);
       offset[w] += step;
       moved = std::max(moved, std::abs(step));
     }
