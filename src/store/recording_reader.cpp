@@ -195,6 +195,16 @@ std::vector<Note> RecordingReader::notes() const {
   });
 }
 
+std::optional<std::pair<int64_t, int64_t>> RecordingReader::data_span() const {
+  return guarded(path_, [&]() -> std::optional<std::pair<int64_t, int64_t>> {
+    auto q = impl_->db.prepare(
+        "SELECT min(f), max(l) FROM (SELECT t_first AS f, t_last AS l FROM event_blocks "
+        "UNION ALL SELECT t_first, t_last FROM sample_blocks)");
+    if (!q.step() || q.is_null(0)) return std::nullopt;
+    return std::pair{q.i64(0), q.i64(1)};
+  });
+}
+
 RecordingSummary RecordingReader::summary() const {
   return guarded(path_, [&] {
     RecordingSummary s;

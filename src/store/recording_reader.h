@@ -59,6 +59,9 @@ class RecordingReader {
   // Loads whole series (convenient for short recordings; analyses of long ones should stream).
   std::map<SeriesId, std::pair<std::vector<int64_t>, std::vector<double>>> load_samples() const;
 
+  // First and last time of any event (its end) or sample; nullopt when the recording holds neither.
+  std::optional<std::pair<int64_t, int64_t>> data_span() const;
+
   std::vector<Finding> findings() const;
   std::vector<Note> notes() const;
   RecordingSummary summary() const;

@@ -1,0 +1,137 @@
+// Per-layer feature tables with one row per fixed time window (what `stackscope features` writes and the
+// Table I benchmark feeds to `stackscope detect`). layer_features.h gives one row per event; a fault such as
+// forced synchronisation or a competing process shows as much in how many calls a window holds and how long
+// they take together as in any single call, so here every window of the recording is a row, including windows
+// where the layer had no event. Pure: events and samples in, matrices out.
+//
+// Call layers (cuda, torch, python, kernel; nccl adds bandwidth), per chosen event name:
+//   NAME.log10_count            log10(1 + calls starting in the window)
+//   NAME.median_log10_lat_ns    median of log10(duration ns) of the window's finished calls
+//   NAME.p95_log10_lat_ns       95th percentile of the same
+//   NAME.log10_bytes            log10(1 + sum of the calls' "bytes"), for names whose calls carry bytes
+//   NAME.median_log10_bw_Bps    nccl only: median of log10(bytes / duration s)
+// A window with no finished call of NAME has no latency (or bandwidth) of its own: it gets NAME's median over
+// the whole recording, so an idle window looks typical in latency and says what it is through its count.
+// Per layer: LAYER.log10_calls (every call of the layer) and LAYER.busy_fraction (time inside calls of nesting
+// depth 0, clipped to the window, over the window's length: nested calls are not counted twice; several
+// threads can make it exceed 1).
+//
+// Sampled series (nvml, host), per series: DEVICE.NAME.mean (gauges), DEVICE.NAME.rate_per_s (counters: the
+// increase per second between consecutive samples, a reset skipped), and DEVICE.NAME.max for utilisation
+// series. A window without a sample carries the previous window's value forward (the first value before the
+// first sample). Constant series (SeriesKind::static_value) are left out. NVML per-process series
+// (device "gpu0/pid123") become per-GPU columns: gpu0.procs.count, gpu0.procs.max_sm_util and, for the
+// processes that are not the traced target, gpu0.other_procs.count, .sm_util (sum of their window means) and
+// .mem_used (bytes, sum).
+#pragma once
+#include <Eigen/Dense>
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "model/event.h"
+#include "model/layer.h"
+#include "model/series.h"
+
+namespace stackscope::analyze {
+
+// Windows [start(i), end(i)) for i < count, back to back from first_ns.
+struct WindowGrid {
+  int64_t first_ns = 0;
+  int64_t width_ns = 0;
+  size_t count = 0;
+  int64_t start(size_t i) const { return first_ns + static_cast<int64_t>(i) * width_ns; }
+  int64_t end(size_t i) const { return start(i) + width_ns; }
+  std::optional<size_t> index_of(int64_t t_ns) const;  // nullopt outside the grid
+};
+
+// Whole windows from first_ns up to last_ns. A trailing partial window is dropped (its counts would look like
+// a collapse); a span shorter than one window gives one window. Throws std::invalid_argument for a width
+// <= 0 or last_ns < first_ns.
+WindowGrid make_window_grid(int64_t first_ns, int64_t last_ns, int64_t width_ns);
+
+struct WindowFeatureTable {
+  WindowGrid grid;
+  std::vector<std::string> columns;
+  Eigen::MatrixXd values;              // grid.count rows x columns.size()
+  std::vector<size_t> filled;          // per column: windows whose value was filled in (no data of their own)
+  std::vector<std::string> subjects;   // event names or series keys the columns describe
+};
+
+struct CallWindowOptions {
+  size_t top_names = 12;  // the most frequent event names of the layer get columns
+  // Names that get columns whenever the recording has them, however rare (see cuda_sync_and_memory_calls).
+  std::vector<std::string> always_names;
+};
+
+// CUDA runtime and driver synchronisation and allocation calls: forced synchronisation and allocator churn,
+// two of Table I's CUDA faults, show in them even where they are rare.
+const std::vector<std::string>& cuda_sync_and_memory_calls();
+
+// Accumulates the events of one layer (others are ignored) one at a time, so a long recording never has to be
+// held as Event objects; table() builds the columns described above.
+class CallWindowFeatures {
+ public:
+  CallWindowFeatures(Layer layer, WindowGrid grid, CallWindowOptions options = {});
+  void add(const Event& e);
+  size_t events() const { return calls_.size(); }  // events of the layer that started inside the grid
+  WindowFeatureTable table() const;
+
+ private:
+  struct Call {
+    uint32_t name;
+    uint32_t window;
+    float log10_latency_ns;  // NaN: no duration (instant or unfinished)
+    float log10_bandwidth;   // NaN: no bytes or no duration
+    double bytes;            // < 0: the call carries no bytes
+  };
+  Layer layer_;
+  WindowGrid grid_;
+  CallWindowOptions opt_;
+  std::vector<std::string> names_;
+  std::unordered_map<std::string, uint32_t> name_ids_;
+  std::vector<Call> calls_;
+  std::vector<double> busy_ns_;  // per window
+};
+
+// Window features of sampled series, fed one block run at a time (RecordingReader::for_each_sample_run).
+// `target_pids`: the traced processes, to tell other processes on the GPU apart (empty: unknown, and the
+// other_procs columns are left out).
+class SeriesWindowFeatures {
+ public:
+  SeriesWindowFeatures(WindowGrid grid, std::set<uint32_t> target_pids = {});
+  void add(const SeriesInfo& series, std::span<const int64_t> t_ns, std::span<const double> values);
+  size_t series() const { return series_.size() + proc_series_; }
+  WindowFeatureTable table() const;
+
+ private:
+  struct Acc {
+    double sum = 0, max = -INFINITY;
+    uint32_t n = 0;
+  };
+  struct Track {
+    SeriesInfo info;
+    std::vector<Acc> windows;
+    int64_t last_t = INT64_MIN;  // counters: the previous sample
+    double last_v = 0;
+  };
+  // Per-process NVML samples: (gpu, pid, window) -> window means.
+  struct ProcAcc {
+    Acc sm, mem;
+    bool seen = false;
+  };
+  WindowGrid grid_;
+  std::set<uint32_t> targets_;
+  std::map<SeriesId, Track> series_;
+  std::map<std::string, std::map<uint32_t, std::vector<ProcAcc>>> procs_;  // gpu -> pid -> windows
+  size_t proc_series_ = 0;
+  std::set<SeriesId> proc_series_ids_;
+};
+
+}  // namespace stackscope::analyze
