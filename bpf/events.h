@@ -48,6 +48,7 @@ enum ss_counter {
   SS_CNT_RB_FULL = 0,     /* ring-buffer reservation failed: a record lost */
   SS_CNT_NESTED = 1,      /* driver call folded into the runtime call above it */
   SS_CNT_UNMATCHED = 2,   /* a return without its entry (attached mid-call, or too deep) */
+  SS_CNT_GATED = 3,       /* a call entered while capture was paused (duty-cycled probes being detached) */
   SS_CNT_NUM = 4,
 };
 
@@ -109,6 +110,39 @@ struct ss_proc_record {
   __u32 pid;
   __u32 ppid;
   __u64 ts_ns;
+};
+
+/* ---- Kernel layer (bpf/kernel.bpf.c): counters aggregated in the kernel, read by user space every interval.
+ * Per-CPU values; user space sums them. Times in ns of bpf_ktime_get_ns. */
+struct ss_kproc_counters { /* per traced process (tgid), or key 0 for every task with --all */
+  __u64 oncpu_ns;
+  __u64 runq_ns;    /* runnable but waiting for a CPU: wakeup (or preemption) -> switch-in */
+  __u64 blocked_ns; /* off-CPU and not runnable: switch-out -> wakeup */
+  __u64 voluntary_switches;
+  __u64 involuntary_switches; /* switched out while still runnable (preempted) */
+  __u64 migrations;
+};
+
+#define SS_NR_SOFTIRQS 10 /* HI TIMER NET_TX NET_RX BLOCK IRQ_POLL TASKLET SCHED HRTIMER RCU */
+struct ss_ksys_counters { /* system-wide */
+  __u64 hardirq_count;
+  __u64 hardirq_ns;
+  __u64 softirq_count[SS_NR_SOFTIRQS];
+  __u64 softirq_ns[SS_NR_SOFTIRQS];
+  __u64 net_tx_packets;
+  __u64 net_tx_bytes;
+  __u64 net_rx_packets;
+  __u64 net_rx_bytes;
+  __u64 tcp_retransmits;
+  __u64 block_issued;
+  __u64 block_issued_bytes;
+  __u64 block_completed; /* completions of requests whose issue was seen */
+  __u64 block_latency_ns; /* sum of issue -> completion over block_completed */
+};
+
+struct ss_kirq_counters { /* per IRQ number (device IRQs: irqaction handlers) */
+  __u64 count;
+  __u64 ns;
 };
 
 #endif

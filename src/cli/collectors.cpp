@@ -3,6 +3,7 @@
 #include "sample/nvml_sampler.h"
 #include "sample/procfs_sampler.h"
 #ifdef STACKSCOPE_HAVE_BPF
+#include "trace/kernel_tracer.h"
 #include "trace/tracer.h"
 #endif
 
@@ -14,7 +15,7 @@ std::vector<LayerSupport> layer_support() {
     LayerSupport s{l, false, false};
     if (l == Layer::host || l == Layer::nvml) s.built = true;
 #ifdef STACKSCOPE_HAVE_BPF
-    if (trace::is_traced_layer(l)) s.built = s.needs_root = true;
+    if (trace::is_traced_layer(l) || l == Layer::kernel) s.built = s.needs_root = true;
 #endif
     out.push_back(s);
   }
@@ -30,6 +31,7 @@ std::vector<std::unique_ptr<Collector>> make_collectors(const std::vector<Layer>
     if (l == Layer::nvml) out.push_back(make_nvml_sampler({}));
 #ifdef STACKSCOPE_HAVE_BPF
     if (trace::is_traced_layer(l)) traced.push_back(l);
+    if (l == Layer::kernel) out.push_back(trace::make_kernel_tracer());
 #endif
   }
 #ifdef STACKSCOPE_HAVE_BPF
