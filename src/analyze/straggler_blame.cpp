@@ -185,14 +185,11 @@ std::vector<RootCause> stage3_blame(const TimelineSet& set, const std::vector<in
     rc.evidence = buf;
     out.push_back(std::move(rc));
   }
-  // Rank by delay added, weighted by the share of steps it recurs in: a cause that repeats is worth more
-  // than one noisy step of the same total (a busy host hiccups once; a slow operator is slow every step).
-  std::set<int32_t> all_steps;
-  for (auto& w : set.workers)
-    for (auto& op : w.ops)
-      if (op.step >= 0) all_steps.insert(op.step);
-  const double total = std::max<double>(1, all_steps.size());
-  for (auto& rc : out) rc.score = rc.excess_ns * std::sqrt(std::min(1.0, double(rc.steps.size()) / total));
+  // Rank by the delay each cause added over the trace. Not weighted by how many steps it recurs in: a persistent
+  // fault adds its delay in every step anyway, while among hundreds of workers some worker always collects a
+  // few ordinary hiccups (1.2-1.5x) on one operator, and a recurrence weight let that pile beat a real stall
+  // (2.5x and more) that hit one step.
+  for (auto& rc : out) rc.score = rc.excess_ns;
   std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.score > b.score; });
   if (out.size() > options.max_root_causes) out.resize(options.max_root_causes);
   return out;
