@@ -1,6 +1,8 @@
 // `stackscope detect` end to end, and the numeric CSV reader it uses.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
@@ -72,7 +74,7 @@ TEST(DetectCli, EveryMethodFlagsPlantedRows) {
   for (std::string m : {"gmm", "kmeans", "iforest", "dbscan", "zscore", "pca"}) {
     std::string out;
     const std::string cmd = bin() + " detect --method " + m + " --input " + dir.file("in.csv") + " --output " +
-                            dir.file(m + ".csv") + " --quantile 0.99 --seed 3 --json";
+                            dir.file(m + ".csv") + " --quantile 0.99 --seed 3 --constant-columns floor --json";
     ASSERT_EQ(run_command(cmd, &out), 0) << m << ": " << out;
     const auto j = nlohmann::json::parse(out);
     EXPECT_EQ(j["rows"], 404);
@@ -94,7 +96,7 @@ TEST(DetectCli, GmmTrainTestDeltaAndBic) {
   std::string out;
   ASSERT_EQ(run_command(bin() + " detect --method gmm --train " + dir.file("train.csv") + " --input " +
                             dir.file("test.csv") + " --output " + dir.file("s.csv") +
-                            " --delta 1e-6 --covariance diag --max-components 4 --json",
+                            " --delta 1e-6 --covariance diag --max-components 4 --ignore-columns flag --json",
                         &out),
             0)
       << out;
@@ -137,4 +139,59 @@ TEST(DetectCli, BadInputIsAClearError) {
                           "--covariance", "--restarts", "--seed", "--trees", "--eps", "--min-points", "--variance",
                           "--json"})
     EXPECT_NE(out.find(opt), std::string::npos) << opt;
+}
+
+namespace {
+
+// Training rows where `sync` (a log10 call count) is always 0, as a synchronisation call that never happens in
+// the clean period; the test file has 50 normal rows, then 5 rows where it jumps to log10(51).
+void write_constant_column_files(const TempDir& dir) {
+  std::mt19937 rng(7);
+  std::normal_distribution<double> g(0, 1);
+  std::ostringstream train, test;
+  train << "t0_ns,lat,calls,sync\n";
+  test << "t0_ns,lat,calls,sync\n";
+  for (int i = 0; i < 300; ++i) train << i << "," << 3 + 0.05 * g(rng) << "," << 2 + 0.02 * g(rng) << ",0\n";
+  for (int i = 0; i < 55; ++i)
+    test << i << "," << 3 + 0.05 * g(rng) << "," << 2 + 0.02 * g(rng) << "," << (i < 50 ? 0.0 : std::log10(51)) << "\n";
+  write_file(dir.file("train.csv"), train.str());
+  write_file(dir.file("test.csv"), test.str());
+}
+
+}  // namespace
+
+TEST(DetectCli, ConstantTrainingColumnIsAnErrorByDefaultAndScoredWithFloor) {
+  TempDir dir;
+  write_constant_column_files(dir);
+  const std::string files = " --train " + dir.file("train.csv") + " --input " + dir.file("test.csv") +
+                            " --ignore-columns t0_ns --output " + dir.file("s.csv");
+  std::string out;
+  for (std::string m : {"gmm", "kmeans", "iforest", "dbscan", "zscore", "pca"}) {
+    EXPECT_NE(run_command(bin() + " detect --method " + m + files, &out), 0) << m;
+    EXPECT_NE(out.find("column 'sync' is constant in the training data"), std::string::npos) << m << ": " << out;
+    EXPECT_NE(out.find("--constant-columns floor"), std::string::npos) << out;
+
+    ASSERT_EQ(run_command(bin() + " detect --method " + m + files + " --constant-columns floor --quantile 0.99 --json",
+                          &out),
+              0)
+        << m << ": " << out;
+    const ScoresFile s = read_scores(dir.file("s.csv"));
+    ASSERT_EQ(s.score.size(), 55u);
+    double normal_max = -INFINITY;
+    for (size_t r = 0; r < 50; ++r) normal_max = std::max(normal_max, s.score[r]);
+    for (size_t r = 50; r < 55; ++r) {
+      EXPECT_TRUE(std::isfinite(s.score[r])) << m << " row " << r;
+      EXPECT_GT(s.score[r], normal_max) << m << " row " << r << ": moving the constant column must stand out";
+      EXPECT_EQ(s.anomaly[r], 1) << m << " row " << r;
+    }
+    int false_alarms = 0;
+    for (size_t r = 0; r < 50; ++r) false_alarms += s.anomaly[r];
+    EXPECT_LE(false_alarms, 3) << m;
+  }
+  // Without an absolute floor a column constant at 0 has no scale at all: refused, not NaN.
+  EXPECT_NE(run_command(bin() + " detect --method zscore" + files + " --constant-columns floor --min-scale-abs 0", &out),
+            0);
+  EXPECT_NE(out.find("--min-scale-abs"), std::string::npos) << out;
+  EXPECT_NE(run_command(bin() + " detect --method zscore" + files + " --ignore-columns nope", &out), 0);
+  EXPECT_NE(out.find("no column 'nope'"), std::string::npos) << out;
 }

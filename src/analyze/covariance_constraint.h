@@ -34,4 +34,10 @@ struct DiagonalCovariance {
   static Eigen::Index parameters(Eigen::Index d) { return d; }
 };
 
+// Raises each variance to at least min_variance (per feature; empty: no floor). Raising diagonal entries adds a
+// non-negative diagonal matrix, so a full covariance stays positive definite.
+inline void floor_variances(Eigen::MatrixXd& cov, const Eigen::VectorXd& min_variance) {
+  if (min_variance.size() == cov.rows()) cov.diagonal() = cov.diagonal().cwiseMax(min_variance);
+}
+
 }  // namespace stackscope::analyze

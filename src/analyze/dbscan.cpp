@@ -35,15 +35,10 @@ Eigen::MatrixXd DbscanDetector::transform(const Eigen::MatrixXd& x) const {
 
 void DbscanDetector::fit(const Eigen::MatrixXd& input) {
   require_finite_matrix(input, "dbscan fit", 2);
-  mean_ = Eigen::VectorXd::Zero(input.cols());
-  scale_ = Eigen::VectorXd::Ones(input.cols());
-  if (opt_.standardize) {
-    mean_ = input.colwise().mean().transpose();
-    for (Eigen::Index c = 0; c < input.cols(); ++c) {
-      const double sd = std::sqrt((input.col(c).array() - mean_(c)).square().sum() / double(input.rows() - 1));
-      if (sd > 0) scale_(c) = sd;
-    }
-  }
+  const FeatureScaling s =
+      opt_.standardize ? FeatureScaling::fit(input, opt_.floor) : FeatureScaling::identity(input.cols());
+  mean_ = s.center();
+  scale_ = s.scale();
   Eigen::MatrixXd x = transform(input);
   if (x.rows() > opt_.max_train_rows) {
     std::vector<Eigen::Index> idx(static_cast<size_t>(x.rows()));

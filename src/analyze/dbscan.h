@@ -7,6 +7,7 @@
 #include <string>
 
 #include "analyze/detector.h"
+#include "analyze/feature_scaling.h"
 
 namespace stackscope::analyze {
 
@@ -14,6 +15,7 @@ struct DbscanOptions {
   double eps = 0;      // neighbourhood radius (in standardised units when standardize); 0: chosen from the data
   int min_points = 5;  // neighbours (the point included) that make a core point
   bool standardize = true;
+  ScaleFloor floor{};  // floor on the standardising deviations (feature_scaling.h); none by default
   // Auto eps: this quantile of every point's distance to its min_points-th neighbour.
   double eps_quantile = 0.95;
   Eigen::Index max_train_rows = 20000;  // neighbour search is quadratic: a larger training set is sub-sampled

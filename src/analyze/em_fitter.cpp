@@ -12,7 +12,8 @@ namespace stackscope::analyze {
 
 namespace {
 template <class Constraint>
-GaussianMixture maximize_with(const Eigen::MatrixXd& x, const Eigen::MatrixXd& resp, double reg) {
+GaussianMixture maximize_with(const Eigen::MatrixXd& x, const Eigen::MatrixXd& resp, double reg,
+                              const Eigen::VectorXd& min_variance) {
   const Eigen::Index k = resp.cols(), d = x.cols();
   // 10 * eps like scikit-learn: an empty component keeps a finite mean.
   const Eigen::VectorXd nk = resp.colwise().sum().transpose().array() + 10 * std::numeric_limits<double>::epsilon();
@@ -33,6 +34,7 @@ GaussianMixture maximize_with(const Eigen::MatrixXd& x, const Eigen::MatrixXd& r
       cov.selfadjointView<Eigen::Lower>().rankUpdate(w.transpose(), 1.0 / nk(c));
     }
     Constraint::apply(cov, reg);
+    floor_variances(cov, min_variance);
   }
   Eigen::VectorXd weights = nk / nk.sum();
   return GaussianMixture(std::move(weights), std::move(means), std::move(covs), Constraint::type);
@@ -41,7 +43,8 @@ GaussianMixture maximize_with(const Eigen::MatrixXd& x, const Eigen::MatrixXd& r
 // statistics at once (sums of r, r (x - m), r (x - m)(x - m)^T about the current means m, which keeps the
 // covariance update free of cancellation). Same update as the textbook two-pass form; the data is read once.
 template <class Constraint>
-GaussianMixture em_iteration(const GaussianMixture& model, const Eigen::MatrixXd& x, double reg, double& mean_ll) {
+GaussianMixture em_iteration(const GaussianMixture& model, const Eigen::MatrixXd& x, double reg,
+                             const Eigen::VectorXd& min_variance, double& mean_ll) {
   constexpr Eigen::Index kBlock = 256;
   const Eigen::Index k = model.components(), d = x.cols(), n = x.rows();
   const Eigen::RowVectorXd log_w = model.weights().array().log().transpose();
@@ -89,6 +92,7 @@ GaussianMixture em_iteration(const GaussianMixture& model, const Eigen::MatrixXd
       cov.triangularView<Eigen::Lower>() -= shift.row(c).transpose() * shift.row(c);
     }
     Constraint::apply(cov, reg);
+    floor_variances(cov, min_variance);
   }
   return GaussianMixture(nk / nk.sum(), mu + shift, std::move(covs), Constraint::type);
 }
@@ -101,8 +105,9 @@ EmFitter::EmFitter(EmOptions options) : opt_(options) {
 }
 
 GaussianMixture EmFitter::maximize(const Eigen::MatrixXd& x, const Eigen::MatrixXd& resp) const {
-  if (opt_.covariance == CovarianceType::diagonal) return maximize_with<DiagonalCovariance>(x, resp, opt_.reg_covar);
-  return maximize_with<FullCovariance>(x, resp, opt_.reg_covar);
+  if (opt_.covariance == CovarianceType::diagonal)
+    return maximize_with<DiagonalCovariance>(x, resp, opt_.reg_covar, opt_.min_variance);
+  return maximize_with<FullCovariance>(x, resp, opt_.reg_covar, opt_.min_variance);
 }
 
 double EmFitter::expect(const GaussianMixture& model, const Eigen::MatrixXd& x, Eigen::MatrixXd& resp) {
@@ -132,8 +137,8 @@ EmResult EmFitter::run(const Eigen::MatrixXd& x, GaussianMixture start) const {
   for (r.iterations = 1; r.iterations <= opt_.max_iterations; ++r.iterations) {
     double ll = 0;
     r.model = opt_.covariance == CovarianceType::diagonal
-                  ? em_iteration<DiagonalCovariance>(r.model, x, opt_.reg_covar, ll)
-                  : em_iteration<FullCovariance>(r.model, x, opt_.reg_covar, ll);
+                  ? em_iteration<DiagonalCovariance>(r.model, x, opt_.reg_covar, opt_.min_variance, ll)
+                  : em_iteration<FullCovariance>(r.model, x, opt_.reg_covar, opt_.min_variance, ll);
     r.mean_log_likelihood = ll;
     if (std::abs(ll - previous) < opt_.tolerance) {
       r.converged = true;
@@ -148,6 +153,9 @@ EmResult EmFitter::run(const Eigen::MatrixXd& x, GaussianMixture start) const {
 
 EmResult EmFitter::fit(const Eigen::MatrixXd& x) const {
   require_finite_matrix(x, "gmm fit", 1);
+  if (opt_.min_variance.size() != 0 && opt_.min_variance.size() != x.cols())
+    throw DetectorInputError("gmm fit: " + std::to_string(opt_.min_variance.size()) + " variance floors for " +
+                             std::to_string(x.cols()) + " columns");
   if (x.rows() < opt_.components)
     throw DetectorInputError("gmm fit: " + std::to_string(x.rows()) + " rows is fewer than the " +
                              std::to_string(opt_.components) + " components asked for");

@@ -17,6 +17,8 @@ struct EmOptions {
   int max_iterations = 100;
   double tolerance = 1e-3;   // on the change of the mean log-likelihood (scikit-learn's tol)
   double reg_covar = 1e-6;   // added to covariance diagonals (scikit-learn's reg_covar)
+  // Per feature, the smallest variance any component may have (after reg_covar); empty: no floor.
+  Eigen::VectorXd min_variance{};
   int restarts = 1;          // independent initialisations; the best mean log-likelihood is kept
   int kmeans_iterations = 10;  // Lloyd steps after k-means++ seeding, for the initial responsibilities
   uint64_t seed = 0;
@@ -32,7 +34,8 @@ struct EmResult {
 class EmFitter {
  public:
   explicit EmFitter(EmOptions options = {});
-  // Throws DetectorInputError on non-finite input or fewer rows than components.
+  // Throws DetectorInputError on non-finite input, fewer rows than components or a min_variance of the wrong
+  // size.
   EmResult fit(const Eigen::MatrixXd& x) const;
 
   // The pieces, exposed so benchmarks can time EM iterations from the same start as another implementation.

@@ -10,6 +10,7 @@
 
 #include "analyze/detector.h"
 #include "analyze/em_fitter.h"
+#include "analyze/feature_scaling.h"
 #include "analyze/gaussian_mixture.h"
 
 namespace stackscope::analyze {
@@ -25,6 +26,16 @@ struct GmmDetectorOptions {
   double tolerance = 1e-3;
   double reg_covar = 1e-6;
   uint64_t seed = 0;
+  // Standardise the features first (feature_scaling.h), so that reg_covar and the k-means++ start mean the same
+  // for every feature. Scores stay -log densities in the original units (the scaling's log Jacobian is added
+  // back), so delta keeps its meaning.
+  bool standardize = false;
+  // With standardize: floor on the standardising deviations, and on every component's variance (no component
+  // is narrower than the floor in any feature, so a feature constant in training scores a departure finitely).
+  ScaleFloor floor{};
+  // Without standardize: per feature, the smallest variance of any component in the caller's units (empty:
+  // none besides reg_covar).
+  Eigen::VectorXd min_variance{};
 };
 
 class GmmDetector final : public AnomalyDetector {
@@ -54,8 +65,13 @@ class GmmDetector final : public AnomalyDetector {
   int chosen_components() const { return static_cast<int>(fit_.model.components()); }
   const std::vector<double>& bic_by_components() const { return bic_; }  // empty when K was given
   const GmmDetectorOptions& options() const { return opt_; }
+  // Feature scaling applied before the mixture (identity without standardize); model() is in scaled units.
+  const FeatureScaling& scaling() const { return scaling_; }
 
  private:
+  // x in the model's units: x itself without standardize, else checked and scaled into `buffer`.
+  const Eigen::MatrixXd& prepared(const Eigen::MatrixXd& x, Eigen::MatrixXd& buffer) const;
+  FeatureScaling scaling_;
   GmmDetectorOptions opt_;
   EmResult fit_;
   std::vector<double> bic_;

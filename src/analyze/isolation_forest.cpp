@@ -42,7 +42,8 @@ int32_t IsolationForest::build(const Eigen::MatrixXd& x, std::vector<Eigen::Inde
     return self;
   };
   if (n <= 1 || depth >= max_depth) return make_leaf();
-  // Pick a random feature that is not constant on this node (like scikit-learn's extra trees).
+  // Pick a random feature that is not constant on this node (like scikit-learn's extra trees), or one constant
+  // in training that the floor makes splittable.
   const Eigen::Index d = x.cols();
   Eigen::Index feature = -1;
   double mn = 0, mx = 0;
@@ -59,6 +60,12 @@ int32_t IsolationForest::build(const Eigen::MatrixXd& x, std::vector<Eigen::Inde
       mx = std::max(mx, v);
     }
     if (mx > mn) {
+      feature = f;
+      break;
+    }
+    if (const double w = constant_width_[static_cast<size_t>(f)]; w > 0) {
+      mn -= w;
+      mx += w;
       feature = f;
       break;
     }
@@ -79,6 +86,9 @@ int32_t IsolationForest::build(const Eigen::MatrixXd& x, std::vector<Eigen::Inde
 void IsolationForest::fit(const Eigen::MatrixXd& x) {
   require_finite_matrix(x, "isolation forest fit", 2);
   dims_ = x.cols();
+  constant_width_.assign(static_cast<size_t>(x.cols()), 0.0);
+  if (opt_.floor.active())
+    for (Eigen::Index c : constant_columns(x)) constant_width_[static_cast<size_t>(c)] = opt_.floor.of(x(0, c));
   nodes_.clear();
   roots_.clear();
   const size_t n = static_cast<size_t>(x.rows());

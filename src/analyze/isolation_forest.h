@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "analyze/detector.h"
+#include "analyze/feature_scaling.h"
 
 namespace stackscope::analyze {
 
@@ -18,6 +19,10 @@ struct IsolationForestOptions {
   // Score through the branch-free complete-tree layout where the depth limit allows (the fast path); false keeps
   // the plain pointer walk (the reference the fast path is tested against).
   bool complete_layout = true;
+  // With a floor, a column constant in training can still be split, uniformly within floor.of(value) of its
+  // value: a row that moves it far is then isolated by any such split. Without, it is never split (and moving
+  // it goes unnoticed).
+  ScaleFloor floor{};
 };
 
 class IsolationForest final : public AnomalyDetector {
@@ -53,6 +58,7 @@ class IsolationForest final : public AnomalyDetector {
   static constexpr int kMaxCompleteDepth = 12;
   IsolationForestOptions opt_;
   std::vector<Node> nodes_;
+  std::vector<double> constant_width_;  // per feature: floor half-width where constant in training, else 0
   std::vector<int32_t> roots_;
   int depth_ = 0;                     // depth limit of the trees
   std::vector<int32_t> complete_feature_;  // per tree 2^depth - 1 internal nodes, children of i at 2i+1, 2i+2

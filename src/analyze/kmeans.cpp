@@ -113,15 +113,10 @@ Eigen::MatrixXd KMeansDetector::transform(const Eigen::MatrixXd& x) const {
 
 void KMeansDetector::fit(const Eigen::MatrixXd& x) {
   require_finite_matrix(x, "k-means fit", 1);
-  mean_ = Eigen::VectorXd::Zero(x.cols());
-  scale_ = Eigen::VectorXd::Ones(x.cols());
-  if (opt_.standardize) {
-    mean_ = x.colwise().mean().transpose();
-    for (Eigen::Index c = 0; c < x.cols(); ++c) {
-      const double sd = x.rows() > 1 ? std::sqrt((x.col(c).array() - mean_(c)).square().sum() / double(x.rows() - 1)) : 0;
-      if (sd > 0) scale_(c) = sd;  // constant column: centred only
-    }
-  }
+  // A constant column without a floor is centred only.
+  const FeatureScaling s = opt_.standardize ? FeatureScaling::fit(x, opt_.floor) : FeatureScaling::identity(x.cols());
+  mean_ = s.center();
+  scale_ = s.scale();
   KMeansOptions o = opt_.kmeans;
   o.clusters = static_cast<int>(std::min<Eigen::Index>(o.clusters, x.rows()));
   result_ = fit_kmeans(transform(x), o);

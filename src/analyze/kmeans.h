@@ -7,6 +7,7 @@
 #include <string>
 
 #include "analyze/detector.h"
+#include "analyze/feature_scaling.h"
 
 namespace stackscope::analyze {
 
@@ -35,6 +36,7 @@ KMeansResult fit_kmeans(const Eigen::MatrixXd& x, const KMeansOptions& options);
 struct KMeansDetectorOptions {
   KMeansOptions kmeans{.clusters = 8, .max_iterations = 100, .tolerance = 1e-4, .restarts = 3, .seed = 0};
   bool standardize = true;  // distances in training standard deviations (features differ in scale)
+  ScaleFloor floor{};       // floor on those standard deviations (feature_scaling.h); none by default
   // Clusters holding less than this share of the training rows are not "normal" centres (a few outliers that
   // won a centre of their own must not score 0): scores are distances to the nearest large cluster.
   double min_cluster_fraction = 0.01;

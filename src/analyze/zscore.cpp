@@ -9,14 +9,9 @@ namespace stackscope::analyze {
 
 void ZScore::fit(const Eigen::MatrixXd& x) {
   require_finite_matrix(x, "zscore fit", 2);
-  mean_ = x.colwise().mean().transpose();
-  const double n = static_cast<double>(x.rows());
-  std_.resize(x.cols());
-  for (Eigen::Index c = 0; c < x.cols(); ++c) {
-    const double var = (x.col(c).array() - mean_(c)).square().sum() / (n - 1.0);
-    const double floor = opt_.min_relative_std * std::max(1.0, std::abs(mean_(c)));
-    std_(c) = std::max(std::sqrt(var), floor);
-  }
+  const FeatureScaling s = FeatureScaling::fit(x, opt_.floor);
+  mean_ = s.center();
+  std_ = s.scale();
 }
 
 Eigen::MatrixXd ZScore::z(const Eigen::MatrixXd& x) const {

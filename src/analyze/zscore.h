@@ -5,6 +5,7 @@
 #include <string>
 
 #include "analyze/detector.h"
+#include "analyze/feature_scaling.h"
 
 namespace stackscope::analyze {
 
@@ -12,9 +13,9 @@ struct ZScoreOptions {
   enum class Aggregate { mean_abs, max_abs };
   // mean_abs: Reveal's "mean absolute Z-score" of a row; max_abs: the single worst feature.
   Aggregate aggregate = Aggregate::mean_abs;
-  // Floor on a feature's standard deviation, relative to max(1, |mean|): a constant training column does not
-  // divide by zero; a test value that differs from that constant then scores very high, which it should.
-  double min_relative_std = 1e-9;
+  // Floor on a feature's standard deviation (feature_scaling.h): a constant training column does not divide by
+  // zero; a test value that differs from that constant then scores very high, which it should.
+  ScaleFloor floor{.relative = 1e-9, .absolute = 1e-9};
 };
 
 class ZScore final : public AnomalyDetector {

@@ -66,13 +66,25 @@ GroupReport analyze_group(const FeatureGroup& g, const std::string& host, std::v
     return rep;
   }
   for (auto c : keep) rep.features.push_back(g.columns[static_cast<size_t>(c)].name);
-  // Standardised so that the covariance regularisation means the same for every feature.
-  const Eigen::MatrixXd z = (g.x(Eigen::all, keep).rowwise() - mean(keep)).array().rowwise() / sd(keep).array();
+  // Standardised so that the covariance regularisation means the same for every feature, by a floored
+  // deviation (the variance floor): a log10 feature by at least a quarter of the smallest change worth
+  // reporting (so the flagging radius, about 4 deviations, is about that change), any other by at least 1 % of
+  // its level. A rate that is 5/s in every second then does not put 4/s thousands of deviations away.
+  Eigen::RowVectorXd scale = sd;
+  Eigen::VectorXd min_variance(static_cast<Eigen::Index>(keep.size()));
+  for (size_t k = 0; k < keep.size(); ++k) {
+    const Eigen::Index c = keep[k];
+    const double floor = g.columns[static_cast<size_t>(c)].log10 ? kMinLog10Change / 4 : 0.01 * std::abs(mean(c));
+    scale(c) = std::max(sd(c), floor);
+    min_variance(static_cast<Eigen::Index>(k)) = (floor / scale(c)) * (floor / scale(c));
+  }
+  const Eigen::MatrixXd z = (g.x(Eigen::all, keep).rowwise() - mean(keep)).array().rowwise() / scale(keep).array();
   analyze::GmmDetector det({.components = 0,
                             .max_components = kMaxComponents,
                             .covariance = analyze::CovarianceType::full,
                             .restarts = 2,
-                            .seed = 0});
+                            .seed = 0,
+                            .min_variance = min_variance});
   det.fit(z);
   // A low-weight, broad component can "explain" the outliers themselves (they would then sit close to their
   // most likely component). Refit on the rows whose most probable component is a major one, and judge every
@@ -89,7 +101,7 @@ GroupReport analyze_group(const FeatureGroup& g, const std::string& host, std::v
     const int majors = static_cast<int>((w.array() >= kMinorWeight).count());
     if (static_cast<Eigen::Index>(major_rows.size()) >= kMinRows && majors >= 1) {
       analyze::GmmDetector refit({.components = 0, .max_components = majors, .covariance = analyze::CovarianceType::full,
-                                  .restarts = 2, .seed = 1});
+                                  .restarts = 2, .seed = 1, .min_variance = min_variance});
       refit.fit(z(major_rows, Eigen::all));
       det = std::move(refit);
     }
@@ -114,7 +126,7 @@ GroupReport analyze_group(const FeatureGroup& g, const std::string& host, std::v
           big = true;  // no natural effect size: keep the statistical verdict
           break;
         }
-        const double expected = det.model().means()(fcomp(static_cast<Eigen::Index>(f)), k) * sd(col) + mean(col);
+        const double expected = det.model().means()(fcomp(static_cast<Eigen::Index>(f)), k) * scale(col) + mean(col);
         big = std::abs(g.x(flagged[f], col) - expected) >= kMinLog10Change;
       }
       if (big) material.push_back(flagged[f]);
@@ -146,7 +158,7 @@ GroupReport analyze_group(const FeatureGroup& g, const std::string& host, std::v
     for (Eigen::Index k = 0; k < d; ++k) {
       const Eigen::Index col = keep[static_cast<size_t>(k)];
       const auto& fc = g.columns[static_cast<size_t>(col)];
-      const double expected = det.model().means()(comp(fi), k) * sd(col) + mean(col);
+      const double expected = det.model().means()(comp(fi), k) * scale(col) + mean(col);
       const bool material = !fc.log10 || std::abs(g.x(row, col) - expected) >= kMinLog10Change;
       if (material && (worst < 0 || std::abs(dev(fi, k)) > std::abs(dev(fi, worst)))) worst = k;
     }
@@ -154,7 +166,7 @@ GroupReport analyze_group(const FeatureGroup& g, const std::string& host, std::v
     for (Eigen::Index k = 0; k < d; ++k) {
       const Eigen::Index col = keep[static_cast<size_t>(k)];
       const auto& fc = g.columns[static_cast<size_t>(col)];
-      const double expected_raw = det.model().means()(comp(fi), k) * sd(col) + mean(col);
+      const double expected_raw = det.model().means()(comp(fi), k) * scale(col) + mean(col);
       Evidence e{g.subject, fc.display, fc.to_display(g.x(row, col)), fc.to_display(expected_raw), dev(fi, k)};
       if (k == worst) out.evidence.insert(out.evidence.begin(), e);  // the deviating feature first
       else out.evidence.push_back(e);

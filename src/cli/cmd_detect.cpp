@@ -1,5 +1,6 @@
 // stackscope detect: runs one engine detector over any numeric CSV (fit on --train, or on --input when no
 // training file is given) and writes one score per input row.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -25,12 +26,53 @@ struct DetectCliOptions {
   std::optional<double> delta, quantile;
   std::string covariance = "full";
   std::string aggregate = "mean";
+  std::string constant_columns = "error";
+  analyze::ScaleFloor floor{.relative = 1e-3, .absolute = 1e-3};
+  std::vector<std::string> ignore_columns;
   bool json = false;
 };
 
 Eigen::MatrixXd to_matrix(const NumericTable& t) {
   return Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(
       t.values.data(), static_cast<Eigen::Index>(t.rows()), static_cast<Eigen::Index>(t.columns.size()));
+}
+
+// The table without the named columns (time stamps, labels). Throws when a name is not a column.
+NumericTable without_columns(const NumericTable& t, const std::vector<std::string>& drop, const std::string& path) {
+  if (drop.empty()) return t;
+  for (const auto& d : drop)
+    if (std::find(t.columns.begin(), t.columns.end(), d) == t.columns.end())
+      throw std::invalid_argument(fmt::format("--ignore-columns: {} has no column '{}'", path, d));
+  NumericTable out;
+  std::vector<size_t> keep;
+  for (size_t c = 0; c < t.columns.size(); ++c)
+    if (std::find(drop.begin(), drop.end(), t.columns[c]) == drop.end()) {
+      keep.push_back(c);
+      out.columns.push_back(t.columns[c]);
+    }
+  if (keep.empty()) throw std::invalid_argument(fmt::format("--ignore-columns leaves no column of {}", path));
+  for (size_t r = 0; r < t.rows(); ++r)
+    for (size_t c : keep) out.values.push_back(t.values[r * t.columns.size() + c]);
+  return out;
+}
+
+// The default refuses a column that is constant in the training data (it carries nothing to learn from);
+// --constant-columns floor keeps it, scaled by the floor, so that a row moving it scores as far out.
+void require_varying(const Eigen::MatrixXd& x, const NumericTable& t, const std::string& path,
+                     const analyze::ScaleFloor& floor) {
+  const auto constant = analyze::constant_columns(x);
+  if (constant.empty()) return;
+  std::string names;
+  for (size_t i = 0; i < constant.size() && i < 8; ++i)
+    names += fmt::format("{}'{}'", i ? ", " : "", t.columns[static_cast<size_t>(constant[i])]);
+  if (constant.size() > 8) names += fmt::format(" and {} more", constant.size() - 8);
+  const double v = x(0, constant[0]);
+  throw std::invalid_argument(fmt::format(
+      "{}: column {} {} constant in the training data (first: every row is {}): nothing to learn from. Drop {} "
+      "(--ignore-columns), or pass --constant-columns floor to keep {} with its scale floored at max({} x |value|, "
+      "{}), so that a row that moves {} scores far out",
+      path, names, constant.size() > 1 ? "are" : "is", v, constant.size() > 1 ? "them" : "it",
+      constant.size() > 1 ? "them" : "it", floor.relative, floor.absolute, constant.size() > 1 ? "one" : "it"));
 }
 
 // Detector errors name a 0-based row and column of the matrix; say it in the CSV's terms.
@@ -79,11 +121,19 @@ int run_detect(DetectCliOptions& opt) {
     throw std::invalid_argument("--delta is the GMM density threshold (eACGM Definition 1); use --quantile for " +
                                 cfg.method);
   if (opt.delta && !(*opt.delta > 0)) throw std::invalid_argument("--delta must be > 0");
+  // One floor for every method (analyze/feature_scaling.h); the GMM standardises too, its scores staying
+  // densities in the CSV's units.
+  if (opt.constant_columns == "floor" && !(opt.floor.absolute > 0))
+    throw std::invalid_argument("--constant-columns floor needs --min-scale-abs > 0 (a column constant at 0 has no "
+                                "relative floor)");
+  cfg.gmm.standardize = true;
+  cfg.gmm.floor = cfg.kmeans.floor = cfg.dbscan.floor = cfg.pca.floor = cfg.zscore.floor = cfg.iforest.floor =
+      opt.floor;
 
-  const NumericTable test = read_numeric_csv(opt.input);
+  const NumericTable test = without_columns(read_numeric_csv(opt.input), opt.ignore_columns, opt.input);
   std::optional<NumericTable> train;
   if (!opt.train.empty()) {
-    train = read_numeric_csv(opt.train);
+    train = without_columns(read_numeric_csv(opt.train), opt.ignore_columns, opt.train);
     if (train->columns != test.columns)
       throw std::invalid_argument(fmt::format("{} and {} have different columns ({} vs {})", opt.train, opt.input,
                                               describe_columns(train->columns), describe_columns(test.columns)));
@@ -92,6 +142,8 @@ int run_detect(DetectCliOptions& opt) {
   const std::string fit_name = train ? opt.train : opt.input;
   const Eigen::MatrixXd x_fit = to_matrix(fit_on);
   const Eigen::MatrixXd x_test = train ? to_matrix(test) : x_fit;
+
+  if (opt.constant_columns == "error") require_varying(x_fit, fit_on, fit_name, opt.floor);
 
   auto detector = analyze::make_detector(cfg);
   Eigen::VectorXd train_scores, scores;
@@ -141,6 +193,8 @@ int run_detect(DetectCliOptions& opt) {
                      {"anomalies", anomalies},
                      {"threshold", threshold},
                      {"threshold_rule", rule},
+                     {"constant_columns", opt.constant_columns},
+                     {"scale_floor", {{"relative", opt.floor.relative}, {"absolute", opt.floor.absolute}}},
                      {"model", model_summary(*detector)}};
     std::cout << j.dump(2) << "\n";
   } else {
@@ -206,15 +260,33 @@ RegisterCommand reg("detect", 35, [](CLI::App& app, int& exit_code) {
       ->check(CLI::Range(1e-9, 1.0));
   cmd->add_option("--aggregate", opt->aggregate, "zscore: mean | max of the absolute z-scores of a row (default mean)")
       ->check(CLI::IsMember({"mean", "max"}));
+  cmd->add_option("--constant-columns", opt->constant_columns,
+                  "A column constant in the training data: error (the default) | floor (keep it; a row that moves "
+                  "it scores as far out as the floor says)")
+      ->check(CLI::IsMember({"error", "floor"}));
+  cmd->add_option("--min-scale-rel", opt->floor.relative,
+                  "Every method: standardise by max(sd, R x |training mean|, --min-scale-abs) (default 0.001)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--min-scale-abs", opt->floor.absolute,
+                  "Floor on the standardising scale in the column's own units (default 0.001; for the log10 "
+                  "columns of `stackscope features`, 0.01 is a 2.3 % change)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--ignore-columns", opt->ignore_columns, "Columns to leave out, e.g. t0_ns,t1_ns")->delimiter(',');
   cmd->add_flag("--json", opt->json, "Print a JSON summary (rows, anomalies, threshold, model parameters)");
   cmd->footer(
       "Scores: gmm -log density under the most likely component (eACGM Algorithm 2); kmeans distance to the\n"
       "nearest centre; iforest 2^(-mean path/c(n)); dbscan distance to the nearest core point / eps; zscore\n"
-      "mean (or max) |z|; pca Mahalanobis distance in the PCA subspace. Features other than gmm's are\n"
-      "standardised by the training data.\n"
+      "mean (or max) |z|; pca Mahalanobis distance in the PCA subspace. Every method standardises by the\n"
+      "training data with a floor on the scale (the variance floor: a feature that hardly moves in training\n"
+      "does not turn a small change into thousands of deviations); gmm components are also never narrower\n"
+      "than that floor, and its densities stay in the CSV's units. With --constant-columns floor, a column\n"
+      "constant in training is kept: moving it scores high and finite (pca gives it an axis of its own,\n"
+      "iforest may split it within the floor of its value).\n"
       "Examples:\n"
       "  stackscope detect --method gmm --train normal.csv --input test.csv --output scores.csv --delta 1e-4\n"
-      "  stackscope detect --method iforest --input data.csv --output scores.csv --quantile 0.99 --json");
+      "  stackscope detect --method iforest --input data.csv --output scores.csv --quantile 0.99 --json\n"
+      "  stackscope detect --method gmm --train clean.csv --input run.csv --output s.csv --ignore-columns t0_ns,t1_ns \\\n"
+      "      --constant-columns floor --min-scale-abs 0.01");
   cmd->callback([opt, &exit_code] {
     try {
       exit_code = run_detect(*opt);
