@@ -151,6 +151,38 @@ TEST(FeaturesCli, NvmlWindowMeansCountersAndOtherProcesses) {
   EXPECT_EQ(h.size(), 3u);
 }
 
+TEST(FeaturesCli, LikeWritesAnotherRecordingsColumns) {
+  TempDir dir;
+  write_recording(dir.file("r.sdb"));
+  {  // a second run: only kernel launches, 10^4 ns each, 2 per second for 3 s
+    RecordingWriter w(dir.file("other.sdb"));
+    for (int i = 0; i < 6; ++i) w.append_event(call("cudaLaunchKernel", 50 * kS + i * kS / 2, 10000));
+    w.close();
+  }
+  std::string out;
+  ASSERT_EQ(run_command(bin() + " features " + dir.file("r.sdb") + " --layer cuda --names 1 -o " + dir.file("ref.csv"),
+                        &out),
+            0)
+      << out;
+  ASSERT_EQ(run_command(bin() + " features " + dir.file("other.sdb") + " --layer cuda --like " + dir.file("ref.csv") +
+                            " -o " + dir.file("o.csv"),
+                        &out),
+            0)
+      << out;
+  const NumericTable ref = read_numeric_csv(dir.file("ref.csv")), other = read_numeric_csv(dir.file("o.csv"));
+  EXPECT_EQ(other.columns, ref.columns);
+  const auto t = read_table(dir.file("o.csv"));
+  expect_column(t, "cudaLaunchKernel.log10_count", {std::log10(3), std::log10(3)});
+  expect_column(t, "cudaLaunchKernel.median_log10_lat_ns", {4, 4});
+  expect_column(t, "cudaMalloc.log10_count", {0, 0});                // never called here
+  expect_column(t, "cudaMalloc.median_log10_lat_ns", {6, 6});        // the reference's median (10^6 ns)
+  expect_column(t, "cudaStreamSynchronize.p95_log10_lat_ns", {9, 9});
+  EXPECT_NE(run_command(bin() + " features " + dir.file("other.sdb") + " --layer cuda --like " + dir.file("r.sdb") +
+                            " -o " + dir.file("o.csv"),
+                        &out),
+            0);
+}
+
 TEST(FeaturesCli, BadInputIsAClearError) {
   TempDir dir;
   write_recording(dir.file("r.sdb"));

@@ -366,4 +366,40 @@ WindowFeatureTable SeriesWindowFeatures::table() const {
   return assemble(grid_, std::move(cols), std::move(filled), std::move(subjects));
 }
 
+WindowFeatureTable conform_columns(const WindowFeatureTable& table, const std::vector<std::string>& columns,
+                                   const std::map<std::string, double>& reference_median) {
+  auto ends_with = [](const std::string& s, std::string_view suffix) {
+    return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  WindowFeatureTable out;
+  out.grid = table.grid;
+  out.subjects = table.subjects;
+  out.columns = columns;
+  const auto rows = static_cast<Eigen::Index>(table.grid.count);
+  out.values.resize(rows, static_cast<Eigen::Index>(columns.size()));
+  for (size_t c = 0; c < columns.size(); ++c) {
+    const auto oc = static_cast<Eigen::Index>(c);
+    const auto it = std::find(table.columns.begin(), table.columns.end(), columns[c]);
+    if (it != table.columns.end()) {
+      const auto tc = static_cast<size_t>(it - table.columns.begin());
+      out.values.col(oc) = table.values.col(static_cast<Eigen::Index>(tc));
+      out.filled.push_back(table.filled[tc]);
+      continue;
+    }
+    const std::string& n = columns[c];
+    double v;
+    if (ends_with(n, ".log10_count") || ends_with(n, ".log10_bytes") || ends_with(n, ".log10_calls") ||
+        ends_with(n, ".busy_fraction")) {
+      v = 0;  // no call of that name here
+    } else if (auto m = reference_median.find(n); m != reference_median.end()) {
+      v = m->second;
+    } else {
+      throw std::invalid_argument("conform_columns: no reference value for column '" + n + "'");
+    }
+    out.values.col(oc).setConstant(v);
+    out.filled.push_back(table.grid.count);
+  }
+  return out;
+}
+
 }  // namespace stackscope::analyze

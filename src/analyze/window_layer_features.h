@@ -134,4 +134,12 @@ class SeriesWindowFeatures {
   std::set<SeriesId> proc_series_ids_;
 };
 
+// The table with exactly `columns`, in that order (the header of a table made from another recording, so that
+// `detect` can train on one recording and score another). A column this recording lacks gets the value it
+// would have had without data: 0 for counts, bytes and totals (LAYER.log10_calls, .log10_count, .log10_bytes,
+// .busy_fraction), otherwise `reference_median` of that column (the other recording's typical value); it is
+// counted as filled in every window. Columns not in `columns` are dropped.
+WindowFeatureTable conform_columns(const WindowFeatureTable& table, const std::vector<std::string>& columns,
+                                   const std::map<std::string, double>& reference_median);
+
 }  // namespace stackscope::analyze

@@ -9,13 +9,15 @@
 
 #include "analyze/window_layer_features.h"
 #include "cli/registry.h"
+#include "analyze/thresholds.h"
+#include "store/numeric_csv.h"
 #include "store/recording_reader.h"
 
 namespace stackscope::cli {
 namespace {
 
 struct FeaturesCliOptions {
-  std::string recording, layer, output;
+  std::string recording, layer, output, like;
   double window_s = 1.0;
   size_t names = 12;
   std::vector<uint32_t> target_pids;
@@ -65,6 +67,21 @@ int run_features(const FeaturesCliOptions& opt) {
     table = call_layer_table(r, *parse_layer(opt.layer), grid, opt.names);
   }
 
+  if (!opt.like.empty()) {
+    // The other table's columns, its medians standing in for what this recording lacks.
+    const NumericTable ref = read_numeric_csv(opt.like);
+    if (ref.columns.size() < 3 || ref.columns[0] != "t0_ns" || ref.columns[1] != "t1_ns")
+      throw std::invalid_argument(opt.like + " is not a table of `stackscope features` (t0_ns,t1_ns first)");
+    std::vector<std::string> columns(ref.columns.begin() + 2, ref.columns.end());
+    std::map<std::string, double> medians;
+    for (size_t c = 2; c < ref.columns.size(); ++c) {
+      std::vector<double> v(ref.rows());
+      for (size_t r = 0; r < ref.rows(); ++r) v[r] = ref.values[r * ref.columns.size() + c];
+      medians[ref.columns[c]] = analyze::threshold_at_quantile(std::span<const double>(v), 0.5);
+    }
+    table = analyze::conform_columns(table, columns, medians);
+  }
+
   std::ofstream out(opt.output, std::ios::binary);
   if (!out) throw std::runtime_error("cannot write " + opt.output);
   out << "t0_ns,t1_ns";
@@ -111,6 +128,10 @@ RegisterCommand reg("features", 33, [](CLI::App& app, int& exit_code) {
                   "Event layers: columns for the N most frequent event names (default 12; cuda also always gets "
                   "its sync and memory calls when present)")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--like", opt->like,
+                  "A features CSV of another recording: write exactly its columns (what this recording lacks: 0 "
+                  "for counts, bytes and busy time, else that CSV's median), to train on one and score the other")
+      ->check(CLI::ExistingFile);
   cmd->add_option("--target-pid", opt->target_pids,
                   "nvml: the traced process(es), besides the recording's own pid, for the other_procs columns");
   cmd->add_flag("--json", opt->json, "Print a JSON summary (columns, subjects, filled windows per column)");
