@@ -3,11 +3,15 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <algorithm>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "analyze/feature_scaling.h"
 #include "analyze/gmm_detector.h"
 #include "analyze/zscore.h"
+#include "store/recording_writer.h"
+#include "test_util.h"
 
 using namespace stackscope::analyze;
 
@@ -70,4 +74,52 @@ TEST(VarianceFloor, NoComponentIsNarrowerThanTheFloor) {
     EXPECT_NEAR(m2(1), 100.0, 1.0);
     EXPECT_TRUE(g.score(probe).allFinite());
   }
+}
+
+// `analyze`: a call rate that is exactly 5/s for a whole run (two latency modes, so two components, each with
+// no rate spread at all) and then drops to 1/s. The drop is found, and reported as a few floored deviations,
+// not the thousands a component of zero rate variance would give.
+TEST(VarianceFloor, AnalyzeReportsAConstantRateDropInFlooredDeviations) {
+  TempDir dir;
+  const std::string rec = dir.file("r.sdb");
+  std::vector<int64_t> drops;
+  {
+    stackscope::RecordingWriter w(rec);
+    std::mt19937 rng(5);
+    std::lognormal_distribution<double> jitter(0.0, 0.05);
+    const int64_t ms = 1'000'000;
+    int64_t t = 1000 * ms;
+    auto add = [&](int i) {
+      stackscope::Event e;
+      e.layer = stackscope::Layer::cuda;
+      e.pid = 1;
+      e.tid = 1;
+      e.start_ns = t;
+      e.duration_ns = static_cast<int64_t>((i % 2 ? 50'000.0 : 500'000.0) * jitter(rng));
+      e.name = "cudaStreamSynchronize";
+      w.append_event(std::move(e));
+    };
+    for (int i = 0; i < 400; ++i, t += 200 * ms) add(i);
+    for (int i = 0; i < 3; ++i) {
+      t += 2000 * ms;  // nothing in the second before each
+      drops.push_back(t);
+      add(i);
+    }
+    w.close();
+  }
+  std::string out;
+  ASSERT_EQ(run_command(std::string(STACKSCOPE_BIN) + " analyze " + rec + " --detector gmm --no-store --json", &out),
+            0)
+      << out;
+  const auto j = nlohmann::json::parse(out)["gmm"]["recordings"][0];
+  std::vector<int64_t> flagged;
+  for (const auto& f : j["findings"]) {
+    const auto& why = f["evidence"][0];
+    if (why["feature"] != "calls_per_s") continue;
+    flagged.push_back(f["t_start_ns"].get<int64_t>());
+    EXPECT_LT(std::abs(why["deviation_sd"].get<double>()), 60.0) << f.dump();  // 0.7 in log10 over a 0.025 floor: 28
+    EXPECT_GT(std::abs(why["deviation_sd"].get<double>()), 4.0) << f.dump();
+  }
+  std::sort(flagged.begin(), flagged.end());
+  EXPECT_EQ(flagged, drops) << out;
 }
