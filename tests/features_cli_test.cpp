@@ -42,6 +42,12 @@ void write_recording(const std::string& path) {
   w.append_event(call("cuMemAlloc", kT0 + 2 * kS + 20, 500'000, 1, 999));
   // A 1 s synchronisation from 13.5 s: half its time in w3, half in w4.
   w.append_event(call("cudaStreamSynchronize", kT0 + 3 * kS + kS / 2, kS));
+  // NCCL in w1: two all-reduces of 1 MB in 1 ms and 0.1 ms (1 and 10 GB/s).
+  for (int64_t d : {1'000'000, 100'000}) {
+    Event e = call("ncclAllReduce", kT0 + kS + d, d, 0, 1'000'000);
+    e.layer = Layer::nccl;
+    w.append_event(std::move(e));
+  }
   Event instant = call("cudaLaunchKernel", kT0 + 4 * kS + 1, 0);
   instant.flags = kEventInstant;  // counted, but no latency
   w.append_event(std::move(instant));
@@ -121,6 +127,20 @@ TEST(FeaturesCli, CudaWindowsCountsLatenciesBytesAndBusyTime) {
       << out;
   EXPECT_NE(out.find("\"windows\": 2"), std::string::npos) << out;
   EXPECT_NE(out.find("\"filled_windows\""), std::string::npos) << out;
+}
+
+TEST(FeaturesCli, NcclBytesAndBandwidth) {
+  TempDir dir;
+  write_recording(dir.file("r.sdb"));
+  std::string out;
+  ASSERT_EQ(run_command(bin() + " features " + dir.file("r.sdb") + " --layer nccl -o " + dir.file("n.csv"), &out), 0)
+      << out;
+  const auto t = read_table(dir.file("n.csv"));
+  expect_column(t, "ncclAllReduce.log10_count", {0, std::log10(3), 0, 0, 0});
+  expect_column(t, "ncclAllReduce.log10_bytes", {0, std::log10(2e6 + 1), 0, 0, 0});
+  expect_column(t, "ncclAllReduce.median_log10_bw_Bps", {9.5, 9.5, 9.5, 9.5, 9.5});
+  expect_column(t, "ncclAllReduce.median_log10_lat_ns", {5.5, 5.5, 5.5, 5.5, 5.5});
+  expect_column(t, "nccl.busy_fraction", {0, 1.1e-3, 0, 0, 0});
 }
 
 TEST(FeaturesCli, NvmlWindowMeansCountersAndOtherProcesses) {
