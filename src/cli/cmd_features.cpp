@@ -29,7 +29,8 @@ const std::vector<std::string> kSeriesLayers{"nvml", "host"};
 
 analyze::WindowFeatureTable call_layer_table(const RecordingReader& r, Layer layer, const analyze::WindowGrid& grid,
                                              size_t names) {
-  analyze::CallWindowOptions o{.top_names = names};
+  analyze::CallWindowOptions o;
+  o.top_names = names;
   if (layer == Layer::cuda) o.always_names = analyze::cuda_sync_and_memory_calls();
   analyze::CallWindowFeatures acc(layer, grid, o);
   r.for_each_event({.layers = {layer}}, [&](const Event& e) { acc.add(e); });
@@ -147,9 +148,11 @@ RegisterCommand reg("features", 33, [](CLI::App& app, int& exit_code) {
       "window without a sample repeats the previous window's value. NVML per-process series become\n"
       "GPU.procs.count, GPU.procs.max_sm_util and GPU.other_procs.{count,sm_util,mem_used} (processes other\n"
       "than the recording's pid and --target-pid).\n"
-      "Example:\n"
-      "  stackscope features run.ssr --layer cuda --window 1 -o cuda.csv\n"
-      "  stackscope detect --method gmm --train cuda_clean.csv --input cuda.csv --output scores.csv");
+      "Examples:\n"
+      "  stackscope features run.sdb --layer cuda --window 1 -o cuda.csv\n"
+      "  stackscope features faulty.sdb --layer cuda --like cuda.csv -o cuda_faulty.csv\n"
+      "  stackscope detect --method gmm --train cuda.csv --input cuda_faulty.csv --output scores.csv \\\n"
+      "      --ignore-columns t0_ns,t1_ns --constant-columns floor");
   cmd->callback([opt, &exit_code] {
     try {
       exit_code = run_features(*opt);
