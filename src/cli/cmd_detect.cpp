@@ -88,7 +88,8 @@ nlohmann::json model_summary(const analyze::AnomalyDetector& d) {
     j["components"] = g->chosen_components();
     j["covariance"] = std::string(analyze::covariance_type_name(g->model().covariance_type()));
     j["weights"] = std::vector<double>(g->model().weights().data(), g->model().weights().data() + g->chosen_components());
-    j["mean_log_likelihood"] = g->fit_result().mean_log_likelihood;
+    // Per row, in the CSV's units like the scores (the model itself lives in standardised units).
+    j["mean_log_likelihood"] = g->fit_result().mean_log_likelihood - g->scaling().log_scale_sum();
     j["em_iterations"] = g->fit_result().iterations;
     j["converged"] = g->fit_result().converged;
     if (!g->bic_by_components().empty()) j["bic_by_components"] = g->bic_by_components();
