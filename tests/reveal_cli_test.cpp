@@ -121,6 +121,28 @@ TEST(RevealCli, StorageBurstIsAttributedToStorage) {
   EXPECT_TRUE(has_finding(j, "storage", 180, 184)) << j["findings"].dump(1);
 }
 
+TEST(RevealCli, CleanWarmUpBaselineFindsEveryOneOfSeveralEpisodes) {
+  TempDir dir;
+  const std::string rec = dir.file("many.sdb");
+  // Four 10 s episodes in 3 minutes: ~48 of ~178 windows are anomalous, far above the 1% the in-sample
+  // thresholds assume; fitted on the first 40 s alone, each episode stands out.
+  write_host_recording(rec, "h1", 180, 21,
+                       {{60, 70, "cpu.time.user{cpu0}", 90}, {90, 100, "mem.used", 4e8},
+                        {120, 130, "disk.write_bytes{vda}", 5e7}, {150, 160, "net.rx.bytes{eth0}", 5e7}});
+  auto j = analyze_json(rec + " --no-store --reveal-baseline 40s");
+  EXPECT_EQ(j["recordings"][0]["fit_windows"].get<int>(), 38);  // 3 s windows ending by 40 s
+  EXPECT_TRUE(has_finding(j, "cpu", 60, 70)) << j["findings"].dump(1);
+  EXPECT_TRUE(has_finding(j, "memory", 90, 100)) << j["findings"].dump(1);
+  EXPECT_TRUE(has_finding(j, "storage", 120, 130)) << j["findings"].dump(1);
+  EXPECT_TRUE(has_finding(j, "network", 150, 160)) << j["findings"].dump(1);
+  std::string out;
+  EXPECT_EQ(run_command(std::string(STACKSCOPE_BIN) + " analyze --detector reveal --no-store --reveal-baseline x " +
+                            rec + " 2>&1",
+                        &out),
+            2)
+      << out;
+}
+
 TEST(RevealCli, CrossHostMemoryImbalanceNamesTheHost) {
   TempDir dir;
   std::string args;

@@ -132,6 +132,75 @@ TEST(RevealWindowFeatures, ExtractorStreamsRunsCountersAndEvents) {
   EXPECT_DOUBLE_EQ(levels[3].mean, 64);  // static series still have a level for cross-host comparison
 }
 
+TEST(RevealWindowFeatures, RowSinkHandsOverTheSameRowsInOrderWithBoundedPending) {
+  // Two series, one of which stops half-way: the streaming extractor must give the matrix mode's rows where
+  // both series are present, in window order, while never holding more than max_pending rows.
+  auto feed = [](WindowFeatureExtractor& ex) {
+    ex.add_series(1, SeriesKind::gauge, SeriesCategory::dynamic);
+    ex.add_series(2, SeriesKind::counter, SeriesCategory::event_counter);
+    for (int64_t block = 0; block < 60; ++block) {  // 1 s blocks of 100 ms samples, both series per block
+      std::vector<int64_t> t;
+      std::vector<double> a, b;
+      for (int i = 0; i < 10; ++i) {
+        t.push_back((block * 10 + i) * 100 * kMs);
+        a.push_back(std::sin(static_cast<double>(block * 10 + i)) + (block == 40 ? 5 : 0));
+        b.push_back(static_cast<double>(block * 10 + i) / 3);
+      }
+      ex.add_samples(1, t, a);
+      if (block < 30) ex.add_samples(2, t, b);
+    }
+    ex.finish();
+  };
+  WindowFeatureExtractor batch(WindowSpec{}, 0, 60 * kS);
+  feed(batch);
+  WindowFeatureExtractor streaming(WindowSpec{}, 0, 60 * kS);
+  std::vector<size_t> order;
+  std::vector<std::vector<double>> rows;
+  streaming.set_row_sink([&](size_t w, std::span<const double> r) {
+    order.push_back(w);
+    rows.emplace_back(r.begin(), r.end());
+  }, 8);
+  feed(streaming);
+  ASSERT_EQ(rows.size(), batch.window_count());
+  EXPECT_TRUE(streaming.features().size() == 0);
+  for (size_t w = 0; w < rows.size(); ++w) {
+    EXPECT_EQ(order[w], w);
+    // Windows series 2 completed before it stopped (a window completes when a later sample arrives; its last
+    // window, ending at 30 s, only at finish(), after its row was handed over with the pending bound of 8).
+    const bool both = w + 3 < 30;
+    for (size_t c = 0; c < rows[w].size(); ++c)
+      if (both || streaming.columns()[c].series == 1)
+        EXPECT_NEAR(rows[w][c], batch.features()(static_cast<Eigen::Index>(w), static_cast<Eigen::Index>(c)), 1e-9)
+            << "window " << w << " column " << c;
+  }
+  EXPECT_THROW(streaming.set_row_sink([](size_t, std::span<const double>) {}), std::logic_error);
+}
+
+TEST(RevealPruning, CorrelationAccumulatorMatchesTheMatrixForm) {
+  std::mt19937 rng(5);
+  std::normal_distribution<double> n01;
+  Eigen::MatrixXd x(1000, 4);
+  for (int i = 0; i < 1000; ++i) {
+    const double a = n01(rng);
+    x.row(i) << 1e9 + 1e3 * a, -a + 0.5 * n01(rng), n01(rng), 7.0;  // large offset, correlated, free, constant
+  }
+  CorrelationAccumulator acc2(4);
+  for (int i = 0; i < 1000; ++i) {
+    std::vector<double> r = {x(i, 0), x(i, 1), x(i, 2), x(i, 3)};
+    acc2.add(r);
+  }
+  const Eigen::MatrixXd want = pearson_correlation(x), got = acc2.correlation();
+  EXPECT_EQ(acc2.rows(), 1000u);
+  EXPECT_LT((want - got).cwiseAbs().maxCoeff(), 1e-6);
+  EXPECT_EQ(got(3, 3), 0.0);
+  EXPECT_LT(got(0, 1), -0.5);
+  EXPECT_THROW(acc2.add(std::vector<double>{1, 2}), std::invalid_argument);
+  PruningWorkload w{"w", {"a", "b", "c", "d"}, Eigen::MatrixXd(), got};
+  auto pr = prune_metrics({w});
+  EXPECT_EQ(pr.kept.size(), 2u);  // a-or-b, and c; d is constant
+  EXPECT_EQ(pr.constant, std::vector<std::string>{"d"});
+}
+
 TEST(RevealPruning, KeepsOneRepresentativePerCorrelatedGroup) {
   std::mt19937 rng(7);
   std::normal_distribution<double> n01;
@@ -256,4 +325,46 @@ TEST(RevealNabScore, MatchesNabSweeperRules) {
   EXPECT_LT(l.score, 1.0 - 0.11 + 1e-9);
   EXPECT_GT(l.score, -1.0);
   EXPECT_NEAR(l.score, nab_scaled_sigmoid(-10.0 / 100.0) / nab_scaled_sigmoid(-1.0) - 0.11, 1e-9);
+}
+
+TEST(RevealNabScore, BestThresholdAgreesWithScoringEveryCandidate) {
+  // Two files; NAB's optimiser must pick the threshold whose corpus score, computed file by file with
+  // nab_score_file, is the highest among all distinct anomaly scores.
+  const auto profile = NabProfile::standard();
+  std::vector<NabFileScoring> files = {nab_prepare(400, {{200, 239}}, profile),
+                                       nab_prepare(300, {{100, 119}, {250, 269}}, profile)};
+  std::vector<std::vector<double>> scores(2);
+  uint64_t state = 12345;
+  auto next = [&] {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<double>(state >> 40) / static_cast<double>(1ULL << 24);
+  };
+  for (size_t f = 0; f < 2; ++f) {
+    scores[f].resize(files[f].sweep_score.size());
+    for (double& s : scores[f]) s = std::round(next() * 50) / 100;  // ties on purpose
+  }
+  scores[0][205] = 0.9;  // early in file 0's window
+  scores[1][255] = 0.95;
+  auto corpus_at = [&](double thr) {
+    double raw = 0;
+    for (size_t f = 0; f < 2; ++f) {
+      std::vector<uint8_t> det(scores[f].size());
+      for (size_t i = 0; i < det.size(); ++i) det[i] = scores[f][i] >= thr;
+      raw += nab_score_file(files[f], det, profile).score;
+    }
+    return raw;
+  };
+  double best_raw = corpus_at(2.0), best_thr = 2.0;  // nothing detected
+  for (const auto& fs : scores)
+    for (double t : fs)
+      if (corpus_at(t) > best_raw) {
+        best_raw = corpus_at(t);
+        best_thr = t;
+      }
+  const NabThreshold got = nab_best_threshold(files, scores, profile);
+  EXPECT_NEAR(got.raw, best_raw, 1e-9);
+  EXPECT_NEAR(corpus_at(got.threshold), best_raw, 1e-9);
+  EXPECT_GT(best_thr, 0.5);  // the two planted early detections beat the noise
+  // NAB's normalisation counts every labelled window as the perfect score.
+  EXPECT_NEAR(nab_normalized(3.0, 3, profile, 4), 100.0 * 6.0 / 7.0, 1e-9);
 }

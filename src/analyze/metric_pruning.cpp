@@ -49,21 +49,74 @@ Eigen::MatrixXd pearson_correlation(const Eigen::MatrixXd& values) {
   return r;
 }
 
+CorrelationAccumulator::CorrelationAccumulator(size_t columns)
+    : cols_(columns),
+      shift_(Eigen::RowVectorXd::Zero(static_cast<Eigen::Index>(columns))),
+      sum_(Eigen::RowVectorXd::Zero(static_cast<Eigen::Index>(columns))),
+      max_abs_(Eigen::RowVectorXd::Zero(static_cast<Eigen::Index>(columns))),
+      cross_(Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(columns), static_cast<Eigen::Index>(columns))),
+      block_(256, static_cast<Eigen::Index>(columns)) {}
+
+void CorrelationAccumulator::add(std::span<const double> row) {
+  if (row.size() != cols_)
+    throw std::invalid_argument("correlation: a row of " + std::to_string(row.size()) + " values for " +
+                                std::to_string(cols_) + " columns");
+  const Eigen::Map<const Eigen::RowVectorXd> x(row.data(), static_cast<Eigen::Index>(cols_));
+  if (!x.allFinite()) throw std::invalid_argument("correlation: non-finite value");
+  if (n_ == 0) shift_ = x;
+  ++n_;
+  max_abs_ = max_abs_.cwiseMax(x.cwiseAbs());
+  block_.row(block_rows_++) = x - shift_;
+  if (block_rows_ == block_.rows()) flush();
+}
+
+void CorrelationAccumulator::flush() {
+  if (block_rows_ == 0) return;
+  const auto b = block_.topRows(block_rows_);
+  sum_ += b.colwise().sum();
+  cross_.noalias() += b.transpose() * b;
+  block_rows_ = 0;
+}
+
+Eigen::MatrixXd CorrelationAccumulator::correlation() {
+  flush();
+  const auto m = static_cast<Eigen::Index>(cols_);
+  Eigen::MatrixXd r = Eigen::MatrixXd::Zero(m, m);
+  if (n_ < 2) return r;
+  const double n = static_cast<double>(n_);
+  // Centred cross products: sum (x-s)(y-s) - sum(x-s) sum(y-s) / n.
+  Eigen::MatrixXd cov = cross_ - sum_.transpose() * sum_ / n;
+  Eigen::VectorXd norm(m);
+  for (Eigen::Index j = 0; j < m; ++j) {
+    norm(j) = std::sqrt(std::max(cov(j, j), 0.0));
+    // Same "no spread" rule as pearson_correlation.
+    if (norm(j) <= 1e-12 * std::max(1.0, max_abs_(j)) * std::sqrt(n)) norm(j) = 0;
+  }
+  for (Eigen::Index i = 0; i < m; ++i)
+    for (Eigen::Index j = 0; j < m; ++j)
+      r(i, j) = norm(i) > 0 && norm(j) > 0 ? std::clamp(cov(i, j) / (norm(i) * norm(j)), -1.0, 1.0) : 0.0;
+  for (Eigen::Index j = 0; j < m; ++j) r(j, j) = norm(j) > 0 ? 1.0 : 0.0;
+  return r;
+}
+
 PruningResult prune_metrics(const std::vector<PruningWorkload>& workloads, const PruningOptions& options) {
   if (!(options.threshold > 0 && options.threshold <= 1))
     throw std::invalid_argument("metric pruning: threshold must be in (0, 1]");
   PruningResult result;
   std::set<std::string> kept, seen, varied;
   for (const PruningWorkload& w : workloads) {
-    if (static_cast<size_t>(w.values.cols()) != w.metrics.size())
+    const bool given = w.correlation.size() > 0;
+    const Eigen::Index width = given ? w.correlation.cols() : w.values.cols();
+    if (static_cast<size_t>(width) != w.metrics.size() || (given && w.correlation.rows() != width))
       throw std::invalid_argument("metric pruning: workload '" + w.name + "' has " + std::to_string(w.metrics.size()) +
-                                  " names for " + std::to_string(w.values.cols()) + " columns");
-    for (Eigen::Index j = 0; j < w.values.cols(); ++j)
-      if (!w.values.col(j).allFinite())
-        throw std::invalid_argument("metric pruning: workload '" + w.name + "' metric '" +
-                                    w.metrics[static_cast<size_t>(j)] + "' has a non-finite value");
-    const Eigen::MatrixXd r = pearson_correlation(w.values).cwiseAbs();
-    const auto m = static_cast<size_t>(w.values.cols());
+                                  " names for " + std::to_string(width) + " columns");
+    if (!given)
+      for (Eigen::Index j = 0; j < w.values.cols(); ++j)
+        if (!w.values.col(j).allFinite())
+          throw std::invalid_argument("metric pruning: workload '" + w.name + "' metric '" +
+                                      w.metrics[static_cast<size_t>(j)] + "' has a non-finite value");
+    const Eigen::MatrixXd r = (given ? w.correlation : pearson_correlation(w.values)).cwiseAbs();
+    const auto m = static_cast<size_t>(width);
     std::vector<double> corr_variance(m, 0.0);
     std::vector<size_t> order;
     for (size_t j = 0; j < m; ++j) {

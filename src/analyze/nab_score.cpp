@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <stdexcept>
 
 namespace stackscope::analyze {
@@ -101,11 +103,62 @@ NabRawScore nab_score_file(const NabFileScoring& p, std::span<const uint8_t> det
   return r;
 }
 
-double nab_normalized(double raw_total, size_t total_windows, const NabProfile& profile) {
+double nab_normalized(double raw_total, size_t total_windows, const NabProfile& profile, size_t label_windows) {
   const double null_score = -profile.fn_weight * static_cast<double>(total_windows);
-  const double perfect = profile.tp_weight * static_cast<double>(total_windows);
+  const double perfect = profile.tp_weight * static_cast<double>(label_windows ? label_windows : total_windows);
   if (perfect == null_score) return 0.0;
   return 100.0 * (raw_total - null_score) / (perfect - null_score);
+}
+
+NabThreshold nab_best_threshold(std::span<const NabFileScoring> files, std::span<const std::vector<double>> scores,
+                                const NabProfile& profile) {
+  if (files.size() != scores.size()) throw std::invalid_argument("NAB: scores for a different number of files");
+  struct Row {
+    double score;
+    uint32_t file;
+    int window;  // -1: outside every window
+    double sweep;
+  };
+  std::vector<Row> rows;
+  std::vector<size_t> window_base(files.size() + 1, 0);  // global window index = base[file] + window
+  for (size_t f = 0; f < files.size(); ++f) {
+    const NabFileScoring& p = files[f];
+    if (scores[f].size() != p.sweep_score.size()) throw std::invalid_argument("NAB: scores and rows differ in length");
+    int max_window = -1;
+    for (size_t i = 0; i < p.window_of.size(); ++i) {
+      if (p.window_of[i] == -2) continue;
+      max_window = std::max(max_window, p.window_of[i]);
+      rows.push_back({scores[f][i], static_cast<uint32_t>(f), p.window_of[i], p.sweep_score[i]});
+    }
+    window_base[f + 1] = window_base[f] + static_cast<size_t>(max_window + 1);
+  }
+  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.score > b.score; });
+  // Every scored window starts as a miss; the total moves as rows are switched on from the highest score down.
+  std::vector<double> best(window_base.back(), -profile.fn_weight);
+  std::vector<uint8_t> scored(window_base.back(), 0);
+  for (const Row& r : rows)
+    if (r.window >= 0) scored[window_base[r.file] + static_cast<size_t>(r.window)] = 1;
+  double total = 0;
+  for (size_t w = 0; w < best.size(); ++w)
+    if (scored[w]) total += best[w];
+  NabThreshold out{std::numeric_limits<double>::infinity(), total};  // nothing detected
+  for (size_t i = 0; i < rows.size();) {
+    const double thr = rows[i].score;
+    for (; i < rows.size() && rows[i].score == thr; ++i) {
+      const Row& r = rows[i];
+      if (r.window < 0) {
+        total += r.sweep;
+      } else {
+        double& b = best[window_base[r.file] + static_cast<size_t>(r.window)];
+        if (r.sweep > b) {
+          total += r.sweep - b;
+          b = r.sweep;
+        }
+      }
+    }
+    if (total > out.raw) out = {thr, total};
+  }
+  return out;
 }
 
 }  // namespace stackscope::analyze

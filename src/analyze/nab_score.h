@@ -44,7 +44,19 @@ struct NabRawScore {
 // Rows with detected[i] true count as detections.
 NabRawScore nab_score_file(const NabFileScoring& prepared, std::span<const uint8_t> detected, const NabProfile& profile);
 
-// 100 * (raw - null) / (perfect - null), where null = -A_FN * windows and perfect = A_TP * windows.
-double nab_normalized(double raw_total, size_t total_windows, const NabProfile& profile);
+// 100 * (raw - null) / (perfect - null), where null = -A_FN * scored windows (the null detector's raw score)
+// and perfect = A_TP * label windows (NAB's runner counts every labelled window there, even one wholly inside
+// a probationary period; 0 = the scored windows).
+double nab_normalized(double raw_total, size_t total_windows, const NabProfile& profile, size_t label_windows = 0);
+
+// NAB's threshold optimiser (optimizer.py over sweeper.calcScoreByThreshold): every distinct anomaly score in the
+// corpus is tried as the threshold (rows scoring at or above it are detections) and the best corpus raw score
+// wins. scores[f] holds file f's per-row anomaly scores.
+struct NabThreshold {
+  double threshold = 0;
+  double raw = 0;
+};
+NabThreshold nab_best_threshold(std::span<const NabFileScoring> files, std::span<const std::vector<double>> scores,
+                                const NabProfile& profile);
 
 }  // namespace stackscope::analyze

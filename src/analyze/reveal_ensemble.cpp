@@ -29,7 +29,7 @@ RevealEnsemble::RevealEnsemble(RevealEnsembleOptions options)
     : opt_(options),
       z_(ZScoreOptions{}),
       pca_(PcaMahalanobisOptions{options.pca_variance, true, 1e-12}),
-      iforest_(IsolationForestOptions{options.iforest_trees, 256, options.seed}) {}
+      iforest_(IsolationForestOptions{.trees = options.iforest_trees, .max_samples = 256, .seed = options.seed}) {}
 
 Eigen::MatrixXd RevealEnsemble::select(const Eigen::MatrixXd& x) const {
   Eigen::MatrixXd out(x.rows(), static_cast<Eigen::Index>(used_.size()));
@@ -41,9 +41,11 @@ void RevealEnsemble::fit(const Eigen::MatrixXd& x) {
   require_finite_matrix(x, "reveal ensemble fit", 3);
   input_cols_ = x.cols();
   used_.clear();
+  constant_.clear();
   for (Eigen::Index j = 0; j < x.cols(); ++j) {
     const double lo = x.col(j).minCoeff(), hi = x.col(j).maxCoeff();
     if (hi - lo > 1e-12 * std::max(1.0, std::max(std::abs(lo), std::abs(hi)))) used_.push_back(j);
+    else constant_.emplace_back(j, lo);
   }
   fitted_ = true;
   if (used_.empty()) return;  // nothing varies: nothing can be anomalous
@@ -65,12 +67,19 @@ RevealEnsembleResult RevealEnsemble::evaluate(const Eigen::MatrixXd& x) const {
   r.score = Eigen::VectorXd::Zero(n);
   if (used_.empty()) {
     r.z = r.maha = r.iforest = Eigen::VectorXd::Zero(n);
-    return r;
+  } else {
+    const Eigen::MatrixXd xs = select(x);
+    r.z = z_.score(xs);
+    r.maha = pca_.score(xs);
+    r.iforest = iforest_.score(xs);
   }
-  const Eigen::MatrixXd xs = select(x);
-  r.z = z_.score(xs);
-  r.maha = pca_.score(xs);
-  r.iforest = iforest_.score(xs);
+  // A column that never moved in training and moves now: beyond any z threshold.
+  for (Eigen::Index i = 0; i < n; ++i)
+    for (const auto& [j, c] : constant_)
+      if (std::abs(x(i, j) - c) > 1e-9 * std::max(1.0, std::abs(c))) {
+        r.z(i) = std::max(r.z(i), 2 * std::max(z_thr_, 1.0));
+        break;
+      }
   r.z_threshold = z_thr_;
   r.maha_threshold = maha_thr_;
   r.iforest_threshold = if_thr_;

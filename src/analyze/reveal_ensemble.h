@@ -41,7 +41,8 @@ class RevealEnsemble {
  public:
   explicit RevealEnsemble(RevealEnsembleOptions options = {});
   // Learns the workload's baseline from windows x features; thresholds are quantiles of these rows' scores.
-  // Constant columns are ignored. Throws DetectorInputError (fewer than 3 rows, non-finite values).
+  // Constant columns are left out of the three detectors; a later window in which one of them moves (an error
+  // counter that was zero all through a clean warm-up) is flagged by the Z detector, its z being infinite. Throws DetectorInputError (fewer than 3 rows, non-finite values).
   void fit(const Eigen::MatrixXd& features);
   RevealEnsembleResult evaluate(const Eigen::MatrixXd& features) const;
   const RevealEnsembleOptions& options() const { return opt_; }
@@ -52,6 +53,8 @@ class RevealEnsemble {
   Eigen::MatrixXd select(const Eigen::MatrixXd& x) const;
   RevealEnsembleOptions opt_;
   std::vector<Eigen::Index> used_;
+  // Columns constant through the fit and their value: one that moves later has an infinite z (see evaluate).
+  std::vector<std::pair<Eigen::Index, double>> constant_;
   Eigen::Index input_cols_ = 0;
   ZScore z_;
   PcaMahalanobis pca_;

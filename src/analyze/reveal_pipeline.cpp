@@ -7,58 +7,98 @@
 
 namespace stackscope::analyze {
 
-RevealPipelineResult run_reveal_pipeline(const Eigen::MatrixXd& x, const std::vector<AttributedColumn>& columns,
-                                         const RevealPipelineOptions& options) {
-  if (static_cast<size_t>(x.cols()) != columns.size())
-    throw std::invalid_argument("reveal pipeline: " + std::to_string(columns.size()) + " column descriptions for " +
+RevealStreamingPipeline::RevealStreamingPipeline(std::vector<AttributedColumn> columns, RevealPipelineOptions options)
+    : columns_(std::move(columns)), opt_(options), ensemble_(options.ensemble) {}
+
+void RevealStreamingPipeline::fit(const Eigen::MatrixXd& x, size_t total_windows) {
+  if (static_cast<size_t>(x.cols()) != columns_.size())
+    throw std::invalid_argument("reveal pipeline: " + std::to_string(columns_.size()) + " column descriptions for " +
                                 std::to_string(x.cols()) + " feature columns");
-  RevealPipelineResult out;
+  fitted_ = true;
+  out_ = {};
   const auto n = static_cast<size_t>(x.rows());
-  if (n < std::max<size_t>(options.min_windows, 3) || x.cols() == 0) {
-    out.too_short = true;
-    out.ensemble.flags.assign(n, 0);
-    out.ensemble.score = Eigen::VectorXd::Zero(x.rows());
-    return out;
+  if (n < std::max<size_t>(opt_.min_windows, 3) || x.cols() == 0) {
+    out_.too_short = true;
+    return;
   }
-  RevealEnsemble ensemble(options.ensemble);
-  ensemble.fit(x);
-  out.ensemble = ensemble.evaluate(x);
-  const FeatureBaseline baseline = robust_baseline(x);
-  for (size_t w = 0; w < n; ++w) {
-    if (!out.ensemble.flags[w]) continue;
-    RevealWindowReport r;
-    r.window = w;
-    r.methods = out.ensemble.flags[w];
-    r.score = out.ensemble.score(static_cast<Eigen::Index>(w));
-    r.attribution = attribute_window(x.row(static_cast<Eigen::Index>(w)), baseline, columns, options.attribution);
-    out.windows.push_back(std::move(r));
+  ensemble_.fit(x);
+  baseline_ = robust_baseline(x);
+  for (auto* v : {&z_, &maha_, &iforest_, &score_}) v->reserve(total_windows);
+}
+
+void RevealStreamingPipeline::add_window(size_t w, std::span<const double> values) {
+  if (!fitted_) throw std::logic_error("reveal pipeline: add_window before fit");
+  if (values.size() != columns_.size())
+    throw std::invalid_argument("reveal pipeline: a window row of " + std::to_string(values.size()) + " values for " +
+                                std::to_string(columns_.size()) + " columns");
+  out_.ensemble.flags.push_back(0);
+  if (out_.too_short) {
+    for (auto* v : {&z_, &maha_, &iforest_, &score_}) v->push_back(0);
+    return;
   }
+  const Eigen::Map<const Eigen::RowVectorXd> row(values.data(), static_cast<Eigen::Index>(values.size()));
+  const RevealEnsembleResult r = ensemble_.evaluate(row);
+  z_.push_back(r.z(0));
+  maha_.push_back(r.maha(0));
+  iforest_.push_back(r.iforest(0));
+  score_.push_back(r.score(0));
+  out_.ensemble.z_threshold = r.z_threshold;
+  out_.ensemble.maha_threshold = r.maha_threshold;
+  out_.ensemble.iforest_threshold = r.iforest_threshold;
+  out_.ensemble.flags.back() = r.flags[0];
+  if (!r.flags[0]) return;
+  RevealWindowReport rep;
+  rep.window = w;
+  rep.methods = r.flags[0];
+  rep.score = r.score(0);
+  rep.attribution = attribute_window(row.transpose(), baseline_, columns_, opt_.attribution);
   // Join overlapping flagged windows (consecutive indices) that point at the same subsystem.
-  for (const RevealWindowReport& r : out.windows) {
-    const bool extend = !out.anomalies.empty() && out.anomalies.back().last_window + 1 == r.window &&
-                        out.anomalies.back().subsystem == r.attribution.subsystem;
-    if (!extend) {
-      RevealAnomaly a;
-      a.first_window = r.window;
-      a.subsystem = r.attribution.subsystem;
-      out.anomalies.push_back(a);
-    }
-    RevealAnomaly& a = out.anomalies.back();
-    a.last_window = r.window;
-    a.methods |= r.methods;
-    a.score = std::max(a.score, r.score);
-    for (const Contribution& c : r.attribution.reasons) {
-      auto it = std::find_if(a.reasons.begin(), a.reasons.end(), [&](const Contribution& k) { return k.subject == c.subject; });
-      if (it == a.reasons.end()) a.reasons.push_back(c);
-      else if (std::abs(c.z) > std::abs(it->z)) *it = c;
-    }
+  const bool extend = !out_.anomalies.empty() && out_.anomalies.back().last_window + 1 == w &&
+                      out_.anomalies.back().subsystem == rep.attribution.subsystem;
+  if (!extend) {
+    RevealAnomaly a;
+    a.first_window = w;
+    a.subsystem = rep.attribution.subsystem;
+    out_.anomalies.push_back(a);
   }
-  for (RevealAnomaly& a : out.anomalies) {
+  RevealAnomaly& a = out_.anomalies.back();
+  a.last_window = w;
+  a.methods |= rep.methods;
+  a.score = std::max(a.score, rep.score);
+  for (const Contribution& c : rep.attribution.reasons) {
+    auto it = std::find_if(a.reasons.begin(), a.reasons.end(), [&](const Contribution& k) { return k.subject == c.subject; });
+    if (it == a.reasons.end()) a.reasons.push_back(c);
+    else if (std::abs(c.z) > std::abs(it->z)) *it = c;
+  }
+  out_.windows.push_back(std::move(rep));
+}
+
+RevealPipelineResult RevealStreamingPipeline::finish() {
+  auto to_vector = [](const std::vector<double>& v) {
+    return Eigen::VectorXd(Eigen::Map<const Eigen::VectorXd>(v.data(), static_cast<Eigen::Index>(v.size())));
+  };
+  out_.ensemble.z = to_vector(z_);
+  out_.ensemble.maha = to_vector(maha_);
+  out_.ensemble.iforest = to_vector(iforest_);
+  out_.ensemble.score = to_vector(score_);
+  for (RevealAnomaly& a : out_.anomalies) {
     std::stable_sort(a.reasons.begin(), a.reasons.end(),
                      [](const Contribution& p, const Contribution& q) { return std::abs(p.z) > std::abs(q.z); });
-    if (a.reasons.size() > options.max_reasons_per_anomaly) a.reasons.resize(options.max_reasons_per_anomaly);
+    if (a.reasons.size() > opt_.max_reasons_per_anomaly) a.reasons.resize(opt_.max_reasons_per_anomaly);
   }
-  return out;
+  return std::move(out_);
+}
+
+RevealPipelineResult run_reveal_pipeline(const Eigen::MatrixXd& x, const std::vector<AttributedColumn>& columns,
+                                         const RevealPipelineOptions& options) {
+  RevealStreamingPipeline p(columns, options);
+  p.fit(x, static_cast<size_t>(x.rows()));
+  std::vector<double> row(static_cast<size_t>(x.cols()));
+  for (Eigen::Index i = 0; i < x.rows(); ++i) {
+    for (Eigen::Index j = 0; j < x.cols(); ++j) row[static_cast<size_t>(j)] = x(i, j);
+    p.add_window(static_cast<size_t>(i), row);
+  }
+  return p.finish();
 }
 
 }  // namespace stackscope::analyze

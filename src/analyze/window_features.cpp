@@ -88,6 +88,66 @@ WindowFeatureExtractor::WindowFeatureExtractor(WindowSpec spec, int64_t t_begin,
       windows_(analyze::window_count(t_begin, t_end, spec)),
       levels_only_(levels_only) {}
 
+void WindowFeatureExtractor::set_row_sink(RowSink sink, size_t max_pending) {
+  if (layout_fixed_ || !columns_.empty()) throw std::logic_error("WindowFeatureExtractor: set_row_sink after add_series");
+  sink_ = std::move(sink);
+  max_pending_ = max_pending;
+}
+
+void WindowFeatureExtractor::fix_layout() {
+  if (layout_fixed_) return;
+  layout_fixed_ = true;
+  if (sink_) {
+    emitted_sum_.assign(columns_.size(), 0.0);
+    emitted_n_.assign(columns_.size(), 0);
+    if (max_pending_ == 0) max_pending_ = std::max<size_t>(600, (size_t{4} << 20) / std::max<size_t>(columns_.size(), 1));
+    return;
+  }
+  matrix_.setZero(static_cast<Eigen::Index>(windows_), static_cast<Eigen::Index>(columns_.size()));
+  missing_.assign(windows_ * columns_.size(), 1);
+}
+
+double* WindowFeatureExtractor::cell(size_t w, size_t c) {
+  if (!sink_) {
+    missing_[w * columns_.size() + c] = 0;
+    return &matrix_(static_cast<Eigen::Index>(w), static_cast<Eigen::Index>(c));
+  }
+  if (w < first_pending_) {
+    ++dropped_;
+    return nullptr;
+  }
+  while (first_pending_ + pending_.size() <= w)
+    pending_.push_back({std::vector<double>(columns_.size(), 0.0), std::vector<uint8_t>(columns_.size(), 1)});
+  PendingRow& row = pending_[w - first_pending_];
+  row.missing[c] = 0;
+  return &row.values[c];
+}
+
+void WindowFeatureExtractor::emit_ready(bool all) {
+  if (!sink_) return;
+  // Every series has completed the windows before the smallest next_window.
+  size_t ready = windows_;
+  for (const auto& [id, s] : series_)
+    if (s.category != SeriesCategory::static_value) ready = std::min(ready, s.next_window);
+  if (all) ready = windows_;
+  while (first_pending_ < windows_ && (first_pending_ < ready || pending_.size() > max_pending_)) {
+    if (pending_.empty())
+      pending_.push_back({std::vector<double>(columns_.size(), 0.0), std::vector<uint8_t>(columns_.size(), 1)});
+    PendingRow& row = pending_.front();
+    for (size_t c = 0; c < columns_.size(); ++c) {
+      if (row.missing[c]) {
+        row.values[c] = emitted_n_[c] ? emitted_sum_[c] / static_cast<double>(emitted_n_[c]) : 0.0;
+      } else {
+        emitted_sum_[c] += row.values[c];
+        ++emitted_n_[c];
+      }
+    }
+    sink_(first_pending_, row.values);
+    pending_.pop_front();
+    ++first_pending_;
+  }
+}
+
 void WindowFeatureExtractor::add_series(SeriesId id, SeriesKind kind, SeriesCategory category) {
   if (layout_fixed_) throw std::logic_error("WindowFeatureExtractor: add_series after samples");
   if (series_.count(id)) return;
@@ -105,11 +165,7 @@ void WindowFeatureExtractor::add_series(SeriesId id, SeriesKind kind, SeriesCate
 }
 
 void WindowFeatureExtractor::add_samples(SeriesId id, std::span<const int64_t> t_ns, std::span<const double> values) {
-  if (!layout_fixed_) {
-    layout_fixed_ = true;
-    matrix_.setZero(static_cast<Eigen::Index>(windows_), static_cast<Eigen::Index>(columns_.size()));
-    missing_.assign(windows_ * columns_.size(), 1);
-  }
+  fix_layout();
   auto it = series_.find(id);
   if (it == series_.end()) return;  // not declared: not analysed
   SeriesState& s = it->second;
@@ -135,6 +191,7 @@ void WindowFeatureExtractor::add_samples(SeriesId id, std::span<const int64_t> t
     s.t.push_back(t);
     s.v.push_back(v);
   }
+  emit_ready(false);
 }
 
 void WindowFeatureExtractor::complete_windows_before(SeriesState& s, int64_t t_ns) {
@@ -159,40 +216,36 @@ void WindowFeatureExtractor::complete_window(SeriesState& s, size_t w) {
   size_t e = b;
   while (e < s.t.size() && s.t[e] < win.end_ns) ++e;
   if (e == b) return;  // no sample: stays missing
-  const auto row = static_cast<Eigen::Index>(w);
-  const size_t cols = columns_.size();
+  auto put = [&](size_t c, double value) {
+    if (double* p = cell(w, c)) *p = value;
+  };
   if (s.category == SeriesCategory::dynamic && levels_only_) {
     double sum = 0;
     for (size_t i = b; i < e; ++i) sum += s.v[i];
-    matrix_(row, static_cast<Eigen::Index>(s.first_column)) = sum / static_cast<double>(e - b);
-    missing_[w * cols + s.first_column] = 0;
+    put(s.first_column, sum / static_cast<double>(e - b));
   } else if (s.category == SeriesCategory::dynamic) {
     std::array<double, kDynamicFeatureCount> f;
     dynamic_window_features(std::span<const double>(s.v.data() + b, e - b),
                             std::span<const int64_t>(s.t.data() + b, e - b), f);
-    for (size_t k = 0; k < kDynamicFeatureCount; ++k) {
-      matrix_(row, static_cast<Eigen::Index>(s.first_column + k)) = f[k];
-      missing_[w * cols + s.first_column + k] = 0;
-    }
+    for (size_t k = 0; k < kDynamicFeatureCount; ++k) put(s.first_column + k, f[k]);
   } else {
     double sum = 0;
     for (size_t i = b; i < e; ++i) sum += s.v[i];
-    matrix_(row, static_cast<Eigen::Index>(s.first_column)) = sum;
-    missing_[w * cols + s.first_column] = 0;
+    put(s.first_column, sum);
   }
 }
 
 void WindowFeatureExtractor::finish() {
   if (finished_) return;
   finished_ = true;
-  if (!layout_fixed_) {
-    layout_fixed_ = true;
-    matrix_.setZero(static_cast<Eigen::Index>(windows_), static_cast<Eigen::Index>(columns_.size()));
-    missing_.assign(windows_ * columns_.size(), 1);
-  }
+  fix_layout();
   for (auto& [id, s] : series_) {
     if (s.category == SeriesCategory::static_value) continue;
     complete_windows_before(s, std::numeric_limits<int64_t>::max());
+  }
+  if (sink_) {
+    emit_ready(true);
+    return;
   }
   // Gaps (a sampler that paused): the column's mean, so a gap itself is not an anomaly.
   const size_t cols = columns_.size();

@@ -18,6 +18,9 @@ struct AnalyzeOptions {
   std::string reveal_window = "3s";
   std::string reveal_stride = "1s";
   std::string reveal_metrics;
+  // reveal: fit the detectors on the windows of this first stretch of each recording only (a clean warm-up),
+  // so that several injected anomalies, or one long one, do not become the baseline. Empty: every window.
+  std::string reveal_baseline;
 };
 
 struct AnalysisOutput {

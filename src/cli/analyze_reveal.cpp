@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -45,11 +46,13 @@ std::string utc_time(int64_t realtime_ns) {
                      tm.tm_min, tm.tm_sec);
 }
 
-// Streams a recording into a window-feature extractor for the series `want` accepts.
+// Streams a recording's samples through a window-feature extractor whose rows go to `sink` one window at a
+// time (nothing of the recording is held beyond the windows in progress). Declares the series `want` accepts.
 template <typename Want>
-WindowFeatureExtractor extract(const RecordingReader& r, const RecordingSpan& span, const WindowSpec& spec,
-                               bool levels_only, Want want) {
+WindowFeatureExtractor stream_windows(const RecordingReader& r, const RecordingSpan& span, const WindowSpec& spec,
+                                      bool levels_only, Want want, WindowFeatureExtractor::RowSink sink) {
   WindowFeatureExtractor ex(spec, span.begin, span.end, levels_only);
+  ex.set_row_sink(std::move(sink));
   for (const SeriesInfo& s : r.series())
     if (want(s)) ex.add_series(s.id, s.kind, s.category);
   r.for_each_sample_run([&](const SeriesInfo& s, std::span<const int64_t> t, std::span<const double> v) {
@@ -58,6 +61,43 @@ WindowFeatureExtractor extract(const RecordingReader& r, const RecordingSpan& sp
   ex.finish();
   return ex;
 }
+
+// Most window rows the detectors are fitted on: all of a recording's windows up to this many cells (16 MiB),
+// else a uniform sample of that size (the baseline of a long recording; every window is still scored).
+constexpr size_t kFitSampleCells = size_t{2} << 20;
+// Per-window score arrays go into the JSON report up to this many windows.
+constexpr size_t kMaxWindowScoresInJson = 20000;
+
+// Uniform sample of rows (reservoir sampling, fixed seed: the same recording gives the same report).
+class RowReservoir {
+ public:
+  RowReservoir(size_t capacity, size_t columns) : cap_(std::max<size_t>(capacity, 1)), cols_(columns) {}
+  void add(size_t window, std::span<const double> row) {
+    ++seen_;
+    if (rows_.size() < cap_) {
+      rows_.emplace_back(window, std::vector<double>(row.begin(), row.end()));
+      return;
+    }
+    state_ = state_ * 6364136223846793005ULL + 1442695040888963407ULL;
+    const uint64_t k = (state_ >> 11) % seen_;
+    if (k < cap_) rows_[k] = {window, std::vector<double>(row.begin(), row.end())};
+  }
+  bool holds_everything() const { return seen_ == rows_.size(); }
+  size_t size() const { return rows_.size(); }
+  // In window order.
+  Eigen::MatrixXd matrix() {
+    std::sort(rows_.begin(), rows_.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    Eigen::MatrixXd m(static_cast<Eigen::Index>(rows_.size()), static_cast<Eigen::Index>(cols_));
+    for (size_t i = 0; i < rows_.size(); ++i)
+      for (size_t j = 0; j < cols_; ++j) m(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(j)) = rows_[i].second[j];
+    return m;
+  }
+
+ private:
+  size_t cap_, cols_, seen_ = 0;
+  uint64_t state_ = 0x9e3779b97f4a7c15ULL;
+  std::vector<std::pair<size_t, std::vector<double>>> rows_;
+};
 
 std::vector<std::string> load_metric_list(const std::string& path) {
   std::ifstream in(path);
@@ -104,6 +144,16 @@ AnalysisOutput analyze_reveal(const AnalyzeOptions& options) {
     return out;
   }
   spec = {*size, *stride};
+  std::optional<int64_t> baseline_ns;
+  if (!options.reveal_baseline.empty()) {
+    baseline_ns = parse_duration_ns(options.reveal_baseline);
+    if (!baseline_ns) {
+      out.text = fmt::format("reveal: bad --reveal-baseline '{}' (a duration such as 30s)\n", options.reveal_baseline);
+      out.json = {{"error", out.text}};
+      out.status = 2;
+      return out;
+    }
+  }
 
   // Open every recording; name hosts, disambiguating recordings of one host by their file name.
   std::vector<Loaded> recs;
@@ -122,30 +172,56 @@ AnalysisOutput analyze_reveal(const AnalyzeOptions& options) {
   for (Loaded& l : recs)
     if (host_uses[l.host] > 1) l.host += "/" + std::filesystem::path(l.path).stem().string();
 
-  // Metric pruning: reuse a saved list, or correlate window means per recording and take the union.
+  // Pass 1 per recording: whole-run levels of every series (cross-host comparison) and, unless a saved metric
+  // list is reused, the correlation of the non-static series' window means, accumulated window by window.
+  const bool reuse = !options.reveal_metrics.empty() && std::filesystem::exists(options.reveal_metrics);
+  std::vector<HostLevel> levels;
+  std::vector<PruningWorkload> workloads;
+  std::set<std::string> firing_counters;  // event counters that moved in some recording
+  size_t candidates = 0;
+  for (const Loaded& l : recs) {
+    std::optional<CorrelationAccumulator> corr;
+    auto ex = stream_windows(*l.reader, l.span, spec, true, [](const SeriesInfo&) { return true; },
+                             [&](size_t, std::span<const double> row) {
+                               if (reuse) return;
+                               if (!corr) corr.emplace(row.size());
+                               corr->add(row);
+                             });
+    for (const SeriesLevel& sl : ex.series_levels()) {
+      const SeriesInfo* s = l.reader->series_by_id(sl.series);
+      levels.push_back({l.host, s->key(), s->subsystem, sl.mean});
+    }
+    if (reuse) continue;
+    PruningWorkload w;
+    w.name = l.path;
+    for (const FeatureColumn& c : ex.columns()) w.metrics.push_back(l.reader->series_by_id(c.series)->key());
+    w.correlation = corr ? corr->correlation() : Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(w.metrics.size()),
+                                                                        static_cast<Eigen::Index>(w.metrics.size()));
+    for (size_t j = 0; j < ex.columns().size(); ++j)
+      if (l.reader->series_by_id(ex.columns()[j].series)->category == SeriesCategory::event_counter &&
+          w.correlation(static_cast<Eigen::Index>(j), static_cast<Eigen::Index>(j)) > 0)
+        firing_counters.insert(w.metrics[j]);
+    candidates += w.metrics.size();
+    workloads.push_back(std::move(w));
+  }
+
+  // Metric pruning: reuse a saved list, or prune each recording and take the union.
   std::set<std::string> kept;
   nlohmann::json jpruning;
   const double threshold = 0.5;
-  if (!options.reveal_metrics.empty() && std::filesystem::exists(options.reveal_metrics)) {
+  if (reuse) {
     for (auto& k : load_metric_list(options.reveal_metrics)) kept.insert(k);
     jpruning = {{"source", options.reveal_metrics}, {"kept", kept.size()}};
   } else {
-    std::vector<PruningWorkload> workloads;
-    size_t candidates = 0;
-    for (const Loaded& l : recs) {
-      auto ex = extract(*l.reader, l.span, spec, true,
-                        [](const SeriesInfo& s) { return s.category != SeriesCategory::static_value; });
-      PruningWorkload w;
-      w.name = l.path;
-      for (const FeatureColumn& c : ex.columns()) w.metrics.push_back(l.reader->series_by_id(c.series)->key());
-      w.values = ex.features();
-      candidates += w.metrics.size();
-      workloads.push_back(std::move(w));
-    }
     PruningResult pruning = prune_metrics(workloads, {threshold});
     kept.insert(pruning.kept.begin(), pruning.kept.end());
-    jpruning = {{"threshold", threshold}, {"candidates", candidates}, {"kept", pruning.kept.size()},
-                {"constant", pruning.constant.size()}};
+    // Error and event counters that fired stay even when redundant: one column each, zero until something goes
+    // wrong, and then they are the claim itself (TCP retransmissions, not the packet rate they move with).
+    size_t counters_added = 0;
+    for (const std::string& c : firing_counters) counters_added += kept.insert(c).second;
+    pruning.kept.assign(kept.begin(), kept.end());  // the saved list keeps them too
+    jpruning = {{"threshold", threshold}, {"candidates", candidates}, {"kept", kept.size()},
+                {"event_counters_kept_unpruned", counters_added}, {"constant", pruning.constant.size()}};
     if (!options.reveal_metrics.empty()) {
       save_metric_list(options.reveal_metrics, pruning, threshold);
       jpruning["saved_to"] = options.reveal_metrics;
@@ -155,28 +231,43 @@ AnalysisOutput analyze_reveal(const AnalyzeOptions& options) {
   std::string text = "== reveal (host telemetry: windows " + options.reveal_window + "/" + options.reveal_stride + ") ==\n";
   text += fmt::format("metrics: {} kept after pruning (|r| >= {})\n", kept.size(), threshold);
   nlohmann::json jrecs = nlohmann::json::array();
-  std::vector<HostLevel> levels;
   std::map<std::string, std::vector<Finding>> findings_by_path;
 
   for (const Loaded& l : recs) {
-    auto ex = extract(*l.reader, l.span, spec, false, [&](const SeriesInfo& s) {
-      return s.category != SeriesCategory::static_value && kept.count(s.key());
+    // Pass 2: the kept series' window features; the detectors' baseline is fitted on all windows (or those
+    // of the --reveal-baseline prefix), or on a uniform sample of a long recording, which pass 3 then scores
+    // window by window.
+    auto want = [&](const SeriesInfo& s) { return s.category != SeriesCategory::static_value && kept.count(s.key()); };
+    std::optional<RowReservoir> sample;
+    size_t windows_seen = 0;
+    auto ex = stream_windows(*l.reader, l.span, spec, false, want, [&](size_t w, std::span<const double> row) {
+      ++windows_seen;
+      if (baseline_ns && window_at(l.span.begin, w, spec).end_ns > l.span.begin + *baseline_ns) return;
+      if (!sample) sample.emplace(kFitSampleCells / std::max<size_t>(row.size(), 1), row.size());
+      sample->add(w, row);
     });
     std::vector<AttributedColumn> cols;
     for (const FeatureColumn& c : ex.columns()) {
       const SeriesInfo* s = l.reader->series_by_id(c.series);
       cols.push_back({s->key(), s->subsystem, c.feature});
     }
-    RevealPipelineResult res = run_reveal_pipeline(ex.features(), cols);
-    // Whole-run levels of every series (static ones included) for cross-host comparison.
-    auto all_levels = extract(*l.reader, l.span, WindowSpec{std::max<int64_t>(l.span.end - l.span.begin, 1),
-                                                            std::max<int64_t>(l.span.end - l.span.begin, 1)},
-                              true, [](const SeriesInfo&) { return true; })
-                          .series_levels();
-    for (const SeriesLevel& sl : all_levels) {
-      const SeriesInfo* s = l.reader->series_by_id(sl.series);
-      levels.push_back({l.host, s->key(), s->subsystem, sl.mean});
+    RevealStreamingPipeline pipeline(cols);
+    Eigen::MatrixXd fit_rows = sample ? sample->matrix() : Eigen::MatrixXd(0, static_cast<Eigen::Index>(cols.size()));
+    pipeline.fit(fit_rows, ex.window_count());
+    const auto fit_windows = fit_rows.rows();
+    const bool sampled = sample && (!sample->holds_everything() || sample->size() < windows_seen);
+    if (!sampled) {
+      std::vector<double> row(cols.size());
+      for (Eigen::Index i = 0; i < fit_rows.rows(); ++i) {
+        for (size_t j = 0; j < cols.size(); ++j) row[j] = fit_rows(i, static_cast<Eigen::Index>(j));
+        pipeline.add_window(static_cast<size_t>(i), row);
+      }
+    } else {
+      fit_rows.resize(0, 0);
+      stream_windows(*l.reader, l.span, spec, false, want,
+                     [&](size_t w, std::span<const double> row) { pipeline.add_window(w, row); });
     }
+    RevealPipelineResult res = pipeline.finish();
 
     text += fmt::format("\n{} (host {}): {} windows, {} feature columns, {} flagged, {} anomalies\n", l.path, l.host,
                         ex.window_count(), ex.columns().size(), res.windows.size(), res.anomalies.size());
@@ -216,16 +307,21 @@ AnalysisOutput analyze_reveal(const AnalyzeOptions& options) {
         f.evidence.push_back({c.subject, std::string(window_feature_name(c.feature)), c.value, c.expected, c.z});
       findings.push_back(std::move(f));
     }
-    jrecs.push_back({{"recording", l.path}, {"host", l.host}, {"windows", ex.window_count()},
-                     {"feature_columns", ex.columns().size()}, {"too_short", res.too_short},
-                     {"thresholds", {{"z", res.ensemble.z_threshold}, {"maha", res.ensemble.maha_threshold},
-                                     {"iforest", res.ensemble.iforest_threshold}}},
-                     {"flagged_windows", jwin},
-                     {"window_scores", std::vector<double>(res.ensemble.score.data(),
-                                                           res.ensemble.score.data() + res.ensemble.score.size())},
-                     {"z_scores", std::vector<double>(res.ensemble.z.data(), res.ensemble.z.data() + res.ensemble.z.size())},
-                     {"maha_scores", std::vector<double>(res.ensemble.maha.data(), res.ensemble.maha.data() + res.ensemble.maha.size())},
-                     {"iforest_scores", std::vector<double>(res.ensemble.iforest.data(), res.ensemble.iforest.data() + res.ensemble.iforest.size())}, {"dropped_out_of_order", ex.dropped_out_of_order()}});
+    nlohmann::json jrec = {{"recording", l.path}, {"host", l.host}, {"windows", ex.window_count()},
+                           {"feature_columns", ex.columns().size()}, {"too_short", res.too_short},
+                           {"fit_windows", fit_windows}, {"fit_on_sample", sampled},
+                           {"baseline_s", baseline_ns ? *baseline_ns / 1e9 : 0.0},
+                           {"thresholds", {{"z", res.ensemble.z_threshold}, {"maha", res.ensemble.maha_threshold},
+                                           {"iforest", res.ensemble.iforest_threshold}}},
+                           {"flagged_windows", jwin}, {"dropped_out_of_order", ex.dropped_out_of_order()}};
+    auto as_list = [](const Eigen::VectorXd& v) { return std::vector<double>(v.data(), v.data() + v.size()); };
+    if (ex.window_count() <= kMaxWindowScoresInJson) {
+      jrec["window_scores"] = as_list(res.ensemble.score);
+      jrec["z_scores"] = as_list(res.ensemble.z);
+      jrec["maha_scores"] = as_list(res.ensemble.maha);
+      jrec["iforest_scores"] = as_list(res.ensemble.iforest);
+    }
+    jrecs.push_back(std::move(jrec));
   }
 
   // Cross-host: a host whose whole-run level deviates from the others (needs 3+ hosts).

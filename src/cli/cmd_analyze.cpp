@@ -34,6 +34,8 @@ RegisterCommand reg("analyze", 30, [](CLI::App& app, int& exit_code) {
       ->check(CLI::IsMember({"gmm", "reveal", "all"}));
   cmd->add_option("--window", opt->reveal_window, "reveal: sliding window length (default 3s)");
   cmd->add_option("--stride", opt->reveal_stride, "reveal: sliding window stride (default 1s)");
+  cmd->add_option("--reveal-baseline", opt->reveal_baseline,
+                  "reveal: fit on the windows of this first stretch only (a clean warm-up, e.g. 30s); default all");
   cmd->add_option("--reveal-metrics", opt->reveal_metrics,
                   "reveal: pruned metric list; reused when the file exists, else the pruning result is saved there");
   cmd->add_flag("--json", opt->json, "Print one JSON object instead of the report");

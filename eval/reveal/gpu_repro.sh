@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Reveal case classes on the GPU machine (root, 16 cores; no stress-ng, tc or ip), in about 4 minutes: ONE
+# host+NVML recording of DUR s (default 200) with six injections 25 s apart, each LEN s (default 10) long,
+# analysed once; then the cross-host case (four 10 s recordings, the third with 4 GiB held).
+#   cpu 40s | memory 65s | writeback 90s | storage 115s | irq 140s | tcp 165s (a 40 MB/s loopback TCP stream
+#   runs all along; netfault drops 5% of its segments at ingress for LEN s)
+# usage: OUT=/tmp/reveal-gpu eval/reveal/gpu_repro.sh [STACKSCOPE=.carry/stackscope] [NETFAULT=.carry/netfault]
+# Leaves in OUT (at most 6 files, each well under 16 MiB): combined.sdb, combined.json, crosshost.json,
+# netfault.json, summary.txt, and host2.sdb (the odd host). summary.txt has one FOUND / NOT FOUND line a case.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+bin=${STACKSCOPE:-$root/.carry/stackscope}
+netfault=${NETFAULT:-$root/.carry/netfault}
+py=${PYTHON:-python3}
+loads="$root/eval/reveal/loads.py"
+out=${OUT:?set OUT to the output folder}; mkdir -p "$out"
+scratch=$(mktemp -d /tmp/reveal-gpu-scratch.XXXXXX)
+DUR=${DUR:-200}; LEN=${LEN:-10}; PORT=${TCP_PORT:-29571}
+layers=${LAYERS:-host,nvml}
+cases=(cpu memory writeback storage irq tcp)
+declare -A at=([cpu]=40 [memory]=65 [writeback]=90 [storage]=115 [irq]=140 [tcp]=165)
+declare -A want=([cpu]=cpu [memory]=memory [writeback]=memory [storage]=storage [irq]=cpu [tcp]=network)
+
+inject() {
+  case "$1" in
+    cpu) for _ in $(seq "$(nproc)"); do timeout "$LEN" sh -c 'while :; do :; done' & done; wait ;;
+    memory) "$py" "$loads" memory "$LEN" 4096 ;;
+    writeback) "$py" "$loads" dirty "$LEN" 2048 "$scratch" ;;
+    storage) timeout "$LEN" sh -c "while :; do dd if=$scratch/rd.bin of=/dev/null bs=1M iflag=direct 2>/dev/null; done" ;;
+    irq) for _ in 1 2 3 4; do "$py" "$loads" timers "$LEN" 32 & done; wait ;;
+    tcp) "$netfault" --dev lo --ports "$PORT" --drop-percent 5 --duration "$LEN" --json > "$out/netfault.json" ;;
+  esac
+}
+
+"$netfault" --cleanup >/dev/null 2>&1
+dd if=/dev/urandom of="$scratch/rd.bin" bs=1M count=512 2>/dev/null; sync
+"$py" "$loads" tcp "$PORT" "$((DUR + 2))" 40 &
+stream=$!
+for c in "${cases[@]}"; do ( sleep "${at[$c]}"; inject "$c" ) & done
+"$bin" record -q -d "$DUR" -l "$layers" -o "$out/combined.sdb" 2> "$scratch/record.err" || cat "$scratch/record.err" >&2
+wait
+"$bin" analyze --detector reveal --json --no-store --reveal-baseline 35s "$out/combined.sdb" > "$out/combined.json"
+{
+  for c in "${cases[@]}"; do
+    "$py" "$root/eval/reveal/check_findings.py" "$out/combined.json" "$c" "${want[$c]}" "${at[$c]}" "$((${at[$c]} + LEN))"
+  done
+  echo "netfault: $(cat "$out/netfault.json" 2>/dev/null)"
+} | tee "$out/summary.txt"
+
+# Cross-host: the same machine recorded four times stands for four hosts; the third holds 4 GiB.
+recs=()
+for h in 0 1 2 3; do
+  if [ $h = 2 ]; then "$py" "$loads" memory 14 4096 & sleep 3; fi
+  "$bin" record -q -d 10 -l host -o "$scratch/host$h.sdb" 2>/dev/null
+  recs+=("$scratch/host$h.sdb")
+done
+wait
+"$bin" analyze --detector reveal --json --no-store "${recs[@]}" > "$out/crosshost.json"
+cp "$scratch/host2.sdb" "$out/host2.sdb"
+"$py" - "$out/crosshost.json" <<'PY' | tee -a "$out/summary.txt"
+import json, sys
+j = json.load(open(sys.argv[1]))["reveal"]
+odd = [d for d in j["cross_host"] if d["subsystem"] == "memory"]
+for d in odd[:3]: print("crosshost:", d["claim"])
+print("crosshost:", "FOUND host2 memory" if any("host2" in d["host"] for d in odd) else "NOT FOUND",
+      "; hosts flagged on memory:", sorted({d["host"] for d in odd}))
+PY
+rm -rf "$scratch"
+ls -la "$out"
