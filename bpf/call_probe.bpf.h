@@ -45,6 +45,10 @@ struct {
   __type(value, struct ss_call_thread);
 } call_zero SEC(".maps");
 
+/* User space clears it just before detaching duty-cycled probes (python C-API): calls entered while it is clear
+ * are not reported, so every reported call started inside a watched window. */
+__u32 capture_enabled = 1;
+
 static __always_inline struct ss_call_thread *ss_call_thread_of(__u32 tid, int create) {
   struct ss_call_thread *st = bpf_map_lookup_elem(&call_threads, &tid);
   if (st || !create) return st;
@@ -63,7 +67,8 @@ int call_entry(struct pt_regs *ctx) {
   if (!st) return 0;
   __u32 d = st->depth;
   st->depth = d + 1;
-  int suppressed = (cookie & SS_COOKIE_DRIVER) && st->runtime_depth > 0;
+  /* 1: folded into the runtime call above it; 2: capture paused */
+  int suppressed = !capture_enabled ? 2 : (cookie & SS_COOKIE_DRIVER) && st->runtime_depth > 0;
   if (cookie & SS_COOKIE_RUNTIME) st->runtime_depth += 1;
   if (d >= SS_CALL_MAX_DEPTH) return 0;
   struct ss_call_frame *f = &st->frames[d & (SS_CALL_MAX_DEPTH - 1)];
@@ -114,7 +119,7 @@ int call_return(struct pt_regs *ctx) {
     return 0;
   }
   if (f->suppressed) {
-    ss_count(SS_CNT_NESTED);
+    ss_count(f->suppressed == 2 ? SS_CNT_GATED : SS_CNT_NESTED);
     return 0;
   }
   struct ss_call_record *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);

@@ -52,6 +52,10 @@ class MemorySink : public TelemetrySink {
     std::lock_guard lk(mu_);
     return samples_;
   }
+  std::vector<Event> events() const {
+    std::lock_guard lk(mu_);
+    return events_;
+  }
   std::vector<NoteEntry> notes() const {
     std::lock_guard lk(mu_);
     return notes_;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <mutex>
@@ -19,6 +20,7 @@
 #include <gtest/gtest.h>
 
 #include "events.h"
+#include "memory_sink.h"
 #include "model/sink.h"
 #include "test_util.h"
 #include "trace/elf_symbols.h"
@@ -505,4 +507,62 @@ TEST(TraceUprobe, PythonFunctionsAndTorchOperators) {
   for (auto& e : sink.events())
     if (e.name == "aten::addmm" && e.arg_int("depth") > 0) nested = true;
   EXPECT_TRUE(nested);
+}
+
+// Duty-cycled C-API probes (python 3.12 has no function USDT, so this is what the GPU machine uses): calls are
+// recorded only inside the windows that python.capi.watching marks, and in more than one window.
+TEST(TraceUprobe, PythonCapiDutyCycleRecordsOnlyWatchedWindows) {
+  REQUIRE_ROOT();
+  if (!std::filesystem::exists("/usr/bin/python3.11")) GTEST_SKIP() << "no /usr/bin/python3.11";
+  Subject py({"/usr/bin/python3.11", "-c",
+              "import sys, time\n"
+              "def f(x): return x + 1\n"
+              "print('ready', flush=True); sys.stdin.readline()\n"
+              "end = time.monotonic() + 2.5\n"
+              "while time.monotonic() < end:\n"
+              "    for i in range(1000): f(*(i,))\n"  // CALL_FUNCTION_EX goes through PyObject_Call
+              "print('done', flush=True)\n"});
+  ASSERT_NE(py.expect("ready"), "");
+  TracerOptions topts;
+  topts.python_mode = "capi";
+  topts.python_duty_on_ms = 200;
+  topts.python_duty_period_ms = 700;
+  UprobeTracer tracer({Layer::python}, topts);
+  stackscope::testing::MemorySink sink;
+  CollectorOptions opts;
+  opts.pids = {static_cast<uint32_t>(py.pid())};
+  ASSERT_TRUE(tracer.start(sink, opts).running);
+  ASSERT_TRUE(tracer.wait_until_attached(py.pid(), Layer::python, 20s));
+  py.send("go");
+  ASSERT_NE(py.expect("done"), "");
+  tracer.stop();
+  const SeriesInfo* w = sink.find("python.capi.watching");
+  ASSERT_TRUE(w);
+  std::vector<std::pair<int64_t, int64_t>> windows;  // [watching 1, watching 0]
+  for (auto& s : sink.samples_of(w->id)) {
+    if (s.value == 1) windows.push_back({s.t_ns, INT64_MAX});
+    else if (!windows.empty()) windows.back().second = s.t_ns;
+  }
+  ASSERT_GE(windows.size(), 3u) << "2.5 s of work at 200 ms / 700 ms";
+  std::vector<int> per_window(windows.size());
+  size_t python_events = 0, outside = 0;
+  for (auto& e : sink.events()) {
+    if (e.layer != Layer::python) continue;
+    ++python_events;
+    bool in = false;
+    for (size_t i = 0; i < windows.size(); ++i)
+      if (e.start_ns >= windows[i].first && e.start_ns <= windows[i].second) {
+        in = true;
+        ++per_window[i];
+      }
+    outside += !in;
+  }
+  EXPECT_GT(python_events, 0u);
+  EXPECT_EQ(outside, 0u) << "every recorded call started inside a watched window";
+  int active = 0;
+  for (int n : per_window) active += n > 0;
+  EXPECT_GE(active, 2) << "calls recorded in several windows";
+  int64_t watched = 0;
+  for (auto& [a, b] : windows) watched += (b == INT64_MAX ? windows.back().first : b) - a;
+  std::printf("%zu windows, %.0f ms watched, %zu python calls recorded\n", windows.size(), watched / 1e6, python_events);
 }

@@ -40,6 +40,7 @@ struct RecordOptions {
   bool all_processes = false;
   bool quiet = false;
   std::string python_mode = "auto";
+  std::string python_duty = "1s/10s";
   std::vector<std::string> command;
 };
 
@@ -101,6 +102,34 @@ void raise_memlock_limit() {
   ::setrlimit(RLIMIT_MEMLOCK, &r);
 }
 
+// "250ms", "1s", "1.5s" -> milliseconds; throws std::invalid_argument.
+int parse_duration_ms(const std::string& text, const std::string& what) {
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  std::string unit = text.substr(used);
+  double ms = unit == "ms" ? v : unit == "s" ? v * 1000 : -1;
+  if (used == 0 || ms < 1 || ms > 3'600'000)
+    throw std::invalid_argument(what + ": '" + text + "' is not a duration like 500ms or 2s (1 ms to 1 h)");
+  return static_cast<int>(ms);
+}
+
+// --python-duty ON/PERIOD ("1s/10s") or "always"; {0, 0} for always.
+std::pair<int, int> parse_python_duty(const std::string& text) {
+  if (text == "always") return {0, 0};
+  auto slash = text.find('/');
+  if (slash == std::string::npos)
+    throw std::invalid_argument("--python-duty: '" + text + "' is not ON/PERIOD (like 1s/10s) or 'always'");
+  int on = parse_duration_ms(text.substr(0, slash), "--python-duty");
+  int period = parse_duration_ms(text.substr(slash + 1), "--python-duty");
+  if (on >= period) throw std::invalid_argument("--python-duty: the watched time must be shorter than the period");
+  return {on, period};
+}
+
 int run_record(const RecordOptions& opt) {
   if (opt.interval_ms < 1 || opt.interval_ms > 60'000)
     throw std::invalid_argument("--interval must be between 1 and 60000 ms");
@@ -109,6 +138,7 @@ int run_record(const RecordOptions& opt) {
   if (opt.pid > 0 && ::kill(opt.pid, 0) != 0 && errno == ESRCH)
     throw std::invalid_argument(fmt::format("--pid {}: no such process", opt.pid));
 
+  auto [duty_on_ms, duty_period_ms] = parse_python_duty(opt.python_duty);
   std::vector<Layer> requested = parse_layer_list(opt.layers);
   const bool explicit_layers = opt.layers != "all";
   const bool root = ::geteuid() == 0;
@@ -145,7 +175,7 @@ int run_record(const RecordOptions& opt) {
   writer.set_meta("command", join(opt.command, " "));
   nlohmann::json config = {{"layers", names(layers)}, {"interval_ms", opt.interval_ms},
                            {"duration_s", opt.duration_s}, {"pid", opt.pid}, {"all", opt.all_processes},
-                           {"root", root}};
+                           {"python_mode", opt.python_mode}, {"python_duty", opt.python_duty}, {"root", root}};
   writer.set_meta("config", config.dump());
 
   struct sigaction sa{};
@@ -164,7 +194,7 @@ int run_record(const RecordOptions& opt) {
   copt.all_processes = opt.all_processes;
   if (opt.pid > 0) copt.pids.push_back(static_cast<uint32_t>(opt.pid));
   if (child.pid > 0) copt.pids.push_back(static_cast<uint32_t>(child.pid));
-  auto collectors = make_collectors(layers, opt.python_mode);
+  auto collectors = make_collectors(layers, opt.python_mode, duty_on_ms, duty_period_ms);
   std::vector<Collector*> running;
   for (auto& c : collectors) {
     CollectorStatus st = c->start(writer, copt);
@@ -181,6 +211,7 @@ int run_record(const RecordOptions& opt) {
       ::waitpid(child.pid, nullptr, 0);
       for (auto* c : running) c->stop();
       writer.close();
+      for (auto* c : running) c->release();
       std::cerr << "stackscope: cannot run '" << opt.command[0] << "': " << std::strerror(e) << "\n";
       return 127;
     }
@@ -196,15 +227,33 @@ int run_record(const RecordOptions& opt) {
   int child_status = -1;
   bool stopped_recording = false;
   std::string stop_reason;
+  auto summary = [&] {
+    auto s = writer.stats();
+    bool failed = writer.failed();
+    if (!opt.quiet || failed)
+      std::cerr << fmt::format("stackscope: {}: {} events, {} samples of {} series, {} dropped -> {}\n", stop_reason,
+                               s.flushed_events, s.flushed_samples, s.series, s.dropped, out);
+    if (failed)
+      std::cerr << "stackscope: recording stopped early; " << out << " keeps everything written before the failure\n";
+  };
   auto stop_collectors = [&](const std::string& why) {
     if (stopped_recording) return;
     stopped_recording = true;
     stop_reason = why;
-    // Detaching uprobes costs the kernel an RCU grace period each (~50 ms here, serialised): with the torch
-    // layer's hundreds of probes this takes tens of seconds, so say what is happening.
-    if (!opt.quiet) std::cerr << (tty ? "\r\033[K" : "") << "stackscope: " << why << "; stopping collectors...\n";
+    if (tty && !opt.quiet) std::cerr << "\r\033[K";
+    // The recording is finished and closed before any probe is detached: detaching uprobes costs the kernel an
+    // RCU grace period each, which with the torch layer's hundreds of probes took tens of seconds.
     for (auto* c : running) c->stop();
     writer.close();
+    summary();
+    for (auto* c : running)
+      c->release([&, last = int64_t{0}](size_t done, size_t total) mutable {
+        int64_t now = monotonic_ns();
+        if (opt.quiet || (done < total && now - last < (tty ? 200'000'000 : 5'000'000'000LL))) return;
+        last = now;
+        std::string line = fmt::format("stackscope: {} is safe; detaching probes {}/{}", out, done, total);
+        std::cerr << (tty ? "\r\033[K" : "") << line << (tty && done < total ? "" : "\n") << std::flush;
+      });
   };
   for (;;) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -240,14 +289,7 @@ int run_record(const RecordOptions& opt) {
     }
     if (stopped_recording && (child.pid <= 0 || child_status >= 0)) break;
   }
-  if (tty && !opt.quiet) std::cerr << "\r\033[K";
-  auto s = writer.stats();
   bool failed = writer.failed();
-  if (!opt.quiet || failed)
-    std::cerr << fmt::format("stackscope: {}: {} events, {} samples of {} series, {} dropped -> {}\n", stop_reason,
-                             s.flushed_events, s.flushed_samples, s.series, s.dropped, out);
-  if (failed)
-    std::cerr << "stackscope: recording stopped early; " << out << " keeps everything written before the failure\n";
   if (child.pid > 0) return child_status;
   return failed ? 3 : 0;
 }
@@ -267,6 +309,9 @@ RegisterCommand reg("record", 10, [](CLI::App& app, int& exit_code) {
                   "CPython: auto (USDT function probes where the interpreter has them), capi (time C-API calls: "
                   "costly), off")
       ->check(CLI::IsMember({"auto", "usdt", "capi", "off"}));
+  cmd->add_option("--python-duty", opt->python_duty,
+                  "With --python-mode capi: attach the C-API probes ON of every PERIOD (default 1s/10s: ~10 % of "
+                  "their cost; series python.capi.watching marks the watched intervals), or 'always'");
   cmd->add_option("command", opt->command, "-- CMD ARGS...: run CMD as a child; the recording ends when it exits")
       ->excludes(pid);
   cmd->footer(

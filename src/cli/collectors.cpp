@@ -22,10 +22,13 @@ std::vector<LayerSupport> layer_support() {
   return out;
 }
 
-std::vector<std::unique_ptr<Collector>> make_collectors(const std::vector<Layer>& layers, const std::string& python_mode) {
+std::vector<std::unique_ptr<Collector>> make_collectors(const std::vector<Layer>& layers, const std::string& python_mode,
+                                                       int python_duty_on_ms, int python_duty_period_ms) {
   std::vector<std::unique_ptr<Collector>> out;
   std::vector<Layer> traced;
-  (void)python_mode;  // only the eBPF build uses it
+  (void)python_mode;  // only the eBPF build uses these
+  (void)python_duty_on_ms;
+  (void)python_duty_period_ms;
   for (Layer l : layers) {
     if (l == Layer::host) out.push_back(make_procfs_sampler({}));
     if (l == Layer::nvml) out.push_back(make_nvml_sampler({}));
@@ -38,6 +41,8 @@ std::vector<std::unique_ptr<Collector>> make_collectors(const std::vector<Layer>
   if (!traced.empty()) {
     trace::TracerOptions topts;
     topts.python_mode = python_mode;
+    topts.python_duty_on_ms = python_duty_on_ms;
+    topts.python_duty_period_ms = python_duty_period_ms;
     out.push_back(trace::make_uprobe_tracer(traced, topts));
   }
 #endif

@@ -16,8 +16,10 @@ struct LayerSupport {
 
 std::vector<LayerSupport> layer_support();
 // Collectors for `layers` (one collector may serve several layers, e.g. the uprobe tracer).
-// python_mode: how CPython is traced (auto|usdt|capi|off), see trace/tracer.h.
+// python_mode: how CPython is traced (auto|usdt|capi|off); python_duty_*: duty cycle of the C-API probes
+// (0: always attached). See trace/tracer.h.
 std::vector<std::unique_ptr<Collector>> make_collectors(const std::vector<Layer>& layers,
-                                                       const std::string& python_mode = "auto");
+                                                       const std::string& python_mode = "auto",
+                                                       int python_duty_on_ms = 0, int python_duty_period_ms = 0);
 
 }  // namespace stackscope::cli

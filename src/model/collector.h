@@ -1,7 +1,9 @@
 // A source of telemetry started by `record` (procfs sampler, NVML sampler, eBPF tracer...). The recorder
 // knows collectors only through this interface; collectors know only the TelemetrySink they write to.
 #pragma once
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -35,8 +37,12 @@ class Collector {
   virtual CollectorStatus start(TelemetrySink& sink, const CollectorOptions& options) = 0;
   // Processes started after start() (the recorder's child, say) are announced here.
   virtual void add_pid(uint32_t /*pid*/) {}
-  // Stops and flushes everything it holds into the sink. Idempotent.
+  // Stops and flushes everything it holds into the sink; the sink is not touched afterwards. Idempotent.
   virtual void stop() = 0;
+  // Frees what stop() may leave in place because freeing it is slow (the kernel detaches uprobes one RCU grace
+  // period at a time), so the recorder can close the recording first. Reports (done, total) as it goes; never
+  // touches the sink. Idempotent; the destructor does it too.
+  virtual void release(const std::function<void(size_t done, size_t total)>& /*progress*/ = {}) {}
 };
 
 }  // namespace stackscope

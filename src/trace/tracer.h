@@ -19,6 +19,12 @@ struct TracerOptions {
   std::string python_mode = "auto";
   // C-API entry points timed where there is no USDT (python3.12 from pip/uv builds has none).
   std::vector<std::string> python_capi_symbols = {"PyObject_Call", "_PyEval_EvalFrameDefault"};
+  // Duty cycle of the C-API probes (python_mode "capi"): attached for python_duty_on_ms out of every
+  // python_duty_period_ms, so the probes cost that fraction of their full price; 0 = always attached. The series
+  // python.capi.watching (1 while attached, 0 otherwise) says which intervals were watched: call counts cover
+  // only those, so rates must be divided by the watched fraction, not by the whole run.
+  int python_duty_on_ms = 0;
+  int python_duty_period_ms = 0;
   // Python calls shorter than this are not reported (cuts volume on call-heavy code).
   uint64_t python_min_duration_ns = 0;
   // Safety-net rescan of traced processes' maps (dlopen, missed events), milliseconds.

@@ -19,6 +19,7 @@
 #include "proc.skel.h"
 #include "python.skel.h"
 #include "torch.skel.h"
+#include "model/clock.h"
 #include "trace/symbol_names.h"
 
 namespace stackscope::trace {
@@ -94,7 +95,7 @@ UprobeTracer::UprobeTracer(std::vector<Layer> layers, TracerOptions options) : t
   for (auto& s : topts_.python_capi_symbols) specs_.push_back(python_capi_spec(s));
 }
 
-UprobeTracer::~UprobeTracer() { stop(); }
+UprobeTracer::~UprobeTracer() { release(); }
 
 bool UprobeTracer::wants(Layer l) const {
   for (auto x : layers_)
@@ -115,7 +116,7 @@ CollectorStatus UprobeTracer::start(TelemetrySink& sink, const CollectorOptions&
   std::string err;
   auto fail = [&](const std::string& what) {
     std::string msg = what + ": " + err;
-    stop();
+    release();
     return CollectorStatus{false, msg};
   };
   uint32_t rb = topts_.ringbuf_bytes;
@@ -191,6 +192,23 @@ CollectorStatus UprobeTracer::start(TelemetrySink& sink, const CollectorOptions&
   stopping_ = false;
   poller_ = std::thread([this] { poll_loop(); });
   maintainer_ = std::thread([this] { maintain_loop(); });
+  if (python_ && duty_cycled()) {
+    python_->data->capture_enabled = 0;
+    SeriesInfo w;
+    w.name = "python.capi.watching";
+    w.subsystem = Subsystem::software;
+    w.unit = "ratio";
+    w.kind = SeriesKind::gauge;
+    w.category = SeriesCategory::static_value;  // strictly periodic: says when calls were watched, not a signal
+    w.host = options.host;
+    w.source = "ebpf";
+    watching_series_ = sink.add_series(w);
+    sink.add_note("trace", fmt::format("python C-API probes duty-cycled: attached {} ms of every {} ms; calls are "
+                                       "recorded only while python.capi.watching is 1, so divide counts by the "
+                                       "watched time, not the run time", topts_.python_duty_on_ms,
+                                       topts_.python_duty_period_ms));
+    duty_ = std::thread([this] { duty_loop(); });
+  }
   std::string layers;
   for (auto l : layers_) layers += (layers.empty() ? "" : ",") + std::string(layer_name(l));
   return {true, "tracing " + layers + (options.all_processes ? " in all processes" : "")};
@@ -209,19 +227,34 @@ void UprobeTracer::add_pid(uint32_t pid) {
 }
 
 void UprobeTracer::stop() {
-  if (started_) {
-    stopping_ = true;
-    cv_.notify_all();
-    if (poller_.joinable()) poller_.join();
-    if (maintainer_.joinable()) maintainer_.join();
-    if (rb_) ring_buffer__consume(rb_);  // what is still buffered
-    report_counters(true);
-    started_ = false;
+  if (!started_) return;
+  stopping_ = true;
+  cv_.notify_all();
+  if (duty_.joinable()) duty_.join();
+  if (watching_) set_watching(false);
+  if (duty_windows_)
+    sink_->add_note("trace", fmt::format("python duty cycle: {} window(s); attach {:.1f} ms, detach {:.1f} ms per "
+                                         "window on average", duty_windows_, duty_attach_ns_ / 1e6 / duty_windows_,
+                                         duty_detach_ns_ / 1e6 / duty_windows_));
+  if (poller_.joinable()) poller_.join();
+  if (maintainer_.joinable()) maintainer_.join();
+  if (rb_) ring_buffer__consume(rb_);  // what is still buffered
+  report_counters(true);
+  started_ = false;
+}
+
+void UprobeTracer::release(const std::function<void(size_t done, size_t total)>& progress) {
+  stop();
+  std::vector<bpf_link*> links;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [pid, v] : links_) links.insert(links.end(), v.begin(), v.end());
+    links_.clear();
+    links.insert(links.end(), duty_links_.begin(), duty_links_.end());
+    duty_links_.clear();
+    attached_.clear();
   }
-  for (auto& [pid, links] : links_)
-    for (auto* l : links) bpf_link__destroy(l);
-  links_.clear();
-  attached_.clear();
+  destroy_links(links, progress);
   if (rb_) ring_buffer__free(rb_);
   rb_ = nullptr;
   ring_ctx_.clear();
@@ -235,6 +268,17 @@ void UprobeTracer::stop() {
   torch_ = nullptr;
   python_ = nullptr;
   proc_ = nullptr;
+}
+
+// Serial on purpose: the kernel serialises uprobe detach (~100 ms each here); 8 or 32 threads took as long as one
+// (354 torch-layer links: 34-44 s either way, docs/BENCHMARKS.md).
+void UprobeTracer::destroy_links(const std::vector<bpf_link*>& links,
+                                 const std::function<void(size_t done, size_t total)>& progress) {
+  for (size_t i = 0; i < links.size(); ++i) {
+    if (progress) progress(i, links.size());
+    bpf_link__destroy(links[i]);
+  }
+  if (progress && !links.empty()) progress(links.size(), links.size());
 }
 
 int UprobeTracer::on_record(void* ctx, void* data, size_t size) {
@@ -343,8 +387,9 @@ void UprobeTracer::process_exited(uint32_t pid) {
       it = std::get<0>(*it) == static_cast<int>(pid) ? attached_.erase(it) : std::next(it);
     known_libs_.erase(static_cast<int>(pid));
     attached_layers_.erase(static_cast<int>(pid));
+    std::erase_if(duty_targets_, [&](const DutyTarget& t) { return t.pid_filter == static_cast<int>(pid); });
   }
-  for (auto* l : links) bpf_link__destroy(l);
+  destroy_links(links, {});
 }
 
 void UprobeTracer::rescan(uint32_t pid) {
@@ -509,6 +554,21 @@ unsigned UprobeTracer::attach_library(int pid_filter, const MappedLibrary& lib,
             ++failures;
           }
         }
+      } else if (duty_cycled()) {
+        // Attached by duty_loop() at each watched window.
+        DutyTarget target{pid_filter, lib, {}};
+        for (uint32_t id = 0; id < specs_.size(); ++id) {
+          auto& spec = specs_[id];
+          if (spec.layer != Layer::python) continue;
+          for (auto& sym_name : spec.symbols)
+            if (const ElfSymbol* sym = img->find(sym_name))
+              if (auto off = img->vaddr_to_offset(sym->vaddr)) target.probes.emplace_back(*off, call_cookie(spec, id));
+        }
+        if (!target.probes.empty()) {
+          std::lock_guard<std::mutex> lock(mu_);
+          duty_targets_.push_back(std::move(target));
+          ++attached;
+        }
       } else {
         note_once(lib.path + ": no function-level USDT probes; timing C-API entry points instead");
         attach_specs(Layer::python, python_->progs.call_entry, python_->progs.call_return);
@@ -522,6 +582,71 @@ unsigned UprobeTracer::attach_library(int pid_filter, const MappedLibrary& lib,
     note_once(fmt::format("{}: {} probe(s) failed to attach (pid filter {}): {}", lib.path, failures, pid_filter,
                           std::strerror(errno)));
   return attached ? 1u << static_cast<unsigned>(layer) : 0u;
+}
+
+void UprobeTracer::set_watching(bool on) {
+  python_->data->capture_enabled = on ? 1 : 0;
+  watching_ = on;
+  Sample s{watching_series_, monotonic_ns(), on ? 1.0 : 0.0};
+  sink_->append_samples({&s, 1});
+}
+
+// Attaches the python C-API probes for python_duty_on_ms of every python_duty_period_ms. Calls are reported
+// only between set_watching(true), once all are attached, and set_watching(false), before any is detached.
+void UprobeTracer::duty_loop() {
+  using clock = std::chrono::steady_clock;
+  const auto on = std::chrono::milliseconds(topts_.python_duty_on_ms);
+  const auto period = std::chrono::milliseconds(topts_.python_duty_period_ms);
+  auto next_on = clock::now();
+  while (!stopping_) {
+    std::vector<DutyTarget> targets;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_until(lock, next_on, [&] { return stopping_.load(); });
+      if (stopping_) break;
+      targets = duty_targets_;
+    }
+    if (targets.empty()) {  // no interpreter found yet: look again soon
+      next_on = clock::now() + std::chrono::milliseconds(100);
+      continue;
+    }
+    int64_t t0 = monotonic_ns();
+    // Calls in flight at the last detach never returned through a probe: forget every thread's call stack.
+    int fd = bpf_map__fd(python_->maps.call_threads);
+    for (uint32_t tid; bpf_map_get_next_key(fd, nullptr, &tid) == 0;)
+      if (bpf_map_delete_elem(fd, &tid) != 0) break;
+    for (auto& t : targets)
+      for (auto& [offset, cookie] : t.probes) {
+        LIBBPF_OPTS(bpf_uprobe_opts, eo, .bpf_cookie = cookie, .retprobe = false);
+        LIBBPF_OPTS(bpf_uprobe_opts, ro, .bpf_cookie = cookie, .retprobe = true);
+        for (auto [prog, opts] : {std::pair{python_->progs.call_entry, &eo}, std::pair{python_->progs.call_return, &ro}})
+          if (bpf_link* l = bpf_program__attach_uprobe_opts(prog, t.pid_filter, t.lib.host_path.c_str(), offset, opts)) {
+            std::lock_guard<std::mutex> lock(mu_);
+            duty_links_.push_back(l);
+          }
+      }
+    int64_t t1 = monotonic_ns();
+    set_watching(true);
+    auto window_end = clock::now() + on;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_until(lock, window_end, [&] { return stopping_.load(); });
+    }
+    set_watching(false);
+    if (stopping_) break;  // release() detaches them, after the recording is closed
+    std::vector<bpf_link*> links;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      links.swap(duty_links_);
+    }
+    int64_t t2 = monotonic_ns();
+    destroy_links(links, {});
+    duty_attach_ns_ += t1 - t0;
+    duty_detach_ns_ += monotonic_ns() - t2;
+    ++duty_windows_;
+    next_on += period;
+    if (next_on < clock::now()) next_on = clock::now() + (period - on);  // detaching overran the period
+  }
 }
 
 bool UprobeTracer::wait_until_attached(uint32_t pid, Layer layer, std::chrono::milliseconds timeout) {
@@ -581,7 +706,8 @@ std::string UprobeTracer::kernel_name(uint32_t pid, uint64_t address) {
   auto key = std::make_pair(pid, address);
   if (auto it = kernel_names_.find(key); it != kernel_names_.end()) return it->second;
   std::string name;
-  for (auto& m : read_proc_maps(pid)) {
+  const auto maps = read_proc_maps(pid);
+  for (auto& m : maps) {
     if (address < m.start || address >= m.end || m.path.empty() || m.path[0] != '/') continue;
     uint64_t file_off = address - m.start + m.offset;
     try {
@@ -597,7 +723,10 @@ std::string UprobeTracer::kernel_name(uint32_t pid, uint64_t address) {
     }
     break;
   }
-  if (!name.empty()) kernel_names_.emplace(key, name);  // not cached when the process is gone: "" -> hex
+  // Cached also when nothing names it (a driver launch's CUfunction is a heap handle, in no file): rereading a
+  // large process's maps for every such launch capped the consumer at a few thousand events/s and overflowed the
+  // ring buffer. Not cached when the process is gone (no maps): "" -> hex.
+  if (!maps.empty()) kernel_names_.emplace(key, name);
   return name;
 }
 

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <map>
+#include <functional>
 #include <mutex>
 #include <set>
 #include <string>
@@ -44,6 +45,8 @@ class UprobeTracer final : public Collector {
   CollectorStatus start(TelemetrySink& sink, const CollectorOptions& options) override;
   void add_pid(uint32_t pid) override;
   void stop() override;
+  // Detaches the probes (slow: one kernel RCU wait each) and unloads the programs.
+  void release(const std::function<void(size_t done, size_t total)>& progress = {}) override;
 
   // True once probes of `layer` are attached for `pid` (or, with --all, anywhere). For tests and tools.
   bool wait_until_attached(uint32_t pid, Layer layer, std::chrono::milliseconds timeout);
@@ -66,11 +69,15 @@ class UprobeTracer final : public Collector {
   void maintain_loop();
   void rescan(uint32_t pid);
   void process_exited(uint32_t pid);
+  void destroy_links(const std::vector<bpf_link*>& links, const std::function<void(size_t done, size_t total)>& progress);
   // Returns the bit of the layer it attached probes for (0: none).
   unsigned attach_library(int pid_filter, const MappedLibrary& lib, const std::shared_ptr<ElfImage>& img);
   bool attach_pair(int pid_filter, const MappedLibrary& lib, uint64_t offset, bpf_program* entry,
                    bpf_program* ret, uint64_t cookie);
   std::string kernel_name(uint32_t pid, uint64_t address);
+  bool duty_cycled() const { return topts_.python_duty_on_ms > 0 && topts_.python_duty_period_ms > topts_.python_duty_on_ms; }
+  void duty_loop();
+  void set_watching(bool on);
   void report_counters(bool final_report);
   bool wants(Layer l) const;
 
@@ -104,6 +111,19 @@ class UprobeTracer final : public Collector {
   std::vector<std::string> torch_names_;                               // op id -> event name
   std::map<std::string, std::vector<std::pair<uint32_t, uint64_t>>> torch_ops_by_image_;  // image -> (op id, vaddr)
   std::set<std::string> notes_sent_;
+  // Duty-cycled python C-API probes: what to attach at each window (pid filter, library, (offset, cookie)).
+  struct DutyTarget {
+    int pid_filter;
+    MappedLibrary lib;
+    std::vector<std::pair<uint64_t, uint64_t>> probes;
+  };
+  std::vector<DutyTarget> duty_targets_;
+  std::vector<bpf_link*> duty_links_;  // attached now (duty thread only, and release())
+  std::thread duty_;
+  SeriesId watching_series_ = 0;
+  bool watching_ = false;
+  uint64_t duty_windows_ = 0;
+  int64_t duty_attach_ns_ = 0, duty_detach_ns_ = 0;
 
   // Poller-only state.
   std::unique_ptr<RecordDecoder> decoder_;
