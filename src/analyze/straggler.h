@@ -136,7 +136,7 @@ struct RootCause {
   double excess_ns = 0;         // total delay it added (observed - expected), summed over steps
   int victims = 0;              // flagged operations whose blame led here
   double z = 0;                 // strongest z-score of the evidence
-  double score = 0;             // ranking key: excess_ns, the delay it added
+  double score = 0;             // ranking key: excess_ns, halved for a sporadic cause (in < 3/4 of the steps)
   std::string evidence;         // one line a person reads
 };
 

@@ -185,11 +185,16 @@ std::vector<RootCause> stage3_blame(const TimelineSet& set, const std::vector<in
     rc.evidence = buf;
     out.push_back(std::move(rc));
   }
-  // Rank by the delay each cause added over the trace. Not weighted by how many steps it recurs in: a persistent
-  // fault adds its delay in every step anyway, while among hundreds of workers some worker always collects a
-  // few ordinary hiccups (1.2-1.5x) on one operator, and a recurrence weight let that pile beat a real stall
-  // (2.5x and more) that hit one step.
-  for (auto& rc : out) rc.score = rc.excess_ns;
+  // Rank by the delay each cause added over the trace, counting half of it for a sporadic cause (one seen in
+  // fewer than 3/4 of the analysed steps): a busy host stalls now and then on any rank, a slow operator or link
+  // costs in nearly every step. Among sporadic causes the delay alone decides, with no finer recurrence weight:
+  // among hundreds of workers some worker always collects a few ordinary hiccups (1.2-1.5x) on one operator,
+  // and that pile must not beat a real stall (2.5x and more) that hit one step.
+  std::set<int32_t> all_steps;
+  for (auto& w : set.workers)
+    for (auto& op : w.ops)
+      if (op.step >= 0) all_steps.insert(op.step);
+  for (auto& rc : out) rc.score = rc.excess_ns * (4 * rc.steps.size() >= 3 * all_steps.size() ? 1.0 : 0.5);
   std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.score > b.score; });
   if (out.size() > options.max_root_causes) out.resize(options.max_root_causes);
   return out;

@@ -72,6 +72,7 @@ nlohmann::json report_json(const analyze::StragglerReport& r, const analyze::Str
                       {"operation", rc.operation},
                       {"steps", rc.steps},
                       {"excess_ns", rc.excess_ns},
+                      {"score", rc.score},  // the ranking key (delay added, halved for a sporadic cause)
                       {"z", rc.z},
                       {"victims", rc.victims},
                       {"evidence", rc.evidence}});
