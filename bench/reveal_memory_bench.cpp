@@ -1,8 +1,9 @@
 // Synthesises a long host recording for the Reveal memory benchmark (bench/reveal_memory.sh measures the
 // analysis' peak RSS on it): SERIES series sampled every PERIOD_MS for DAYS simulated days -- CPU-like gauges
 // with a daily cycle, network byte counters, memory gauges and sparse error counters, each with its own noise
-// (so correlation pruning keeps most of them) -- and one injected anomaly: series 0 (cpu.util{cpu0}) jumps for
-// 120 s at 60% of the run, which the analysis must still find.
+// -- and one injected anomaly: every cpu.util gauge jumps by 0.5 for 120 s at 60% of the run (a competitor on
+// every core; on all of them because pruning keeps one representative of the correlated CPU gauges), which the
+// analysis must still find.
 // usage: reveal_memory_bench OUT.sdb [days=7] [series=100] [period_ms=1000]
 #include <cmath>
 #include <cstdio>
@@ -62,7 +63,7 @@ int main(int argc, char** argv) {
     const double day_phase = std::sin(2 * M_PI * static_cast<double>(t) / 86400e9);
     for (Gen& g : gens) {
       double v = g.level + 0.1 * day_phase * g.level + g.noise * n01(rng);
-      if (g.type == 0 && g.id == gens[0].id && k >= anomaly_from && k < anomaly_to) v += 0.5;
+      if (g.type == 0 && k >= anomaly_from && k < anomaly_to) v += 0.5;
       if (g.type == 1) v = (g.total += std::max(0.0, v) * 1e6);
       if (g.type == 2) v *= 8e9;
       if (g.type == 3) v = (g.total += u(rng) < 0.001 ? 1 : 0);
