@@ -168,10 +168,12 @@ TEST(RevealWindowFeatures, RowSinkHandsOverTheSameRowsInOrderWithBoundedPending)
     // Windows series 2 completed before it stopped (a window completes when a later sample arrives; its last
     // window, ending at 30 s, only at finish(), after its row was handed over with the pending bound of 8).
     const bool both = w + 3 < 30;
-    for (size_t c = 0; c < rows[w].size(); ++c)
-      if (both || streaming.columns()[c].series == 1)
+    for (size_t c = 0; c < rows[w].size(); ++c) {
+      if (both || streaming.columns()[c].series == 1) {
         EXPECT_NEAR(rows[w][c], batch.features()(static_cast<Eigen::Index>(w), static_cast<Eigen::Index>(c)), 1e-9)
             << "window " << w << " column " << c;
+      }
+    }
   }
   EXPECT_THROW(streaming.set_row_sink([](size_t, std::span<const double>) {}), std::logic_error);
 }
@@ -213,16 +215,16 @@ TEST(RevealPruning, KeepsOneRepresentativePerCorrelatedGroup) {
     v(i, 2) = b;                        // cpu util: independent
     v(i, 3) = 0;                        // constant
   }
-  PruningWorkload w{"run", {"disk.sectors_read", "disk.reads_merged", "cpu.util", "mem.hugepages"}, v};
+  PruningWorkload w{"run", {"disk.sectors_read", "disk.reads_merged", "cpu.util", "mem.hugepages"}, v, {}};
   auto r = prune_metrics({w});
   EXPECT_EQ(r.kept, (std::vector<std::string>{"cpu.util", "disk.sectors_read"}));
   EXPECT_EQ(r.constant, std::vector<std::string>{"mem.hugepages"});
   // Union over workloads: a second workload where the merge counter is independent keeps it too.
   Eigen::MatrixXd v2 = v;
   for (int i = 0; i < rows; ++i) v2(i, 1) = n01(rng);
-  auto r2 = prune_metrics({w, PruningWorkload{"run2", w.metrics, v2}});
+  auto r2 = prune_metrics({w, PruningWorkload{"run2", w.metrics, v2, {}}});
   EXPECT_EQ(r2.kept, (std::vector<std::string>{"cpu.util", "disk.reads_merged", "disk.sectors_read"}));
-  EXPECT_THROW(prune_metrics({PruningWorkload{"bad", {"x"}, v}}), std::invalid_argument);
+  EXPECT_THROW(prune_metrics({PruningWorkload{"bad", {"x"}, v, {}}}), std::invalid_argument);
 }
 
 TEST(RevealEnsembleTest, AgreementRisesOnAnInjectedShift) {
