@@ -4,8 +4,14 @@ with per-pair medians and the overhead (traced / plain - 1).
 
   python3 bench/overhead/gpt2_overhead.py --stackscope ./stackscope --pairs 5 --out /tmp/overhead.json
 
-The traced command is built from --record (a template: {stackscope}, {layers}, {out}); the default is
-"{stackscope} record --layers {layers} -o {out} --". Only torch is needed."""
+The traced command is built from --record (a template: {stackscope}, {layers}, {record_args}, {out}); the default
+is "{stackscope} record --layers {layers} {record_args} -o {out} --". --record-args passes more record options, e.g.
+the python duty cycle:
+
+  python3 bench/overhead/gpt2_overhead.py --stackscope ./stackscope --trace-layers cuda,nccl,torch,python,nvml,host \
+      --record-args "--python-mode capi --python-duty 1s/10s"
+
+Only torch is needed."""
 import argparse
 import json
 import os
@@ -63,7 +69,8 @@ def main():
     ap.add_argument("--pairs", type=int, default=5)
     ap.add_argument("--stackscope", default="stackscope")
     ap.add_argument("--trace-layers", default="cuda,nccl,torch,python")
-    ap.add_argument("--record", default="{stackscope} record --layers {layers} -o {out} --")
+    ap.add_argument("--record", default="{stackscope} record --layers {layers} {record_args} -o {out} --")
+    ap.add_argument("--record-args", default="", help="more `stackscope record` options (e.g. --python-mode capi)")
     ap.add_argument("--out", default="gpt2_overhead.json")
     args = ap.parse_args()
     if args.worker:
@@ -77,7 +84,8 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(args.pairs):
             rec = os.path.join(tmp, f"pair{i}.sdb")
-            traced = shlex.split(args.record.format(stackscope=args.stackscope, layers=args.trace_layers, out=rec))
+            traced = shlex.split(args.record.format(stackscope=args.stackscope, layers=args.trace_layers,
+                                                  record_args=args.record_args, out=rec))
             # Alternate the order so drift (clocks, thermals) does not favour one side.
             order = [("plain", plain), ("traced", traced + plain)]
             if i % 2:
@@ -90,6 +98,7 @@ def main():
     summary = {
         "model": {k: getattr(args, k) for k in ("layers", "d_model", "heads", "seq", "batch")},
         "trace_layers": args.trace_layers,
+        "record_args": args.record_args,
         "pairs": pairs,
         "median_plain_step_s": statistics.median(p["plain"] for p in pairs),
         "median_traced_step_s": statistics.median(p["traced"] for p in pairs),
