@@ -130,6 +130,45 @@ std::pair<int, int> parse_python_duty(const std::string& text) {
   return {on, period};
 }
 
+// Detaching uprobes costs the kernel an RCU wait each, serialised (~100 ms here): with the torch layer's hundreds
+// of probes, tens of seconds. The recording is already closed, so the user does not wait: a forked helper holds
+// the probes' file descriptors and frees them once this process has exited (it waits for EOF on a pipe whose write
+// end only this process holds, so its closes are the last references and ours are cheap). Runs after every
+// collector thread has stopped.
+void release_collectors(const std::vector<Collector*>& running, const std::string& out, bool quiet, bool tty) {
+  bool slow = false;
+  for (auto* c : running) slow = slow || c->needs_root();
+  int gate[2] = {-1, -1};
+  pid_t helper = slow && ::pipe(gate) == 0 ? ::fork() : -1;
+  if (helper == 0) {
+    ::close(gate[1]);
+    signal(SIGINT, SIG_IGN);
+    signal(SIGHUP, SIG_IGN);
+    ::setsid();  // not in the terminal's process group
+    // Nor holding the caller's pipes open: `record ... | tee` must end when record does.
+    int null_fd = ::open("/dev/null", O_RDWR);
+    for (int fd = 0; fd <= 2 && null_fd >= 0; ++fd) ::dup2(null_fd, fd);
+    char c;
+    while (::read(gate[0], &c, 1) > 0) {
+    }
+    for (auto* col : running) col->release();
+    _exit(0);
+  }
+  if (helper > 0) {
+    ::close(gate[0]);  // gate[1] stays open until this process exits
+    if (!quiet) std::cerr << "stackscope: probes are detached in the background (pid " << helper << ")\n";
+    return;  // the collectors' own release() now only drops our references
+  }
+  for (auto* c : running)
+    c->release([&, last = int64_t{0}](size_t done, size_t total) mutable {
+      int64_t now = monotonic_ns();
+      if (quiet || (done < total && now - last < (tty ? 200'000'000 : 5'000'000'000LL))) return;
+      last = now;
+      std::string line = fmt::format("stackscope: {} is safe; detaching probes {}/{}", out, done, total);
+      std::cerr << (tty ? "\r\033[K" : "") << line << (tty && done < total ? "" : "\n") << std::flush;
+    });
+}
+
 int run_record(const RecordOptions& opt) {
   if (opt.interval_ms < 1 || opt.interval_ms > 60'000)
     throw std::invalid_argument("--interval must be between 1 and 60000 ms");
@@ -241,19 +280,10 @@ int run_record(const RecordOptions& opt) {
     stopped_recording = true;
     stop_reason = why;
     if (tty && !opt.quiet) std::cerr << "\r\033[K";
-    // The recording is finished and closed before any probe is detached: detaching uprobes costs the kernel an
-    // RCU grace period each, which with the torch layer's hundreds of probes took tens of seconds.
+    // The recording is finished and closed before any probe is detached (release_collectors below).
     for (auto* c : running) c->stop();
     writer.close();
     summary();
-    for (auto* c : running)
-      c->release([&, last = int64_t{0}](size_t done, size_t total) mutable {
-        int64_t now = monotonic_ns();
-        if (opt.quiet || (done < total && now - last < (tty ? 200'000'000 : 5'000'000'000LL))) return;
-        last = now;
-        std::string line = fmt::format("stackscope: {} is safe; detaching probes {}/{}", out, done, total);
-        std::cerr << (tty ? "\r\033[K" : "") << line << (tty && done < total ? "" : "\n") << std::flush;
-      });
   };
   for (;;) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -289,6 +319,7 @@ int run_record(const RecordOptions& opt) {
     }
     if (stopped_recording && (child.pid <= 0 || child_status >= 0)) break;
   }
+  release_collectors(running, out, opt.quiet, tty);
   bool failed = writer.failed();
   if (child.pid > 0) return child_status;
   return failed ? 3 : 0;

@@ -252,6 +252,8 @@ void UprobeTracer::release(const std::function<void(size_t done, size_t total)>&
     links_.clear();
     links.insert(links.end(), duty_links_.begin(), duty_links_.end());
     duty_links_.clear();
+    links.insert(links.end(), exited_links_.begin(), exited_links_.end());
+    exited_links_.clear();
     attached_.clear();
   }
   destroy_links(links, progress);
@@ -389,7 +391,16 @@ void UprobeTracer::process_exited(uint32_t pid) {
     attached_layers_.erase(static_cast<int>(pid));
     std::erase_if(duty_targets_, [&](const DutyTarget& t) { return t.pid_filter == static_cast<int>(pid); });
   }
-  destroy_links(links, {});
+  // A dead process's probes are freed here, one RCU wait each, unless the recording is ending: then release()
+  // frees them after the recording is closed (the traced command exiting is what usually ends it).
+  for (size_t i = 0; i < links.size(); ++i) {
+    if (stopping_) {
+      std::lock_guard<std::mutex> lock(mu_);
+      exited_links_.insert(exited_links_.end(), links.begin() + static_cast<ptrdiff_t>(i), links.end());
+      break;
+    }
+    bpf_link__destroy(links[i]);
+  }
 }
 
 void UprobeTracer::rescan(uint32_t pid) {

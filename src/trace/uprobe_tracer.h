@@ -119,6 +119,7 @@ class UprobeTracer final : public Collector {
   };
   std::vector<DutyTarget> duty_targets_;
   std::vector<bpf_link*> duty_links_;  // attached now (duty thread only, and release())
+  std::vector<bpf_link*> exited_links_;  // of processes that exited while stopping: left to release()
   std::thread duty_;
   SeriesId watching_series_ = 0;
   bool watching_ = false;
