@@ -280,8 +280,19 @@ TEST(StragglerEndToEnd, GeneratorAndDetectorAccuracyOnASmallBatch) {
   o.seed = 5;
   const auto r = evaluate_straggler_detection(o);
   EXPECT_EQ(r.trials, 24);
-  EXPECT_GE(r.top1_accuracy(), 0.85);
-  EXPECT_GE(r.class_accuracy(), 0.8);
+  EXPECT_GE(r.top1_accuracy(), 0.95);  // 24/24 here; the 300-trial figures are in docs/BENCHMARKS.md
+  EXPECT_GE(r.class_accuracy(), 0.9);
+  // The breakdowns partition the trials.
+  for (const auto& rows : {r.by_scenario(), r.by_workers()}) {
+    int trials = 0, top1 = 0;
+    for (auto& row : rows) {
+      trials += row.trials;
+      top1 += row.top1_correct;
+    }
+    EXPECT_EQ(trials, r.trials);
+    EXPECT_EQ(top1, r.top1_correct);
+  }
+  EXPECT_EQ(r.by_workers().size(), 3u);
 }
 
 TEST(StragglerEndToEnd, OneStepStallBeatsAPileOfOrdinaryHiccupsOnABigCluster) {
