@@ -6,7 +6,8 @@
 #   runs all along; netfault drops 5% of its segments at ingress for LEN s)
 # usage: OUT=/tmp/reveal-gpu eval/reveal/gpu_repro.sh [STACKSCOPE=.carry/stackscope] [NETFAULT=.carry/netfault]
 # Leaves in OUT (at most 6 files, each well under 16 MiB): combined.sdb, combined.json, crosshost.json,
-# netfault.json, summary.txt, and host2.sdb (the odd host). summary.txt has one FOUND / NOT FOUND line a case.
+# netfault.json, summary.txt, and host2.sdb (the odd host). summary.txt has one FOUND / NOT FOUND line a case
+# (with the number of findings elsewhere: the detectors are fitted on the first 35 s, before any injection).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bin=${STACKSCOPE:-$root/.carry/stackscope}
@@ -14,7 +15,8 @@ netfault=${NETFAULT:-$root/.carry/netfault}
 py=${PYTHON:-python3}
 loads="$root/eval/reveal/loads.py"
 out=${OUT:?set OUT to the output folder}; mkdir -p "$out"
-scratch=$(mktemp -d /tmp/reveal-gpu-scratch.XXXXXX)
+# Scratch on the repository's disk: /tmp may be tmpfs, where O_DIRECT reads (storage case) and writeback do nothing.
+scratch=${SCRATCH:-$(mktemp -d "$root/.reveal-scratch.XXXXXX")}
 DUR=${DUR:-200}; LEN=${LEN:-10}; PORT=${TCP_PORT:-29571}
 layers=${LAYERS:-host,nvml}
 cases=(cpu memory writeback storage irq tcp)
