@@ -228,3 +228,28 @@ TEST(KernelTrace, NeedsRootAndSaysSo) {
   EXPECT_FALSE(st.running);
   EXPECT_NE(st.message.find("root"), std::string::npos);
 }
+
+TEST(KernelTrace, RecordCliWritesKernelSeriesAndRejectsBadDuty) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to load eBPF programs";
+  TempDir dir;
+  std::string rec = dir.file("k.sdb"), out;
+  ASSERT_EQ(run_command(std::string(STACKSCOPE_BIN) + " record -q --layers kernel -i 10 -o " + rec +
+                            " -- sh -c 'sleep 0.2; sleep 0.2'",
+                        &out),
+            0)
+      << out;
+  ASSERT_EQ(run_command(std::string(STACKSCOPE_BIN) + " export " + rec + " --format csv --what samples -q -o " +
+                            dir.file("s.csv"),
+                        &out),
+            0)
+      << out;
+  std::string csv = read_file(dir.file("s.csv"));
+  EXPECT_NE(csv.find("kernel.sched.blocked_time{pid"), std::string::npos) << "per-process series of the command";
+  EXPECT_NE(csv.find("kernel.block.latency_max"), std::string::npos);
+  EXPECT_NE(csv.find("kernel.net.rx.packets,"), std::string::npos);
+  EXPECT_NE(run_command(std::string(STACKSCOPE_BIN) + " record -q --layers python --python-mode capi --python-duty 10s/1s"
+                            " -o " + dir.file("bad.sdb") + " -- true",
+                        &out),
+            0);
+  EXPECT_NE(out.find("shorter than the period"), std::string::npos) << out;
+}
