@@ -115,7 +115,11 @@ TEST(NvmlSampler, FakeLibraryGivesSeriesInBaseUnitsAndSkipsUnsupportedQueries) {
   // GPU 0: every reading, converted to base units.
   EXPECT_DOUBLE_EQ(sink.last("gpu.util", "gpu0"), 0.42);
   EXPECT_DOUBLE_EQ(sink.last("gpu.mem.util", "gpu0"), 0.17);
-  EXPECT_DOUBLE_EQ(sink.last("gpu.mem.used", "gpu0"), 20.0 * (1ull << 30));
+  // gpu0 answers nvmlDeviceGetMemoryInfo_v2: used without the driver's reservation (what nvidia-smi shows);
+  // gpu1 answers v1 only, whose used includes it.
+  EXPECT_DOUBLE_EQ(sink.last("gpu.mem.used", "gpu0"), 19.0 * (1ull << 30));
+  EXPECT_DOUBLE_EQ(sink.last("gpu.mem.reserved", "gpu0"), 1.0 * (1ull << 30));
+  EXPECT_DOUBLE_EQ(sink.last("gpu.mem.used", "gpu1"), 20.0 * (1ull << 30));
   EXPECT_DOUBLE_EQ(sink.last("gpu.mem.total", "gpu0"), 80.0 * (1ull << 30));
   EXPECT_EQ(sink.count("gpu.mem.total", "gpu0"), 1u);  // static: written once
   EXPECT_DOUBLE_EQ(sink.last("gpu.power", "gpu0"), 123.456);

@@ -17,8 +17,8 @@ Fault classes (the layer whose detector is judged on it in parentheses):
   nccl_throttled_peer (nccl)   rank 1 sleeps --peer-delay-ms before each step (2 ranks)
   nccl_packet_loss    (nccl)   --netfault drops --loss-percent of loopback TCP packets (NCCL over sockets on lo)
 
-  one GPU:  python3 eval/faults/fault_train.py --log /tmp/f/faults.jsonl
-  two GPUs: torchrun --nproc-per-node 2 eval/faults/fault_train.py --log /tmp/f/faults.jsonl --faults nccl
+  one GPU:  python3 eval/faults/fault_train.py --fault-log /tmp/f/faults.jsonl
+  two GPUs: torchrun --nproc-per-node 2 eval/faults/fault_train.py --fault-log /tmp/f/faults.jsonl --faults nccl
   CPU (tests here): /usr/bin/python3 eval/faults/fault_train.py --device cpu --small --faults python_hook_delay,torch_op_delay
 """
 import argparse
@@ -229,7 +229,7 @@ def main():
     ap.add_argument("--netfault", default=".carry/netfault", help="the packet-loss injector (nccl_packet_loss)")
     ap.add_argument("--pause", type=float, default=3.0, help="seconds to wait first (let probes attach)")
     ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--log", required=True, help="JSON lines: one meta line, then one line per episode")
+    ap.add_argument("--fault-log", required=True, help="JSON lines: one meta line, then one line per episode")
     args = ap.parse_args()
     if args.small:
         args.layers, args.d_model, args.heads, args.seq, args.batch, args.vocab = 4, 256, 4, 128, 8, 8192
@@ -275,8 +275,8 @@ def main():
     plan = schedule(faults, t0_s, args.clean, args.test, args.episode, args.ratio, args.seed)
     end_s = t0_s + args.clean + args.test
     inj = Injector(args, model, device, rank, helper)
-    os.makedirs(os.path.dirname(os.path.abspath(args.log)), exist_ok=True)
-    log = open(args.log if not distributed else f"{args.log}.rank{rank}", "w")
+    os.makedirs(os.path.dirname(os.path.abspath(args.fault_log)), exist_ok=True)
+    log = open(args.fault_log if not distributed else f"{args.fault_log}.rank{rank}", "w")
     log.write(json.dumps({"kind": "meta", "rank": rank, "start_ns": int(t0_s * 1e9),
                           "clean_until_ns": int((t0_s + args.clean) * 1e9), "end_ns": int(end_s * 1e9),
                           "device": args.device, "faults": faults, "episode_s": args.episode,
@@ -294,6 +294,7 @@ def main():
             log.flush()
         if not inj.active and nxt < len(plan) and t >= plan[nxt][1]:
             started = now_ns()
+            print(f"rank {rank}: t={t - t0_s:.1f}s step {steps}: {plan[nxt][0]} on", flush=True)
             inj.on(plan[nxt][0])
             nxt += 1
         inj.each_step()

@@ -8,23 +8,44 @@
 set -uo pipefail
 out=${1:?OUTDIR}; group=${2:-gpu}; seed=${3:-7}; clean=${4:-100}; test=${5:-380}; window=${WINDOW:-0.5}
 S=$(pwd)/.carry/stackscope
+# Detaching hundreds of uprobes can take minutes on this kernel (it serialises unregistration), and the recording
+# is durable as it goes (WAL, flushed every 250 ms): so once the workload is done, stop the recorder with SIGKILL
+# rather than wait, which also exercises the crash-safety path.
+limit=$(( ${clean%.*} + ${test%.*} + 90 ))
+stop_when_done() {  # $1: the recorder's pid, $2: the workload's log, $3: ranks; SIGKILL 3 s after all finished
+  local t=0
+  while kill -0 "$1" 2>/dev/null; do
+    if [[ $(grep -c " episodes$" "$2" 2>/dev/null) -ge $3 || $t -ge $limit ]]; then
+      sleep 3; kill -KILL "$1"; break
+    fi
+    sleep 1; t=$((t + 1))
+  done
+  wait "$1" 2>/dev/null
+}
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
 mkdir -p "$out" /tmp/ft
 rm -f /tmp/ft/rec.sdb /tmp/ft/faults.jsonl*
 if [[ $group == gpu ]]; then
   layers=cuda,torch,python,nvml
-  $S record -q --layers $layers,host --python-mode capi -o /tmp/ft/rec.sdb -- \
+  # A short operator list: the default one (with every *_backward) is hundreds of uprobes, slow to attach and detach.
+  ops=mm,addmm,bmm,matmul,linear,gelu,layer_norm,native_layer_norm,add_Tensor,embedding,_scaled_dot_product_*attention,nll_loss_forward,gelu_backward,native_layer_norm_backward,_fused_adamw_
+  $S record --layers $layers,host --python-mode capi --torch-ops "$ops" -o /tmp/ft/rec.sdb -- \
     python3 eval/faults/fault_train.py --faults gpu --seed "$seed" --clean "$clean" --test "$test" \
-    --log /tmp/ft/faults.jsonl 2>&1 | grep -v Warning | tail -3
+    --fault-log /tmp/ft/faults.jsonl > "$out/run_${group}_${seed}.log" 2>&1 &
+  stop_when_done $! "$out/run_${group}_${seed}.log" 1
+  tail -3 "$out/run_${group}_${seed}.log"
 else
   layers=nccl,cuda,nvml
   # NCCL over TCP sockets on loopback, so that netfault's dropped packets are real loss for it.
   export NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_NET=Socket NCCL_SOCKET_IFNAME=lo
-  $S record -q --layers $layers,host -o /tmp/ft/rec.sdb -- \
+  $S record --layers $layers,host -o /tmp/ft/rec.sdb -- \
     torchrun --nproc-per-node 2 eval/faults/fault_train.py --faults nccl --small --seed "$seed" \
-    --clean "$clean" --test "$test" --netfault "$(pwd)/.carry/netfault" --log /tmp/ft/faults.jsonl 2>&1 \
-    | grep -v Warning | tail -3
+    --clean "$clean" --test "$test" --netfault "$(pwd)/.carry/netfault" --fault-log /tmp/ft/faults.jsonl \
+    > "$out/run_${group}_${seed}.log" 2>&1 &
+  stop_when_done $! "$out/run_${group}_${seed}.log" 2
+  .carry/netfault --cleanup >/dev/null 2>&1 || true
+  tail -3 "$out/run_${group}_${seed}.log"
 fi
 $S info /tmp/ft/rec.sdb > "$out/info_${group}_${seed}.txt"
 cat /tmp/ft/faults.jsonl* > "$out/faults_${group}_${seed}.jsonl"

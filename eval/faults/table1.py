@@ -106,6 +106,16 @@ def detect(stackscope, method, names, train, test, tmp, extra):
     return np.array([float(r["score"]) for r in rows]), np.array([int(r["anomaly"]) for r in rows])
 
 
+def calibrated(args, method, names, train, test, tmp, extra):
+    """Fit on the first part of the clean period, set the threshold at --quantile of the scores of its held-out last
+    --calibrate share (in-sample scores are optimistic: a model scores the rows it was fitted on too well)."""
+    n_fit = int(round(len(train) * (1 - args.calibrate)))
+    fit, held = train[:n_fit], train[n_fit:]
+    held_scores, _ = detect(args.stackscope, method, names, fit, held, tmp, extra)
+    test_scores, _ = detect(args.stackscope, method, names, fit, test, tmp, extra)
+    return (test_scores > np.quantile(held_scores, args.quantile)).astype(int)
+
+
 def metrics(y, p):
     tp = int(((y == 1) & (p == 1)).sum())
     tn = int(((y == 0) & (p == 0)).sum())
@@ -146,6 +156,8 @@ def main():
     ap.add_argument("--log", action="append", required=True, help="injection log(s) (one per rank)")
     ap.add_argument("--features", action="append", required=True, help="LAYER=features.csv (repeat)")
     ap.add_argument("--quantile", type=float, default=0.99, help="threshold: quantile of the training scores")
+    ap.add_argument("--calibrate", type=float, default=0.3,
+                    help="share of the clean period held out to set thresholds (0: quantile of the fitted rows)")
     ap.add_argument("--guard", type=float, default=1, help="windows after an episode left out")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--detect-arg", action="append", default=[], help="extra argument for every detect call")
@@ -177,9 +189,12 @@ def main():
         res = {"info": info, "methods": {}}
         with tempfile.TemporaryDirectory() as tmp:
             for m in UNSUPERVISED:
-                q = [] if m == "dbscan" else ["--quantile", str(args.quantile)]
                 try:
-                    _, pred = detect(args.stackscope, m, names, train, test, tmp, q + extra)
+                    if args.calibrate > 0 and m != "dbscan":
+                        pred = calibrated(args, m, names, train, test, tmp, extra)
+                    else:
+                        q = [] if m == "dbscan" else ["--quantile", str(args.quantile)]
+                        _, pred = detect(args.stackscope, m, names, train, test, tmp, q + extra)
                     res["methods"][m] = metrics(y, pred)
                 except RuntimeError as e:
                     res["methods"][m] = {"error": str(e)}

@@ -41,6 +41,7 @@ struct RecordOptions {
   bool quiet = false;
   std::string python_mode = "auto";
   std::string python_duty = "1s/10s";
+  std::vector<std::string> torch_ops;
   std::vector<std::string> command;
 };
 
@@ -233,6 +234,7 @@ int run_record(const RecordOptions& opt) {
   copt.all_processes = opt.all_processes;
   if (opt.pid > 0) copt.pids.push_back(static_cast<uint32_t>(opt.pid));
   if (child.pid > 0) copt.pids.push_back(static_cast<uint32_t>(child.pid));
+  copt.torch_ops = opt.torch_ops;
   auto collectors = make_collectors(layers, opt.python_mode, duty_on_ms, duty_period_ms);
   std::vector<Collector*> running;
   for (auto& c : collectors) {
@@ -336,6 +338,10 @@ RegisterCommand reg("record", 10, [](CLI::App& app, int& exit_code) {
   auto* pid = cmd->add_option("-p,--pid", opt->pid, "Trace this running process");
   cmd->add_flag("--all", opt->all_processes, "Trace every process that maps the traced libraries")->excludes(pid);
   cmd->add_flag("-q,--quiet", opt->quiet, "No progress line");
+  cmd->add_option("--torch-ops", opt->torch_ops,
+                  "PyTorch operators to probe, comma-separated at::_ops names or globs (\"mm,addmm,*_backward\"); "
+                  "default: a list of common ones. Every operator is two uprobes: fewer cost less and detach faster")
+      ->delimiter(',');
   cmd->add_option("--python-mode", opt->python_mode,
                   "CPython: auto (USDT function probes where the interpreter has them), capi (time C-API calls: "
                   "costly), off")

@@ -30,8 +30,13 @@ struct Utilization {
   unsigned int gpu, memory;  // percent
 };
 struct Memory {
-  unsigned long long total, free, used;  // bytes
+  unsigned long long total, free, used;  // bytes; v1's used includes the driver's reservation
 };
+struct MemoryV2 {  // nvmlMemory_v2_t: used excludes the reservation, as nvidia-smi shows it
+  unsigned int version;
+  unsigned long long total, reserved, free, used;
+};
+constexpr unsigned int kMemoryV2Version = static_cast<unsigned int>(sizeof(MemoryV2)) | (2u << 24);
 union Value {
   double dVal;
   int siVal;
@@ -85,6 +90,7 @@ struct Api {
   Return (*DeviceGetName)(Device, char*, unsigned int) = nullptr;
   Return (*DeviceGetUtilizationRates)(Device, Utilization*) = nullptr;
   Return (*DeviceGetMemoryInfo)(Device, Memory*) = nullptr;
+  Return (*DeviceGetMemoryInfoV2)(Device, MemoryV2*) = nullptr;
   Return (*DeviceGetPowerUsage)(Device, unsigned int*) = nullptr;                  // milliwatts
   Return (*DeviceGetTotalEnergyConsumption)(Device, unsigned long long*) = nullptr;  // millijoules
   Return (*DeviceGetTemperature)(Device, int, unsigned int*) = nullptr;
@@ -219,6 +225,7 @@ class NvmlSampler final : public Collector {
     bind(api_.DeviceGetName, {"nvmlDeviceGetName"});
     bind(api_.DeviceGetUtilizationRates, {"nvmlDeviceGetUtilizationRates"});
     bind(api_.DeviceGetMemoryInfo, {"nvmlDeviceGetMemoryInfo"});
+    bind(api_.DeviceGetMemoryInfoV2, {"nvmlDeviceGetMemoryInfo_v2"});
     bind(api_.DeviceGetPowerUsage, {"nvmlDeviceGetPowerUsage"});
     bind(api_.DeviceGetTotalEnergyConsumption, {"nvmlDeviceGetTotalEnergyConsumption"});
     bind(api_.DeviceGetTemperature, {"nvmlDeviceGetTemperature"});
@@ -307,9 +314,17 @@ class NvmlSampler final : public Collector {
       }
     }
     if (on(kMemory)) {
+      // v2 where the driver has it (R510+): its `used` is what nvidia-smi reports; v1 counts the driver's
+      // reservation as used (about 0.6 GB more on an H200).
       nvml::Memory m{};
-      if (check(g, kMemory, api_.DeviceGetMemoryInfo(g.handle, &m))) {
+      nvml::MemoryV2 m2{};
+      m2.version = nvml::kMemoryV2Version;
+      const bool v2 = api_.DeviceGetMemoryInfoV2 != nullptr &&
+                      api_.DeviceGetMemoryInfoV2(g.handle, &m2) == nvml::kSuccess;
+      if (v2) m = {m2.total, m2.free, m2.used};
+      if (v2 || check(g, kMemory, api_.DeviceGetMemoryInfo(g.handle, &m))) {
         gauge(g, "gpu.mem.used", "bytes", t, static_cast<double>(m.used));
+        if (v2) gauge(g, "gpu.mem.reserved", "bytes", t, static_cast<double>(m2.reserved));
         if (static_cast<double>(m.total) != g.mem_total) {  // static: written when it changes only
           g.mem_total = static_cast<double>(m.total);
           put("gpu.mem.total", g.device, "bytes", SeriesKind::static_value, SeriesCategory::static_value, t,

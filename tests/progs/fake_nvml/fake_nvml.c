@@ -11,6 +11,7 @@ typedef struct nvmlDevice_st* nvmlDevice_t;
 typedef struct nvmlEventSet_st* nvmlEventSet_t;
 typedef struct { unsigned int gpu, memory; } nvmlUtilization_t;
 typedef struct { unsigned long long total, free, used; } nvmlMemory_t;
+typedef struct { unsigned int version; unsigned long long total, reserved, free, used; } nvmlMemory_v2_t;
 typedef union { double dVal; int siVal; unsigned int uiVal; unsigned long ulVal; unsigned long long ullVal;
                 long long sllVal; unsigned short usVal; } nvmlValue_t;
 typedef struct { unsigned int fieldId, scopeId; long long timestamp, latencyUsec; int valueType;
@@ -60,6 +61,16 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t* m) {
   m->total = 80ull << 30;
   m->used = 20ull << 30;
   m->free = m->total - m->used;
+  return OK;
+}
+/* v2 leaves the driver's reservation (1 GiB here) out of used, as nvidia-smi does; gpu1 answers v1 only. */
+nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t d, nvmlMemory_v2_t* m) {
+  if (idx(d)) return 3; /* NVML_ERROR_NOT_SUPPORTED */
+  if (m->version != (unsigned)(sizeof(nvmlMemory_v2_t) | (2u << 24))) return 25; /* ARGUMENT_VERSION_MISMATCH */
+  m->total = 80ull << 30;
+  m->reserved = 1ull << 30;
+  m->used = 19ull << 30;
+  m->free = m->total - m->used - m->reserved;
   return OK;
 }
 nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t d, unsigned int* mw) {
