@@ -116,6 +116,28 @@ def calibrated(args, method, names, train, test, tmp, extra):
     return (test_scores > np.quantile(held_scores, args.quantile)).astype(int)
 
 
+def online(args, method, names, x, t, split, keep, tmp, extra):
+    """The online mode: every --refit seconds the model is refitted on the last --horizon seconds of windows that
+    precede the block (the clean period first), leaving out the windows it flagged itself (no labels involved), with
+    the threshold set on the newest --calibrate share of that horizon. Level shifts that persist become normal once
+    they fill the horizon; short faults stay out of it because they were flagged."""
+    width = float(np.median(t[:, 1] - t[:, 0]))
+    horizon = max(8, int(round(args.horizon * 1e9 / width)))
+    refit = max(1, int(round(args.refit * 1e9 / width)))
+    flagged = np.zeros(len(t), dtype=bool)
+    usable = (split == "train") | (split == "test")
+    test_idx = np.where(split == "test")[0]
+    for b in range(0, len(test_idx), refit):
+        block = test_idx[b:b + refit]
+        past = np.where(usable[:block[0]] & (args.keep_flagged | ~flagged[:block[0]]))[0][-horizon:]
+        n_fit = int(round(len(past) * (1 - args.calibrate)))
+        fit, held = x[past[:n_fit]], x[past[n_fit:]]
+        held_scores, _ = detect(args.stackscope, method, names, fit, held, tmp, extra)
+        scores, _ = detect(args.stackscope, method, names, fit, x[block], tmp, extra)
+        flagged[block] = scores > np.quantile(held_scores, args.quantile)
+    return flagged[keep].astype(int)
+
+
 def metrics(y, p):
     tp = int(((y == 1) & (p == 1)).sum())
     tn = int(((y == 0) & (p == 0)).sum())
@@ -158,6 +180,11 @@ def main():
     ap.add_argument("--quantile", type=float, default=0.99, help="threshold: quantile of the training scores")
     ap.add_argument("--calibrate", type=float, default=0.3,
                     help="share of the clean period held out to set thresholds (0: quantile of the fitted rows)")
+    ap.add_argument("--online", action="store_true", help="unsupervised methods refit on a sliding horizon")
+    ap.add_argument("--keep-flagged", action="store_true",
+                    help="online: fit on every past window, flagged or not (drift is absorbed, so are faults)")
+    ap.add_argument("--horizon", type=float, default=90, help="online: seconds of past windows to fit on")
+    ap.add_argument("--refit", type=float, default=5, help="online: seconds between refits")
     ap.add_argument("--guard", type=float, default=1, help="windows after an episode left out")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--detect-arg", action="append", default=[], help="extra argument for every detect call")
@@ -190,7 +217,9 @@ def main():
         with tempfile.TemporaryDirectory() as tmp:
             for m in UNSUPERVISED:
                 try:
-                    if args.calibrate > 0 and m != "dbscan":
+                    if args.online and m != "dbscan":
+                        pred = online(args, m, names, x, t, split, keep, tmp, extra)
+                    elif args.calibrate > 0 and m != "dbscan":
                         pred = calibrated(args, m, names, train, test, tmp, extra)
                     else:
                         q = [] if m == "dbscan" else ["--quantile", str(args.quantile)]
