@@ -518,7 +518,7 @@ TEST(TraceUprobe, PythonCapiDutyCycleRecordsOnlyWatchedWindows) {
               "import sys, time\n"
               "def f(x): return x + 1\n"
               "print('ready', flush=True); sys.stdin.readline()\n"
-              "end = time.monotonic() + 2.5\n"
+              "end = time.monotonic() + 4\n"
               "while time.monotonic() < end:\n"
               "    for i in range(1000): f(*(i,))\n"  // CALL_FUNCTION_EX goes through PyObject_Call
               "print('done', flush=True)\n"});
@@ -543,7 +543,8 @@ TEST(TraceUprobe, PythonCapiDutyCycleRecordsOnlyWatchedWindows) {
     if (s.value == 1) windows.push_back({s.t_ns, INT64_MAX});
     else if (!windows.empty()) windows.back().second = s.t_ns;
   }
-  ASSERT_GE(windows.size(), 3u) << "2.5 s of work at 200 ms / 700 ms";
+  // 4 s of work at 200 ms / 700 ms; on a loaded VM one detach can take ~0.5 s and push the next window out.
+  ASSERT_GE(windows.size(), 3u);
   std::vector<int> per_window(windows.size());
   size_t python_events = 0, outside = 0;
   for (auto& e : sink.events()) {

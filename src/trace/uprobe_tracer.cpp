@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
@@ -630,13 +631,17 @@ void UprobeTracer::duty_loop() {
       for (auto& [offset, cookie] : t.probes) {
         LIBBPF_OPTS(bpf_uprobe_opts, eo, .bpf_cookie = cookie, .retprobe = false);
         LIBBPF_OPTS(bpf_uprobe_opts, ro, .bpf_cookie = cookie, .retprobe = true);
-        for (auto [prog, opts] : {std::pair{python_->progs.call_entry, &eo}, std::pair{python_->progs.call_return, &ro}})
+        // Return probe first: an entry probe alone pushes a frame per call that nothing pops, and a thread deeper
+        // than the frames kept reports nothing for the rest of the window. (Detached in this order too: entry first.)
+        for (auto [prog, opts] : {std::pair{python_->progs.call_return, &ro}, std::pair{python_->progs.call_entry, &eo}})
           if (bpf_link* l = bpf_program__attach_uprobe_opts(prog, t.pid_filter, t.lib.host_path.c_str(), offset, opts)) {
             std::lock_guard<std::mutex> lock(mu_);
             duty_links_.push_back(l);
           }
       }
     int64_t t1 = monotonic_ns();
+    for (uint32_t tid; bpf_map_get_next_key(fd, nullptr, &tid) == 0;)  // frames pushed while attaching
+      if (bpf_map_delete_elem(fd, &tid) != 0) break;
     set_watching(true);
     auto window_end = clock::now() + on;
     {
@@ -650,6 +655,7 @@ void UprobeTracer::duty_loop() {
       std::lock_guard<std::mutex> lock(mu_);
       links.swap(duty_links_);
     }
+    std::reverse(links.begin(), links.end());  // entries before returns (see above)
     int64_t t2 = monotonic_ns();
     destroy_links(links, {});
     duty_attach_ns_ += t1 - t0;
