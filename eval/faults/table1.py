@@ -111,6 +111,8 @@ def calibrated(args, method, names, train, test, tmp, extra):
     --calibrate share (in-sample scores are optimistic: a model scores the rows it was fitted on too well)."""
     n_fit = int(round(len(train) * (1 - args.calibrate)))
     fit, held = train[:n_fit], train[n_fit:]
+    if len(held) == 0:
+        held = fit
     held_scores, _ = detect(args.stackscope, method, names, fit, held, tmp, extra)
     test_scores, _ = detect(args.stackscope, method, names, fit, test, tmp, extra)
     return (test_scores > np.quantile(held_scores, args.quantile)).astype(int)
@@ -132,6 +134,8 @@ def online(args, method, names, x, t, split, keep, tmp, extra):
         past = np.where(usable[:block[0]] & (args.keep_flagged | ~flagged[:block[0]]))[0][-horizon:]
         n_fit = int(round(len(past) * (1 - args.calibrate)))
         fit, held = x[past[:n_fit]], x[past[n_fit:]]
+        if len(held) == 0:  # --calibrate 0: the fitted rows' own scores set the threshold
+            held = fit
         held_scores, _ = detect(args.stackscope, method, names, fit, held, tmp, extra)
         scores, _ = detect(args.stackscope, method, names, fit, x[block], tmp, extra)
         flagged[block] = scores > np.quantile(held_scores, args.quantile)
@@ -169,7 +173,9 @@ def supervised(name, x, y, seed):
     folds = min(5, int(min((y == 1).sum(), (y == 0).sum())))
     if folds < 2:
         return None
-    return cross_val_predict(model, x, y, cv=StratifiedKFold(folds, shuffle=True, random_state=seed))
+    # Contiguous folds: adjacent windows are autocorrelated, so shuffled folds would put near-copies of a test
+    # window in the training folds.
+    return cross_val_predict(model, x, y, cv=StratifiedKFold(folds, shuffle=False))
 
 
 def main():
@@ -270,7 +276,7 @@ def main():
             lines.append(f"| {metric} | {ROW_NAMES.get(layer, layer)} ({inf['test']} / {inf['positives']}) | "
                          + " | ".join(cells) + " |")
     with open(os.path.join(args.out, "table1.md"), "w") as f:
-        f.write("\n".join(lines) + "\n\n* supervised: 5-fold cross-validation on the labelled test windows\n")
+        f.write("\n".join(lines) + "\n\n* supervised: 5-fold cross-validation (contiguous folds) on the labelled test windows\n")
     sl = ["| Layer | " + " | ".join(f"K={k}" for k in (1, 2, 3, 4, 6, 8)) + " | " +
           " | ".join(f"q={q}" for q in (0.8, 0.9, 0.95, 0.98, 0.99, 0.995, 1.0)) + " |",
           "|---|" + "---|" * 13]

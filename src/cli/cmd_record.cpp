@@ -136,9 +136,12 @@ std::pair<int, int> parse_python_duty(const std::string& text) {
 // the probes' file descriptors and frees them once this process has exited (it waits for EOF on a pipe whose write
 // end only this process holds, so its closes are the last references and ours are cheap). Runs after every
 // collector thread has stopped.
-void release_collectors(const std::vector<Collector*>& running, const std::string& out, bool quiet, bool tty) {
+// in_background false: detach here and now (the traced command outlives the recording, and would otherwise keep
+// paying for probes nobody reads until it exits).
+void release_collectors(const std::vector<Collector*>& running, const std::string& out, bool quiet, bool tty,
+                        bool in_background = true) {
   bool slow = false;
-  for (auto* c : running) slow = slow || c->needs_root();
+  for (auto* c : running) slow = in_background && (slow || c->needs_root());
   int gate[2] = {-1, -1};
   pid_t helper = slow && ::pipe(gate) == 0 ? ::fork() : -1;
   if (helper == 0) {
@@ -267,6 +270,7 @@ int run_record(const RecordOptions& opt) {
   RecordingWriterStats last = writer.stats();
   int child_status = -1;
   bool stopped_recording = false;
+  bool released = false;  // probes detached (release_collectors ran)
   std::string stop_reason;
   auto summary = [&] {
     auto s = writer.stats();
@@ -320,8 +324,12 @@ int run_record(const RecordOptions& opt) {
       last_progress = now;
     }
     if (stopped_recording && (child.pid <= 0 || child_status >= 0)) break;
+    if (stopped_recording && !released) {  // --duration (or a write failure) ended it; the command goes on
+      release_collectors(running, out, opt.quiet, tty, /*in_background=*/false);
+      released = true;
+    }
   }
-  release_collectors(running, out, opt.quiet, tty);
+  if (!released) release_collectors(running, out, opt.quiet, tty);
   bool failed = writer.failed();
   if (child.pid > 0) return child_status;
   return failed ? 3 : 0;

@@ -278,6 +278,7 @@ CollectorStatus KernelTracer::start(TelemetrySink& sink, const CollectorOptions&
   m.sink = &sink;
   m.copts = options;
   m.ncpu = libbpf_num_possible_cpus();
+  if (m.ncpu <= 0) return {false, std::string("kernel BPF: cannot count possible CPUs: ") + std::strerror(-m.ncpu)};
   m.skel = kernel_bpf__open();
   if (!m.skel) return {false, std::string("kernel BPF: open failed: ") + std::strerror(errno)};
   m.skel->rodata->all_processes = options.all_processes;
@@ -296,8 +297,9 @@ CollectorStatus KernelTracer::start(TelemetrySink& sink, const CollectorOptions&
     }
     std::string name = bpf_program__name(prog);
     if (name == "on_switch") {  // without it there is no scheduler layer at all
+      const int err = errno;  // destroy() may change it
       m.destroy();
-      return {false, "kernel BPF: sched_switch: " + std::string(std::strerror(errno))};
+      return {false, "kernel BPF: sched_switch: " + std::string(std::strerror(err))};
     }
     missing += (missing.empty() ? "" : ", ") + name + " (" + std::strerror(errno) + ")";
   }

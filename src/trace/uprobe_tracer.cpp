@@ -229,7 +229,10 @@ void UprobeTracer::add_pid(uint32_t pid) {
 
 void UprobeTracer::stop() {
   if (!started_) return;
-  stopping_ = true;
+  {  // under mu_: the maintainer and duty threads test stopping_ in cv_'s predicate, so no wakeup is lost
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
   cv_.notify_all();
   if (duty_.joinable()) duty_.join();
   if (watching_) set_watching(false);
