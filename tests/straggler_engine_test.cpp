@@ -252,8 +252,11 @@ TEST(StragglerSteps, IntermittentStallsDoNotDoubleOneWorkersStep) {
     EXPECT_EQ(det.source, StepSource::collectives);
     // The n-th data-parallel all-reduce closes step n on every worker.
     for (size_t w = 0; w < set.workers.size(); ++w)
-      for (auto& op : set.workers[w].ops)
-        if (op.kind == OpKind::collective) EXPECT_EQ(op.step, op.collective_seq) << "seed " << seed << " worker " << w;
+      for (auto& op : set.workers[w].ops) {
+        if (op.kind == OpKind::collective) {
+          EXPECT_EQ(op.step, op.collective_seq) << "seed " << seed << " worker " << w;
+        }
+      }
   }
 }
 

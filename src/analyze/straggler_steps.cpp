@@ -229,12 +229,18 @@ StepDetection assign_steps(TimelineSet& set) {
 
 std::vector<int64_t> estimate_clock_offsets(const TimelineSet& set) {
   // (communicator, sequence) -> participants' (worker, end)
-  std::unordered_map<uint64_t, std::vector<std::pair<int, int64_t>>> by_key;
+  struct CommSeqHash {
+    size_t operator()(const std::pair<uint32_t, int64_t>& k) const {
+      return std::hash<uint64_t>()((static_cast<uint64_t>(k.first) << 32) ^ static_cast<uint64_t>(k.second));
+    }
+  };
+  // Keyed on the whole pair: packing both into one integer dropped bits of one of them.
+  std::unordered_map<std::pair<uint32_t, int64_t>, std::vector<std::pair<int, int64_t>>, CommSeqHash> by_key;
   for (size_t w = 0; w < set.workers.size(); ++w)
     for (auto& op : set.workers[w].ops)
       if ((op.kind == OpKind::collective || op.kind == OpKind::p2p) && op.collective_seq >= 0)
-        by_key[(static_cast<uint64_t>(op.comm) << 40) ^ static_cast<uint64_t>(op.collective_seq)]
-            .emplace_back(static_cast<int>(w), op.end_ns());
+        by_key[{static_cast<uint32_t>(op.comm), static_cast<int64_t>(op.collective_seq)}].emplace_back(
+            static_cast<int>(w), op.end_ns());
   struct Instance {
     size_t slot0;  // index of the first participant's (worker, communicator) slot
     std::vector<std::pair<int, int64_t>> parts;
@@ -249,7 +255,7 @@ std::vector<int64_t> estimate_clock_offsets(const TimelineSet& set) {
   std::vector<size_t> part_slot;
   for (auto& [key, parts] : by_key) {
     if (parts.size() < 2) continue;
-    const uint32_t comm = static_cast<uint32_t>(key >> 40);
+    const uint32_t comm = key.first;
     Instance inst{part_slot.size(), std::move(parts)};
     for (auto& [w, e] : inst.parts) {
       auto [it, fresh] = slot_of.try_emplace({w, comm}, slot_worker.size());
