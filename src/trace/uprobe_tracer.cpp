@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
@@ -599,10 +600,17 @@ unsigned UprobeTracer::attach_library(int pid_filter, const MappedLibrary& lib,
   return attached ? 1u << static_cast<unsigned>(layer) : 0u;
 }
 
+// The watched interval must contain every reported call's start: its opening time is read before capture is
+// enabled, and its closing time after capture is disabled (a call that saw the flag set started in between).
 void UprobeTracer::set_watching(bool on) {
+  int64_t t = 0;
+  if (on) t = monotonic_ns();
+  std::atomic_thread_fence(std::memory_order_seq_cst);
   python_->data->capture_enabled = on ? 1 : 0;
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (!on) t = monotonic_ns();
   watching_ = on;
-  Sample s{watching_series_, monotonic_ns(), on ? 1.0 : 0.0};
+  Sample s{watching_series_, t, on ? 1.0 : 0.0};
   sink_->append_samples({&s, 1});
 }
 
