@@ -75,7 +75,11 @@ class UprobeTracer final : public Collector {
   bool attach_pair(int pid_filter, const MappedLibrary& lib, uint64_t offset, bpf_program* entry,
                    bpf_program* ret, uint64_t cookie);
   std::string kernel_name(uint32_t pid, uint64_t address);
-  bool duty_cycled() const { return topts_.python_duty_on_ms > 0 && topts_.python_duty_period_ms > topts_.python_duty_on_ms; }
+  // Only the C-API fallback is duty-cycled: USDT probes cost nothing where the interpreter has them.
+  bool duty_cycled() const {
+    return topts_.python_mode == "capi" && topts_.python_duty_on_ms > 0 &&
+           topts_.python_duty_period_ms > topts_.python_duty_on_ms;
+  }
   void duty_loop();
   void set_watching(bool on);
   void report_counters(bool final_report);
