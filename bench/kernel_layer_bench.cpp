@@ -12,6 +12,7 @@
 
 #include <thread>
 
+#include "counting_sink.h"
 #include "model/sink.h"
 #include "trace/kernel_tracer.h"
 
@@ -19,16 +20,7 @@ using namespace stackscope;
 
 namespace {
 
-class CountingSink final : public TelemetrySink {
- public:
-  SeriesId add_series(const SeriesInfo&) override { return ++series; }
-  void append_event(Event&&) override {}
-  void append_samples(std::span<const Sample> s) override { samples += s.size(); }
-  void add_drops(std::string_view, uint64_t) override {}
-  void add_note(std::string_view, std::string_view) override {}
-  SeriesId series = 0;
-  uint64_t samples = 0;
-};
+using bench::CountingSink;
 
 int64_t thread_cpu_ns() {
   timespec ts{};

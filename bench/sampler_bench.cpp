@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "counting_sink.h"
 #include "sample/procfs_sampler.h"
 #include "store/recording_writer.h"
 
@@ -27,17 +28,7 @@ int64_t thread_cpu_ns() {
   return ts.tv_sec * 1'000'000'000LL + ts.tv_nsec;
 }
 
-// Declares and counts; keeps nothing (what a sink costs is the store's benchmark, not this one).
-class CountingSink final : public TelemetrySink {
- public:
-  SeriesId add_series(const SeriesInfo&) override { return ++series; }
-  void append_event(Event&&) override {}
-  void append_samples(std::span<const Sample> s) override { samples += s.size(); }
-  void add_drops(std::string_view, uint64_t) override {}
-  void add_note(std::string_view, std::string_view) override {}
-  SeriesId series = 0;
-  uint64_t samples = 0;
-};
+using bench::CountingSink;
 
 // One tick in the benchmark's own thread; "cpu" is the thread's CPU time.
 void BM_Tick(benchmark::State& state, std::vector<std::string> families) {

@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace stackscope {
 
@@ -43,5 +44,19 @@ struct Sample {
   int64_t t_ns = 0;  // CLOCK_MONOTONIC
   double value = 0;
 };
+
+// The fields every collector fills when it declares a series; host and the rest stay default.
+inline SeriesInfo series_info(std::string name, std::string device, Subsystem subsystem, std::string unit,
+                              SeriesKind kind, SeriesCategory category, std::string source = "procfs") {
+  SeriesInfo s;
+  s.name = std::move(name);
+  s.device = std::move(device);
+  s.subsystem = subsystem;
+  s.unit = std::move(unit);
+  s.kind = kind;
+  s.category = category;
+  s.source = std::move(source);
+  return s;
+}
 
 }  // namespace stackscope

@@ -32,19 +32,6 @@ struct SamplerContext {
   void note_once(std::string_view key, std::string_view source, std::string_view text);
 };
 
-inline SeriesInfo series_info(std::string name, std::string device, Subsystem subsystem, std::string unit,
-                              SeriesKind kind, SeriesCategory category, std::string source = "procfs") {
-  SeriesInfo s;
-  s.name = std::move(name);
-  s.device = std::move(device);
-  s.subsystem = subsystem;
-  s.unit = std::move(unit);
-  s.kind = kind;
-  s.category = category;
-  s.source = std::move(source);
-  return s;
-}
-
 // Series ids cached by position in a parsed file: a steady-state tick costs one short compare per value.
 // A position whose identity (tag, sub) changed (an interface appeared, a CPU went offline) is declared anew.
 class SlotIds {

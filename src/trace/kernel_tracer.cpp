@@ -111,15 +111,8 @@ struct KernelTracer::Impl {
 
   SeriesId declare(std::string name, std::string device, Subsystem sub, std::string unit, SeriesKind kind,
                    SeriesCategory cat) {
-    SeriesInfo s;
-    s.name = std::move(name);
-    s.device = std::move(device);
-    s.subsystem = sub;
-    s.unit = std::move(unit);
-    s.kind = kind;
-    s.category = cat;
+    SeriesInfo s = series_info(std::move(name), std::move(device), sub, std::move(unit), kind, cat, "ebpf");
     s.host = copts.host;
-    s.source = "ebpf";
     std::lock_guard lk(stats_mu);
     ++stats.series;
     return sink->add_series(s);
