@@ -9,19 +9,9 @@
 #include <bpf/bpf_tracing.h>
 
 #include "events.h"
+#include "traced_processes.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
-
-/* --all: every task counts, under process key 0. Otherwise only the tgids in `traced` (and their threads). */
-const volatile bool all_processes = false;
-const volatile bool follow_children = true;
-
-struct {
-  __uint(type, BPF_MAP_TYPE_HASH);
-  __uint(max_entries, 16384);
-  __type(key, __u32);
-  __type(value, __u8);
-} traced SEC(".maps");
 
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_HASH);
@@ -83,10 +73,6 @@ struct {
   __type(key, __u64);
   __type(value, __u64);
 } block_inflight SEC(".maps");
-
-static __always_inline int is_traced(__u32 tgid) {
-  return all_processes || bpf_map_lookup_elem(&traced, &tgid) != 0;
-}
 
 static __always_inline struct ss_kproc_counters *proc_of(__u32 tgid) {
   __u32 key = all_processes ? 0 : tgid;
@@ -171,11 +157,7 @@ int BPF_PROG(on_migrate, struct task_struct *p, int dest_cpu) {
 
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child) {
-  if (all_processes || !follow_children || child->pid != child->tgid) return 0;
-  __u32 ptgid = parent->tgid, ctgid = child->tgid;
-  if (!bpf_map_lookup_elem(&traced, &ptgid)) return 0;
-  __u8 one = 1;
-  bpf_map_update_elem(&traced, &ctgid, &one, BPF_ANY);
+  if (child->pid == child->tgid) inherit_traced(parent->tgid, child->tgid);
   return 0;
 }
 

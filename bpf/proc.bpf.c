@@ -9,19 +9,9 @@
 #define SS_RINGBUF_BYTES (256 << 10)
 #include "events.h"
 #include "family_maps.bpf.h"
+#include "traced_processes.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
-
-const volatile bool all_processes = false;
-const volatile bool follow_children = true;
-
-/* Traced processes (tgid -> 1). User space adds the ones it is given; fork adds children here at once. */
-struct {
-  __uint(type, BPF_MAP_TYPE_HASH);
-  __uint(max_entries, 16384);
-  __type(key, __u32);
-  __type(value, __u8);
-} traced SEC(".maps");
 
 struct {
   __uint(type, BPF_MAP_TYPE_HASH);
@@ -29,10 +19,6 @@ struct {
   __type(key, __u32);
   __type(value, __u8);
 } mmap_pending SEC(".maps");
-
-static __always_inline int is_traced(__u32 tgid) {
-  return all_processes || bpf_map_lookup_elem(&traced, &tgid) != 0;
-}
 
 static __always_inline void emit(__u32 event, __u32 pid, __u32 ppid) {
   struct ss_proc_record *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
@@ -53,11 +39,7 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child) {
   __u32 child_pid = BPF_CORE_READ(child, pid), child_tgid = BPF_CORE_READ(child, tgid);
   if (child_pid != child_tgid) return 0; /* a new thread, not a process */
   __u32 ptgid = BPF_CORE_READ(parent, tgid);
-  if (!all_processes) {
-    if (!follow_children || !bpf_map_lookup_elem(&traced, &ptgid)) return 0;
-    __u8 one = 1;
-    bpf_map_update_elem(&traced, &child_tgid, &one, BPF_ANY);
-  }
+  if (!inherit_traced(ptgid, child_tgid)) return 0;
   emit(SS_PROC_FORK, child_tgid, ptgid);
   return 0;
 }
