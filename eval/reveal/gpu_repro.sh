@@ -5,8 +5,8 @@
 #   cpu 40s | memory 65s | writeback 90s | storage 115s | irq 140s | tcp 165s (a 40 MB/s loopback TCP stream
 #   runs all along; netfault drops 5% of its segments at ingress for LEN s)
 # usage: OUT=/tmp/reveal-gpu eval/reveal/gpu_repro.sh [STACKSCOPE=.carry/stackscope] [NETFAULT=.carry/netfault]
-# Leaves in OUT (at most 6 files, each well under 16 MiB): combined.sdb, combined.json, crosshost.json,
-# netfault.json, summary.txt, and host2.sdb (the odd host). summary.txt has one FOUND / NOT FOUND line a case
+# Leaves in OUT (9 files, each well under 16 MiB): combined.sdb, combined.json, crosshost.json, host0-3.sdb,
+# netfault.json and summary.txt. summary.txt has one FOUND / NOT FOUND line a case
 # (with the number of findings elsewhere: the detectors are fitted on the first 35 s, before any injection).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -58,7 +58,7 @@ for h in 0 1 2 3; do
 done
 wait
 "$bin" analyze --detector reveal --json --no-store "${recs[@]}" > "$out/crosshost.json"
-cp "$scratch/host2.sdb" "$out/host2.sdb"
+cp "${recs[@]}" "$out/"
 "$py" - "$out/crosshost.json" <<'PY' | tee -a "$out/summary.txt"
 import json, sys
 j = json.load(open(sys.argv[1]))["reveal"]
