@@ -95,22 +95,36 @@ const std::vector<std::string>& cuda_sync_and_memory_calls() {
 // ---- call layers
 
 CallWindowFeatures::CallWindowFeatures(Layer layer, WindowGrid grid, CallWindowOptions options)
-    : layer_(layer), grid_(grid), opt_(std::move(options)), busy_ns_(grid.count, 0.0) {}
+    : layer_(layer),
+      grid_(grid),
+      opt_(std::move(options)),
+      busy_ns_(grid.count, 0.0),
+      oncpu_ns_(grid.count, 0.0),
+      offcpu_ns_(grid.count, 0.0),
+      offcpu_n_(grid.count, 0.0) {}
 
 void CallWindowFeatures::add(const Event& e) {
   if (e.layer != layer_) return;
   const bool timed = !(e.flags & (kEventInstant | kEventUnfinished));
-  // Busy time of outermost calls, spread over the windows the call overlaps.
-  if (timed && e.duration_ns > 0 && e.arg_int("depth", 0) == 0) {
+  const ArgValue* sample = e.arg("sample");
+  const bool offcpu =
+      sample && std::holds_alternative<std::string>(*sample) && std::get<std::string>(*sample) == "off-cpu";
+  sampled_ = sampled_ || sample;
+  // Busy time of outermost calls (or a sample's on-/off-CPU time), spread over the windows the event overlaps.
+  std::vector<double>* spread = sample                        ? (offcpu ? &offcpu_ns_ : &oncpu_ns_)
+                                : e.arg_int("depth", 0) == 0 ? &busy_ns_
+                                                             : nullptr;
+  if (timed && e.duration_ns > 0 && spread) {
     const int64_t end = e.start_ns + e.duration_ns;
     for (auto w = grid_.index_of(std::max(e.start_ns, grid_.first_ns)); w && *w < grid_.count; w = *w + 1) {
       const int64_t lo = std::max(e.start_ns, grid_.start(*w)), hi = std::min(end, grid_.end(*w));
       if (hi <= lo) break;
-      busy_ns_[*w] += static_cast<double>(hi - lo);
+      (*spread)[*w] += static_cast<double>(hi - lo);
     }
   }
   const auto window = grid_.index_of(e.start_ns);
   if (!window) return;
+  if (offcpu) offcpu_n_[*window] += 1;
   auto [it, fresh] = name_ids_.try_emplace(e.name, static_cast<uint32_t>(names_.size()));
   if (fresh) names_.push_back(e.name);
   const ArgValue* bytes_arg = e.arg("bytes");
@@ -218,6 +232,21 @@ WindowFeatureTable CallWindowFeatures::table() const {
   cols.push_back(std::move(busy));
   filled.push_back(0);
   filled.push_back(0);
+  if (sampled_) {
+    const double width = static_cast<double>(grid_.width_ns);
+    ColumnBuilder on{layer + ".oncpu_fraction", std::vector<double>(nw)};
+    ColumnBuilder off{layer + ".offcpu_fraction", std::vector<double>(nw)};
+    ColumnBuilder offn{layer + ".log10_offcpu_count", std::vector<double>(nw)};
+    for (size_t w = 0; w < nw; ++w) {
+      on.values[w] = oncpu_ns_[w] / width;
+      off.values[w] = offcpu_ns_[w] / width;
+      offn.values[w] = std::log10(1.0 + offcpu_n_[w]);
+    }
+    for (auto* c : {&on, &off, &offn}) {
+      cols.push_back(std::move(*c));
+      filled.push_back(0);
+    }
+  }
   return assemble(grid_, std::move(cols), std::move(filled), std::move(subjects));
 }
 
@@ -389,7 +418,7 @@ WindowFeatureTable conform_columns(const WindowFeatureTable& table, const std::v
     const std::string& n = columns[c];
     double v;
     if (ends_with(n, ".log10_count") || ends_with(n, ".log10_bytes") || ends_with(n, ".log10_calls") ||
-        ends_with(n, ".busy_fraction")) {
+        ends_with(n, ".busy_fraction") || ends_with(n, "cpu_fraction") || ends_with(n, ".log10_offcpu_count")) {
       v = 0;  // no call of that name here
     } else if (auto m = reference_median.find(n); m != reference_median.end()) {
       v = m->second;

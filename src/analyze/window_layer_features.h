@@ -15,6 +15,10 @@
 // Per layer: LAYER.log10_calls (every call of the layer) and LAYER.busy_fraction (time inside calls of nesting
 // depth 0, clipped to the window, over the window's length: nested calls are not counted twice; several
 // threads can make it exceed 1).
+// Python stack samples (events with arg "sample": "cpu" or "off-cpu", --python-mode stack) are named after their
+// leaf function ("f", "f (off-cpu)"), so the per-name columns above count samples and, for off-cpu, median/p95
+// blocked time; they are not in busy_fraction, and add python.oncpu_fraction (sampled on-CPU time / window),
+// python.offcpu_fraction (blocked time clipped to the window / window) and python.log10_offcpu_count.
 //
 // Sampled series (nvml, host), per series: DEVICE.NAME.mean (gauges), DEVICE.NAME.rate_per_s (counters: the
 // increase per second between consecutive samples, a reset skipped), and DEVICE.NAME.max for utilisation
@@ -98,6 +102,8 @@ class CallWindowFeatures {
   std::unordered_map<std::string, uint32_t> name_ids_;
   std::vector<Call> calls_;
   std::vector<double> busy_ns_;  // per window
+  std::vector<double> oncpu_ns_, offcpu_ns_, offcpu_n_;  // per window, from Python stack samples
+  bool sampled_ = false;
 };
 
 // Window features of sampled series, fed one block run at a time (RecordingReader::for_each_sample_run).
@@ -137,8 +143,8 @@ class SeriesWindowFeatures {
 // The table with exactly `columns`, in that order (the header of a table made from another recording, so that
 // `detect` can train on one recording and score another). A column this recording lacks gets the value it
 // would have had without data: 0 for counts, bytes and totals (LAYER.log10_calls, .log10_count, .log10_bytes,
-// .busy_fraction), otherwise `reference_median` of that column (the other recording's typical value); it is
-// counted as filled in every window. Columns not in `columns` are dropped.
+// .busy_fraction, .oncpu_fraction, .offcpu_fraction, .log10_offcpu_count), otherwise `reference_median` of that
+// column (the other recording's typical value); it is counted as filled in every window. Columns not in `columns` are dropped.
 WindowFeatureTable conform_columns(const WindowFeatureTable& table, const std::vector<std::string>& columns,
                                    const std::map<std::string, double>& reference_median);
 
