@@ -41,6 +41,8 @@ enum ss_record_kind {
   SS_REC_TORCH = 2,  /* struct ss_torch_record */
   SS_REC_PYTHON = 3, /* struct ss_python_record */
   SS_REC_PROC = 4,   /* struct ss_proc_record */
+  SS_REC_PYSTACK = 5, /* struct ss_pystack_record */
+  SS_REC_PYCODE = 6,  /* struct ss_pycode_record */
 };
 
 /* Per-CPU counter slots (map `counters` in each program). */
@@ -49,7 +51,8 @@ enum ss_counter {
   SS_CNT_NESTED = 1,      /* driver call folded into the runtime call above it */
   SS_CNT_UNMATCHED = 2,   /* a return without its entry (attached mid-call, or too deep) */
   SS_CNT_GATED = 3,       /* a call entered while capture was paused (duty-cycled probes being detached) */
-  SS_CNT_NUM = 4,
+  SS_CNT_PY_UNREAD = 4,   /* pystack: a traced Python thread's stack could not be read (no tstate, faulted page) */
+  SS_CNT_NUM = 5,
 };
 
 struct ss_call_record {
@@ -95,6 +98,68 @@ struct ss_python_record {
   __u32 pad;
   char func[SS_PY_FUNC_LEN];
   char file[SS_PY_FILE_LEN];
+};
+
+/* ---- CPython stack sampling (bpf/pystack.bpf.c, --python-mode stack) ----------------------------------------
+ * The interpreter's frames are read from the traced process's memory: _PyRuntime -> interpreters.head ->
+ * threads.head -> next... (the PyThreadState whose native_thread_id is the thread) -> cframe -> current_frame ->
+ * previous... Each frame gives its code object; a sample carries code object addresses, and the first time a
+ * process's code object is seen its names travel once in an ss_pycode_record. Offsets per CPython version come
+ * from user space (src/trace/python_offsets.cpp), verified by eval/tracing/python_offsets.py. */
+#define SS_PYSTACK_DEPTH 32
+#define SS_PYSTACK_ONCPU 1     /* a CPU-clock sample: duration_ns is the sampling period */
+#define SS_PYSTACK_OFFCPU 2    /* blocked (voluntary switch-out -> switch-in): duration_ns is the blocked time */
+#define SS_PYSTACK_TRUNCATED 4 /* deeper than SS_PYSTACK_DEPTH: the outermost frames are missing */
+#define SS_PYCODE_NAME_LEN 64
+#define SS_PYCODE_FILE_LEN 128
+
+struct ss_py_offsets {
+  __u16 runtime_interpreters_head; /* _PyRuntimeState.interpreters.head */
+  __u16 interp_next;               /* PyInterpreterState.next */
+  __u16 interp_threads_head;       /* PyInterpreterState.threads.head */
+  __u16 tstate_next;               /* PyThreadState.next */
+  __u16 tstate_native_thread_id;
+  __u16 tstate_cframe;
+  __u16 cframe_current_frame;
+  __u16 frame_code;     /* _PyInterpreterFrame.f_code */
+  __u16 frame_previous;
+  __u16 frame_owner;
+  __u16 code_filename;  /* PyCodeObject.co_filename; co_name and co_qualname follow it */
+  __u16 code_name;
+  __u16 code_qualname;
+  __u16 code_firstlineno;
+  __u16 unicode_state;      /* PyASCIIObject.state: compact bit 5, ascii bit 6 */
+  __u16 unicode_length;     /* PyASCIIObject.length (characters) */
+  __u16 unicode_ascii_data; /* sizeof(PyASCIIObject): where a compact ASCII string's characters start */
+  __u8 owner_cstack;        /* frame owner of C-stack shim frames (3.12: 3); 0xff: none */
+  __u8 pad[5];
+};
+
+struct ss_py_proc { /* per traced Python process (tgid) */
+  __u64 runtime;     /* address of _PyRuntime in the process */
+  struct ss_py_offsets off;
+};
+
+struct ss_pystack_record {
+  __u32 kind; /* SS_REC_PYSTACK */
+  __u32 pid;
+  __u32 tid;
+  __u32 flags; /* SS_PYSTACK_* */
+  __u64 start_ns;
+  __u64 duration_ns;
+  __u32 depth; /* frames in codes[], leaf first */
+  __u32 cpu;
+  __u64 codes[SS_PYSTACK_DEPTH];
+};
+
+struct ss_pycode_record {
+  __u32 kind; /* SS_REC_PYCODE */
+  __u32 pid;
+  __u64 code; /* code object address in the process */
+  __s32 firstlineno;
+  __u32 pad;
+  char qualname[SS_PYCODE_NAME_LEN]; /* "" when not a compact ASCII string */
+  char filename[SS_PYCODE_FILE_LEN];
 };
 
 enum ss_proc_event {

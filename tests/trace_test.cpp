@@ -462,7 +462,9 @@ TEST(TraceUprobe, PythonFunctionsAndTorchOperators) {
   if (run_command("/usr/bin/python3 -c 'import torch'") != 0) GTEST_SKIP() << "no python3-torch";
   Subject py({"/usr/bin/python3", std::string(STACKSCOPE_SOURCE_DIR) + "/tests/data/trace_train.py", "3"});
   ASSERT_NE(py.expect("ready", 120s), "");
-  UprobeTracer tracer({Layer::torch, Layer::python}, {});
+  TracerOptions topts;
+  topts.python_mode = "usdt";  // "auto" samples stacks on 3.11 (tests/pystack_test.cpp)
+  UprobeTracer tracer({Layer::torch, Layer::python}, topts);
   CollectingSink sink;
   CollectorOptions opts;
   opts.pids = {static_cast<uint32_t>(py.pid())};

@@ -20,7 +20,9 @@
 
 #include "cli/collectors.h"
 #include "cli/registry.h"
+#include "analyze/windows.h"
 #include "model/clock.h"
+#include "model/process.h"
 #include "sample/host_info.h"
 #include "store/recording_writer.h"
 #include "store/sqlite_db.h"
@@ -41,6 +43,9 @@ struct RecordOptions {
   bool quiet = false;
   std::string python_mode = "auto";
   std::string python_duty = "1s/10s";
+  int python_sample_hz = 99;
+  std::string python_offcpu_min = "200us";
+  bool print_python_offsets = false;
   std::vector<std::string> torch_ops;
   std::vector<std::string> command;
 };
@@ -105,18 +110,10 @@ void raise_memlock_limit() {
 
 // "250ms", "1s", "1.5s" -> milliseconds; throws std::invalid_argument.
 int parse_duration_ms(const std::string& text, const std::string& what) {
-  size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  std::string unit = text.substr(used);
-  double ms = unit == "ms" ? v : unit == "s" ? v * 1000 : -1;
-  if (used == 0 || ms < 1 || ms > 3'600'000)
+  const auto ns = analyze::parse_duration_ns(text);
+  if (!ns || *ns < 1'000'000 || *ns > 3'600'000'000'000LL)
     throw std::invalid_argument(what + ": '" + text + "' is not a duration like 500ms or 2s (1 ms to 1 h)");
-  return static_cast<int>(ms);
+  return static_cast<int>(*ns / 1'000'000);
 }
 
 // --python-duty ON/PERIOD ("1s/10s") or "always"; {0, 0} for always.
@@ -174,14 +171,26 @@ void release_collectors(const std::vector<Collector*>& running, const std::strin
 }
 
 int run_record(const RecordOptions& opt) {
+  if (opt.print_python_offsets) {  // for eval/tracing/python_offsets.py
+    std::cout << python_offsets_json();
+    return 0;
+  }
   if (opt.interval_ms < 1 || opt.interval_ms > 60'000)
     throw std::invalid_argument("--interval must be between 1 and 60000 ms");
   if (opt.duration_s < 0 || !std::isfinite(opt.duration_s)) throw std::invalid_argument("--duration must be >= 0");
   if (opt.pid > 0 && !opt.command.empty()) throw std::invalid_argument("give either --pid or -- CMD, not both");
-  if (opt.pid > 0 && ::kill(opt.pid, 0) != 0 && errno == ESRCH)
+  if (opt.pid > 0 && !process_exists(static_cast<uint32_t>(opt.pid)))
     throw std::invalid_argument(fmt::format("--pid {}: no such process", opt.pid));
 
   auto [duty_on_ms, duty_period_ms] = parse_python_duty(opt.python_duty);
+  PythonOptions python{opt.python_mode, duty_on_ms, duty_period_ms, opt.python_sample_hz, 0};
+  if (opt.python_sample_hz < 1 || opt.python_sample_hz > 10'000)
+    throw std::invalid_argument("--python-sample-hz must be between 1 and 10000");
+  if (auto ns = analyze::parse_duration_ns(opt.python_offcpu_min); ns && *ns <= 10'000'000'000LL)
+    python.offcpu_min_ns = *ns;
+  else
+    throw std::invalid_argument("--python-offcpu-min: '" + opt.python_offcpu_min +
+                                "' is not a duration like 200us or 1ms (up to 10 s)");
   std::vector<Layer> requested = parse_layer_list(opt.layers);
   const bool explicit_layers = opt.layers != "all";
   const bool root = ::geteuid() == 0;
@@ -218,7 +227,9 @@ int run_record(const RecordOptions& opt) {
   writer.set_meta("command", join(opt.command, " "));
   nlohmann::json config = {{"layers", names(layers)}, {"interval_ms", opt.interval_ms},
                            {"duration_s", opt.duration_s}, {"pid", opt.pid}, {"all", opt.all_processes},
-                           {"python_mode", opt.python_mode}, {"python_duty", opt.python_duty}, {"root", root}};
+                           {"python_mode", opt.python_mode}, {"python_duty", opt.python_duty},
+                           {"python_sample_hz", opt.python_sample_hz}, {"python_offcpu_min", opt.python_offcpu_min},
+                           {"root", root}};
   writer.set_meta("config", config.dump());
 
   struct sigaction sa{};
@@ -238,7 +249,7 @@ int run_record(const RecordOptions& opt) {
   if (opt.pid > 0) copt.pids.push_back(static_cast<uint32_t>(opt.pid));
   if (child.pid > 0) copt.pids.push_back(static_cast<uint32_t>(child.pid));
   copt.torch_ops = opt.torch_ops;
-  auto collectors = make_collectors(layers, opt.python_mode, duty_on_ms, duty_period_ms);
+  auto collectors = make_collectors(layers, python);
   std::vector<Collector*> running;
   for (auto& c : collectors) {
     CollectorStatus st = c->start(writer, copt);
@@ -311,7 +322,7 @@ int run_record(const RecordOptions& opt) {
     if (!stopped_recording && opt.duration_s > 0 && now - t0 >= static_cast<int64_t>(opt.duration_s * 1e9))
       stop_collectors("duration reached");
     if (!stopped_recording && child.pid > 0 && child_status >= 0) stop_collectors("command exited");
-    if (!stopped_recording && opt.pid > 0 && ::kill(opt.pid, 0) != 0 && errno == ESRCH)
+    if (!stopped_recording && opt.pid > 0 && !process_exists(static_cast<uint32_t>(opt.pid)))
       stop_collectors(fmt::format("pid {} exited", opt.pid));
     if (!opt.quiet && !stopped_recording && now - last_progress >= (tty ? 1'000'000'000 : 5'000'000'000LL)) {
       auto s = writer.stats();
@@ -351,9 +362,17 @@ RegisterCommand reg("record", 10, [](CLI::App& app, int& exit_code) {
                   "default: a list of common ones. Every operator is two uprobes: fewer cost less and detach faster")
       ->delimiter(',');
   cmd->add_option("--python-mode", opt->python_mode,
-                  "CPython: auto (USDT function probes where the interpreter has them), capi (time C-API calls: "
-                  "costly), off")
-      ->check(CLI::IsMember({"auto", "usdt", "capi", "off"}));
+                  "CPython: stack (sample Python stacks from eBPF: on CPU, and where threads block; 3.11, 3.12), "
+                  "usdt (function__entry/return probes), capi (time C-API calls: costly), off; auto (default): "
+                  "stack for 3.11/3.12, else usdt where the interpreter has the probes")
+      ->check(CLI::IsMember({"auto", "stack", "usdt", "capi", "off"}));
+  cmd->add_option("--python-sample-hz", opt->python_sample_hz,
+                  "Python stack mode: on-CPU samples per second per CPU (default 99)");
+  cmd->add_option("--python-offcpu-min", opt->python_offcpu_min,
+                  "Python stack mode: shortest blocked time reported with its stack (default 200us)");
+  cmd->add_flag("--python-offsets", opt->print_python_offsets,
+                "Print the CPython struct offsets of the stack sampler as JSON and exit")
+      ->group("");
   cmd->add_option("--python-duty", opt->python_duty,
                   "With --python-mode capi: attach the C-API probes ON of every PERIOD (default 1s/10s: ~10 % of "
                   "their cost; series python.capi.watching marks the watched intervals), or 'always'");

@@ -4,6 +4,7 @@
 #include "sample/procfs_sampler.h"
 #ifdef STACKSCOPE_HAVE_BPF
 #include "trace/kernel_tracer.h"
+#include "trace/python_offsets.h"
 #include "trace/tracer.h"
 #endif
 
@@ -22,13 +23,18 @@ std::vector<LayerSupport> layer_support() {
   return out;
 }
 
-std::vector<std::unique_ptr<Collector>> make_collectors(const std::vector<Layer>& layers, const std::string& python_mode,
-                                                       int python_duty_on_ms, int python_duty_period_ms) {
+std::string python_offsets_json() {
+#ifdef STACKSCOPE_HAVE_BPF
+  return trace::python_offsets_json();
+#else
+  return "";
+#endif
+}
+
+std::vector<std::unique_ptr<Collector>> make_collectors(const std::vector<Layer>& layers, const PythonOptions& python) {
   std::vector<std::unique_ptr<Collector>> out;
   std::vector<Layer> traced;
-  (void)python_mode;  // only the eBPF build uses these
-  (void)python_duty_on_ms;
-  (void)python_duty_period_ms;
+  (void)python;  // only the eBPF build uses it
   for (Layer l : layers) {
     if (l == Layer::host) out.push_back(make_procfs_sampler({}));
     if (l == Layer::nvml) out.push_back(make_nvml_sampler({}));
@@ -40,9 +46,11 @@ std::vector<std::unique_ptr<Collector>> make_collectors(const std::vector<Layer>
 #ifdef STACKSCOPE_HAVE_BPF
   if (!traced.empty()) {
     trace::TracerOptions topts;
-    topts.python_mode = python_mode;
-    topts.python_duty_on_ms = python_duty_on_ms;
-    topts.python_duty_period_ms = python_duty_period_ms;
+    topts.python_mode = python.mode;
+    topts.python_duty_on_ms = python.duty_on_ms;
+    topts.python_duty_period_ms = python.duty_period_ms;
+    topts.python_sample_hz = python.sample_hz;
+    topts.python_offcpu_min_ns = static_cast<uint64_t>(python.offcpu_min_ns);
     out.push_back(trace::make_uprobe_tracer(traced, topts));
   }
 #endif

@@ -15,11 +15,19 @@ struct LayerSupport {
 };
 
 std::vector<LayerSupport> layer_support();
+
+// How CPython is traced (see trace/tracer.h): mode auto|stack|usdt|capi|off; duty cycle of the C-API probes
+// (0: always attached); stack sampling rate and the shortest blocked time reported.
+struct PythonOptions {
+  std::string mode = "auto";
+  int duty_on_ms = 0, duty_period_ms = 0;
+  int sample_hz = 99;
+  int64_t offcpu_min_ns = 200'000;
+};
 // Collectors for `layers` (one collector may serve several layers, e.g. the uprobe tracer).
-// python_mode: how CPython is traced (auto|usdt|capi|off); python_duty_*: duty cycle of the C-API probes
-// (0: always attached). See trace/tracer.h.
 std::vector<std::unique_ptr<Collector>> make_collectors(const std::vector<Layer>& layers,
-                                                       const std::string& python_mode = "auto",
-                                                       int python_duty_on_ms = 0, int python_duty_period_ms = 0);
+                                                       const PythonOptions& python = {});
+// The CPython offsets the stack sampler uses, as JSON ("" in a build without eBPF).
+std::string python_offsets_json();
 
 }  // namespace stackscope::cli

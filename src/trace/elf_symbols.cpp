@@ -110,6 +110,37 @@ const ElfSymbol* ElfImage::find(std::string_view name) const {
   return (pos != symbols_.end() && pos->vaddr == vaddr) ? &*pos : nullptr;
 }
 
+std::optional<uint64_t> ElfImage::find_object(std::string_view name) const {
+  Elf* elf = static_cast<Elf*>(elf_);
+  for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn; scn = elf_nextscn(elf, scn)) {
+    GElf_Shdr sh;
+    if (!gelf_getshdr(scn, &sh) || (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM) || sh.sh_entsize == 0)
+      continue;
+    Elf_Data* data = elf_getdata(scn, nullptr);
+    if (!data) continue;
+    for (size_t i = 0, n = sh.sh_size / sh.sh_entsize; i < n; ++i) {
+      GElf_Sym s;
+      if (!gelf_getsym(data, static_cast<int>(i), &s) || GELF_ST_TYPE(s.st_info) != STT_OBJECT ||
+          s.st_shndx == SHN_UNDEF || s.st_value == 0)
+        continue;
+      const char* sym = elf_strptr(elf, sh.sh_link, s.st_name);
+      if (sym && name == sym) return s.st_value;
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> ElfImage::read_at(uint64_t vaddr, size_t size) const {
+  for (auto& s : segments_) {
+    if (vaddr < s.vaddr || vaddr + size > s.vaddr + s.filesz) continue;
+    std::string out(size, '\0');
+    if (::pread(fd_, out.data(), size, static_cast<off_t>(vaddr - s.vaddr + s.offset)) != static_cast<ssize_t>(size))
+      return std::nullopt;
+    return out;
+  }
+  return std::nullopt;
+}
+
 const ElfSymbol* ElfImage::symbol_at(uint64_t vaddr) const {
   auto pos = std::upper_bound(symbols_.begin(), symbols_.end(), vaddr,
                               [](uint64_t v, const ElfSymbol& s) { return v < s.vaddr; });

@@ -43,6 +43,11 @@ class ElfImage {
   std::optional<uint64_t> vaddr_to_offset(uint64_t vaddr) const;
   std::optional<uint64_t> offset_to_vaddr(uint64_t offset) const;
   bool has_usdt(std::string_view provider, std::string_view name) const;
+  // A defined data object (STT_OBJECT: `_PyRuntime`, `Py_Version`) by name: its vaddr. Searched on demand, not
+  // kept: only the python stack sampler asks, once per interpreter file.
+  std::optional<uint64_t> find_object(std::string_view name) const;
+  // `size` bytes of the file's contents at `vaddr` (initialised data only); nullopt outside the file.
+  std::optional<std::string> read_at(uint64_t vaddr, size_t size) const;
   // Every name an address carries (a weak alias and its strong target share one address).
   const std::vector<std::pair<std::string_view, uint64_t>>& all_names() const { return all_names_; }
 

@@ -2,7 +2,6 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
-#include <signal.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -21,6 +20,7 @@
 #include "events.h"
 #include "kernel.skel.h"
 #include "model/clock.h"
+#include "model/process.h"
 
 namespace stackscope::trace {
 
@@ -81,8 +81,6 @@ std::string irq_action(uint32_t irq) {
   std::getline(f, s);
   return s;
 }
-
-bool process_gone(uint32_t pid) { return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH; }
 
 }  // namespace
 
@@ -161,7 +159,7 @@ struct KernelTracer::Impl {
       }
       for (size_t i = 0; i < kProcFields.size(); ++i)
         batch.push_back({it->second[i], t, static_cast<double>(c.*(kProcFields[i].field))});
-      if (!copts.all_processes && process_gone(key)) gone.push_back(key);
+      if (!copts.all_processes && !process_exists(key)) gone.push_back(key);
     }
     for (uint32_t pid : gone) {  // its last values are in this batch
       bpf_map_delete_elem(fd, &pid);

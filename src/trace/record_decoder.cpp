@@ -1,5 +1,6 @@
 #include "trace/record_decoder.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstring>
 
@@ -147,12 +148,51 @@ Event RecordDecoder::decode_python(const ss_python_record& r) const {
   return e;
 }
 
+void RecordDecoder::note_pycode(const ss_pycode_record& r) {
+  pycodes_[{r.pid, r.code}] = {bounded(r.qualname, sizeof r.qualname), bounded(r.filename, sizeof r.filename),
+                               r.firstlineno};
+}
+
+// On-CPU sample: "busy_loop", duration = the sampling period. Off-CPU: "sleepy (off-cpu)", duration = the time
+// the thread was blocked there. args: file and line (first line) of the leaf function, stack (folded, outermost
+// first, ';'-separated qualified names; "..." first when deeper than kept), frames, sample ("cpu"|"off-cpu").
+Event RecordDecoder::decode_pystack(const ss_pystack_record& r) const {
+  Event e;
+  e.layer = Layer::python;
+  e.pid = r.pid;
+  e.tid = r.tid;
+  e.start_ns = static_cast<int64_t>(r.start_ns);
+  e.duration_ns = static_cast<int64_t>(r.duration_ns);
+  const uint32_t depth = std::min<uint32_t>(r.depth, SS_PYSTACK_DEPTH);
+  auto code_of = [&](uint64_t code) -> const PyCode* {
+    auto it = pycodes_.find({r.pid, code});
+    return it == pycodes_.end() ? nullptr : &it->second;
+  };
+  auto name_of = [&](uint64_t code) {
+    const PyCode* c = code_of(code);
+    return c && !c->qualname.empty() ? c->qualname : fmt::format("<code 0x{:x}>", code);
+  };
+  std::string stack = (r.flags & SS_PYSTACK_TRUNCATED) ? "..." : "";
+  for (uint32_t i = depth; i-- > 0;) stack += (stack.empty() ? "" : ";") + name_of(r.codes[i]);
+  const bool offcpu = r.flags & SS_PYSTACK_OFFCPU;
+  const uint64_t leaf = depth ? r.codes[0] : 0;
+  const PyCode* lc = code_of(leaf);
+  e.name = name_of(leaf) + (offcpu ? " (off-cpu)" : "");
+  e.args.push_back({"file", lc ? lc->filename : std::string()});
+  e.args.push_back({"line", static_cast<int64_t>(lc ? lc->firstlineno : 0)});
+  e.args.push_back({"stack", std::move(stack)});
+  e.args.push_back({"frames", static_cast<int64_t>(depth)});
+  e.args.push_back({"sample", std::string(offcpu ? "off-cpu" : "cpu")});
+  return e;
+}
+
 void RecordDecoder::forget_process(uint32_t pid) {
   auto drop = [pid](auto& m) {
     for (auto it = m.lower_bound({pid, 0}); it != m.end() && it->first.first == pid;) it = m.erase(it);
   };
   drop(comms_);
   drop(functions_);
+  drop(pycodes_);
 }
 
 std::string torch_event_name(const std::string& s) {

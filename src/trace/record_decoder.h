@@ -28,6 +28,10 @@ class RecordDecoder {
   // `name`: the operator's event name ("aten::addmm"), known to the attacher.
   Event decode_torch(const ss_torch_record& r, std::string name) const;
   Event decode_python(const ss_python_record& r) const;
+  // Python stack sampling (--python-mode stack): a code object's names, sent once per process before any sample
+  // that holds it; then samples become python-layer events named after their leaf function (see decode_pystack).
+  void note_pycode(const ss_pycode_record& r);
+  Event decode_pystack(const ss_pystack_record& r) const;
   void forget_process(uint32_t pid);
 
   const std::vector<CallSpec>& specs() const { return specs_; }
@@ -40,6 +44,11 @@ class RecordDecoder {
   KernelNamer kernel_name_;
   std::map<std::pair<uint32_t, uint64_t>, CommInfo> comms_;
   std::map<std::pair<uint32_t, uint64_t>, std::string> functions_;  // CUfunction -> name
+  struct PyCode {
+    std::string qualname, filename;
+    int32_t firstlineno = 0;
+  };
+  std::map<std::pair<uint32_t, uint64_t>, PyCode> pycodes_;  // (pid, code object address) -> names
 };
 
 // "aten::add.Tensor" from the `at::_ops` struct name "add_Tensor": overload names in native_functions.yaml

@@ -14,9 +14,14 @@ namespace stackscope::trace {
 struct TracerOptions {
   // Bytes of each family's BPF ring buffer (power of two, >= one page). A full buffer drops records, counted.
   uint32_t ringbuf_bytes = 8u << 20;
-  // CPython: "auto" = "usdt" (function__entry/return where the interpreter has them, else not traced: the
-  // C-API fallback costs several % of step time), "capi" (time C-API entry points), "off".
+  // CPython: "stack" samples Python stacks from BPF (on CPU at python_sample_hz, and at every block of at least
+  // python_offcpu_min_ns) for CPython 3.11 and 3.12; "usdt" times calls through function__entry/return (useful
+  // before 3.11: 3.11 fires entries only under settrace, 3.12 builds often have none); "capi" times C-API entry
+  // points (costly, few calls seen on 3.12); "auto" = "stack" for 3.11/3.12, else "usdt" where the interpreter
+  // has the probes, else nothing; "off".
   std::string python_mode = "auto";
+  int python_sample_hz = 99;
+  uint64_t python_offcpu_min_ns = 200'000;
   // C-API entry points timed where there is no USDT (python3.12 from pip/uv builds has none).
   std::vector<std::string> python_capi_symbols = {"PyObject_Call", "_PyEval_EvalFrameDefault"};
   // Duty cycle of the C-API probes (python_mode "capi"): attached for python_duty_on_ms out of every

@@ -2,7 +2,9 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <linux/perf_event.h>
 #include <sys/mount.h>
+#include <sys/syscall.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -19,9 +21,11 @@
 #include "events.h"
 #include "nccl.skel.h"
 #include "proc.skel.h"
+#include "pystack.skel.h"
 #include "python.skel.h"
 #include "torch.skel.h"
 #include "model/clock.h"
+#include "trace/python_offsets.h"
 #include "trace/symbol_names.h"
 
 namespace stackscope::trace {
@@ -36,9 +40,9 @@ int libbpf_print(enum libbpf_print_level level, const char* format, va_list args
 }
 
 // Family index for counters and attach bookkeeping.
-enum Family { kCuda = 0, kNccl, kTorch, kPython, kProc };
+enum Family { kCuda = 0, kNccl, kTorch, kPython, kProc, kPyStack };
 const char* family_name(int f) {
-  static const char* names[] = {"cuda", "nccl", "torch", "python", "proc"};
+  static const char* names[] = {"cuda", "nccl", "torch", "python", "proc", "python-stack"};
   return names[f];
 }
 
@@ -131,7 +135,11 @@ CollectorStatus UprobeTracer::start(TelemetrySink& sink, const CollectorOptions&
   if (wants(Layer::torch) &&
       open_and_load<torch_bpf>(torch_, torch_bpf__open, torch_bpf__load, torch_bpf__destroy, rb, &err))
     return fail("torch BPF");
-  if (wants(Layer::python) && topts_.python_mode != "off" &&
+  if (wants(Layer::python) && (topts_.python_mode == "stack" || topts_.python_mode == "auto") &&
+      open_and_load<pystack_bpf>(pystack_, pystack_bpf__open, pystack_bpf__load, pystack_bpf__destroy, rb, &err,
+                                 [&](pystack_bpf* s) { s->rodata->offcpu_min_ns = topts_.python_offcpu_min_ns; }))
+    return fail("python stack BPF");
+  if (wants(Layer::python) && topts_.python_mode != "off" && topts_.python_mode != "stack" &&
       open_and_load<python_bpf>(python_, python_bpf__open, python_bpf__load, python_bpf__destroy, rb, &err,
                                 [&](python_bpf* s) { s->rodata->min_duration_ns = topts_.python_min_duration_ns; }))
     return fail("python BPF");
@@ -173,6 +181,7 @@ CollectorStatus UprobeTracer::start(TelemetrySink& sink, const CollectorOptions&
   if (nccl_) ok = ok && add_ring(nccl_->maps.events, Layer::nccl);
   if (torch_) ok = ok && add_ring(torch_->maps.events, Layer::torch);
   if (python_) ok = ok && add_ring(python_->maps.events, Layer::python);
+  if (pystack_) ok = ok && add_ring(pystack_->maps.events, Layer::python);
   if (!ok) {
     err = std::strerror(errno);
     return fail("ring buffer");
@@ -261,6 +270,9 @@ void UprobeTracer::release(const std::function<void(size_t done, size_t total)>&
     exited_links_.clear();
     attached_.clear();
   }
+  links.insert(links.end(), pystack_links_.begin(), pystack_links_.end());
+  pystack_links_.clear();
+  pystack_attached_ = false;
   destroy_links(links, progress);
   if (rb_) ring_buffer__free(rb_);
   rb_ = nullptr;
@@ -270,6 +282,8 @@ void UprobeTracer::release(const std::function<void(size_t done, size_t total)>&
   if (torch_) torch_bpf__destroy(torch_);
   if (python_) python_bpf__destroy(python_);
   if (proc_) proc_bpf__destroy(proc_);
+  if (pystack_) pystack_bpf__destroy(pystack_);
+  pystack_ = nullptr;
   cuda_ = nullptr;
   nccl_ = nullptr;
   torch_ = nullptr;
@@ -324,10 +338,20 @@ void UprobeTracer::handle_record(Layer, const void* data, size_t size) {
         ++events_;
       }
       break;
+    case SS_REC_PYCODE:
+      if (size >= sizeof(ss_pycode_record)) decoder_->note_pycode(*static_cast<const ss_pycode_record*>(data));
+      break;
+    case SS_REC_PYSTACK:
+      if (size >= sizeof(ss_pystack_record)) {
+        sink_->append_event(decoder_->decode_pystack(*static_cast<const ss_pystack_record*>(data)));
+        ++events_;
+      }
+      break;
     case SS_REC_PROC:
       if (size >= sizeof(ss_proc_record)) {
         auto& r = *static_cast<const ss_proc_record*>(data);
         std::lock_guard<std::mutex> lock(mu_);
+        if (r.event == SS_PROC_EXEC) py_sampled_.erase(r.pid);  // a new image: its interpreter is found again
         if (r.event == SS_PROC_EXIT) {
           pending_exit_.insert(r.pid);
         } else if (r.event == SS_PROC_FORK && copts_.all_processes) {
@@ -385,6 +409,7 @@ void UprobeTracer::process_exited(uint32_t pid) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     traced_.erase(pid);
+    if (py_sampled_.erase(pid) && pystack_) bpf_map_delete_elem(bpf_map__fd(pystack_->maps.py_procs), &pid);
     if (copts_.all_processes) return;
     if (auto it = links_.find(static_cast<int>(pid)); it != links_.end()) {
       links.swap(it->second);
@@ -418,6 +443,13 @@ void UprobeTracer::rescan(uint32_t pid) {
   if (maps.empty()) return;  // gone (its exit record follows) or a kernel thread
   unsigned layers = 0;
   for (auto& lib : find_libraries(pid, maps)) {
+    if (lib.kind == LibraryKind::python && pystack_) {
+      // Sampled per process (the interpreter's address differs in each); probes are not attached for it then.
+      if (unsigned bit = register_python_stack(pid, maps, lib)) {
+        layers |= bit;
+        continue;
+      }
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (!known_libs_[filter].insert({lib.dev, lib.inode}).second) continue;
@@ -467,13 +499,6 @@ bool UprobeTracer::attach_pair(int pid_filter, const MappedLibrary& lib, uint64_
 
 unsigned UprobeTracer::attach_library(int pid_filter, const MappedLibrary& lib,
                                       const std::shared_ptr<ElfImage>& img) {
-  auto note_once = [&](const std::string& text) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!notes_sent_.insert(text).second) return;
-    }
-    sink_->add_note("trace", text);
-  };
   int failures = 0, attached = 0;
   auto attach_specs = [&](Layer layer, bpf_program* entry, bpf_program* ret) {
     for (uint32_t id = 0; id < specs_.size(); ++id) {
@@ -541,15 +566,16 @@ unsigned UprobeTracer::attach_library(int pid_filter, const MappedLibrary& lib,
     case LibraryKind::torch_cuda:
       return 0;  // kernel host stubs are named from it on demand; operators enter through libtorch_cpu
     case LibraryKind::python: {
-      if (!python_) return 0;
+      if (!python_) return 0;  // off, or stack mode (register_python_stack)
       layer = Layer::python;
       if (!img->find("Py_Initialize") && !img->find("_PyEval_EvalFrameDefault")) return 0;  // not an interpreter
       bool usdt = img->has_usdt("python", "function__entry") && img->has_usdt("python", "function__return");
       // Without USDT, timing C-API entry points hits a uprobe on nearly every Python call: measured at 4-14%
       // of a GPT-2 step on the GPU machine (docs/BENCHMARKS.md), so "auto" leaves it off and says how to opt in.
       if ((topts_.python_mode == "usdt" || topts_.python_mode == "auto") && !usdt) {
-        note_once(lib.path + ": no python:function__entry USDT probes; python layer not traced there "
-                             "(--python-mode capi times C-API calls instead, at several % of step time)");
+        note_once(lib.path + ": no python:function__entry USDT probes and no stack offsets for this CPython; python "
+                             "layer not traced there (--python-mode capi times C-API calls instead, at several % of "
+                             "step time)");
         return 0;
       }
       if (usdt && topts_.python_mode != "capi") {
@@ -598,6 +624,100 @@ unsigned UprobeTracer::attach_library(int pid_filter, const MappedLibrary& lib,
     note_once(fmt::format("{}: {} probe(s) failed to attach (pid filter {}): {}", lib.path, failures, pid_filter,
                           std::strerror(errno)));
   return attached ? 1u << static_cast<unsigned>(layer) : 0u;
+}
+
+void UprobeTracer::note_once(const std::string& text) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!notes_sent_.insert(text).second) return;
+  }
+  sink_->add_note("trace", text);
+}
+
+unsigned UprobeTracer::register_python_stack(uint32_t pid, const std::vector<MapEntry>& maps,
+                                             const MappedLibrary& lib) {
+  const unsigned bit = 1u << static_cast<unsigned>(Layer::python);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (py_sampled_.count(pid)) return bit;
+  }
+  std::shared_ptr<ElfImage> img;
+  try {
+    img = elf_cache_.get(lib.host_path);
+  } catch (const std::exception&) {
+    return 0;  // the probe path says why
+  }
+  if (!img->find("Py_Initialize") && !img->find("_PyEval_EvalFrameDefault")) return 0;  // not an interpreter
+  const auto version = python_version(*img);
+  const ss_py_offsets* offsets = version ? python_offsets(*version) : nullptr;
+  const std::string vtext = version ? fmt::format("{}.{}", version->major, version->minor) : "of unknown version";
+  if (!offsets) {  // auto: USDT where it has the probes
+    if (topts_.python_mode == "stack")
+      note_once(fmt::format("{}: CPython {} has no stack offsets in stackscope (3.11, 3.12): not sampled", lib.path,
+                            vtext));
+    return 0;
+  }
+  const auto runtime_vaddr = img->find_object("_PyRuntime");
+  // The file's lowest mapping gives the load bias: address = vaddr - vaddr(mapping offset) + mapping start.
+  const MapEntry* first = nullptr;
+  for (auto& m : maps)
+    if (m.inode == lib.inode && m.dev == lib.dev && (!first || m.offset < first->offset)) first = &m;
+  const auto first_vaddr = first ? img->offset_to_vaddr(first->offset) : std::nullopt;
+  if (!runtime_vaddr || !first_vaddr) {
+    note_once(lib.path + ": no _PyRuntime symbol (or mapping) to find the interpreter from: not sampled");
+    return 0;
+  }
+  ss_py_proc proc{};
+  proc.runtime = *runtime_vaddr - *first_vaddr + first->start;
+  proc.off = *offsets;
+  if (!attach_pystack()) return 0;
+  if (bpf_map_update_elem(bpf_map__fd(pystack_->maps.py_procs), &pid, &proc, BPF_ANY) != 0) {
+    note_once(fmt::format("python stack sampler: cannot register pid {}: {}", pid, std::strerror(errno)));
+    return 0;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    py_sampled_.insert(pid);
+  }
+  note_once(fmt::format("{}: CPython {}: Python stacks sampled on CPU at {} Hz and at every block of >= {} us "
+                        "(--python-mode stack)",
+                        lib.path, vtext, topts_.python_sample_hz, topts_.python_offcpu_min_ns / 1000));
+  return bit;
+}
+
+bool UprobeTracer::attach_pystack() {
+  if (pystack_attached_) return true;
+  for (bpf_program* prog : {pystack_->progs.on_switch, pystack_->progs.on_fork, pystack_->progs.on_exec}) {
+    bpf_link* l = bpf_program__attach(prog);
+    if (!l) {
+      note_once(fmt::format("python stack sampler: {}: {}: not sampled", bpf_program__name(prog), std::strerror(errno)));
+      return false;
+    }
+    pystack_links_.push_back(l);
+  }
+  // A CPU-clock sampler on every CPU (a software event: works without a PMU, in VMs); the BPF program keeps only
+  // registered Python processes. Offline CPUs refuse it.
+  perf_event_attr attr{};
+  attr.size = sizeof attr;
+  attr.type = PERF_TYPE_SOFTWARE;
+  attr.config = PERF_COUNT_SW_CPU_CLOCK;
+  attr.sample_period = 1'000'000'000ull / static_cast<uint64_t>(std::max(1, topts_.python_sample_hz));  // ns
+  size_t cpus = 0;
+  for (int cpu = 0; cpu < libbpf_num_possible_cpus(); ++cpu) {
+    int fd = static_cast<int>(::syscall(__NR_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC));
+    if (fd < 0) continue;
+    bpf_link* l = bpf_program__attach_perf_event(pystack_->progs.on_cpu_sample, fd);
+    if (!l) {
+      ::close(fd);
+      continue;
+    }
+    pystack_links_.push_back(l);  // destroying the link closes the event
+    ++cpus;
+  }
+  if (cpus == 0) note_once(std::string("python stack sampler: no CPU-clock perf event (") + std::strerror(errno) +
+                           "): blocked time only");
+  pystack_attached_ = true;
+  return true;
 }
 
 // The watched interval must contain every reported call's start: its opening time is read before capture is
@@ -696,7 +816,7 @@ UprobeTracer::Stats UprobeTracer::stats() const {
   s.events = events_;
   const bpf_map* maps[] = {cuda_ ? cuda_->maps.counters : nullptr, nccl_ ? nccl_->maps.counters : nullptr,
                            torch_ ? torch_->maps.counters : nullptr, python_ ? python_->maps.counters : nullptr,
-                           proc_ ? proc_->maps.counters : nullptr};
+                           proc_ ? proc_->maps.counters : nullptr, pystack_ ? pystack_->maps.counters : nullptr};
   for (auto* m : maps) {
     s.lost += read_counter(m, SS_CNT_RB_FULL);
     s.nested += read_counter(m, SS_CNT_NESTED);
@@ -710,8 +830,8 @@ UprobeTracer::Stats UprobeTracer::stats() const {
 void UprobeTracer::report_counters(bool final_report) {
   const bpf_map* maps[] = {cuda_ ? cuda_->maps.counters : nullptr, nccl_ ? nccl_->maps.counters : nullptr,
                            torch_ ? torch_->maps.counters : nullptr, python_ ? python_->maps.counters : nullptr,
-                           proc_ ? proc_->maps.counters : nullptr};
-  for (int f = 0; f < 5; ++f) {
+                           proc_ ? proc_->maps.counters : nullptr, pystack_ ? pystack_->maps.counters : nullptr};
+  for (int f = 0; f < static_cast<int>(std::size(maps)); ++f) {
     if (!maps[f]) continue;
     uint64_t lost = read_counter(maps[f], SS_CNT_RB_FULL);
     if (lost > lost_reported_[f]) {
@@ -726,6 +846,9 @@ void UprobeTracer::report_counters(bool final_report) {
       if (unmatched)
         sink_->add_note("trace", fmt::format("{}: {} return(s) without a matching entry (attached mid-call or "
                                              "nesting deeper than kept)", family_name(f), unmatched));
+      if (uint64_t unread = read_counter(maps[f], SS_CNT_PY_UNREAD))
+        sink_->add_note("trace", fmt::format("{}: {} stack(s) of Python threads could not be read (page not "
+                                             "resident, or the interpreter between states)", family_name(f), unread));
     }
   }
 }

@@ -31,6 +31,7 @@ struct nccl_bpf;
 struct torch_bpf;
 struct python_bpf;
 struct proc_bpf;
+struct pystack_bpf;
 
 namespace stackscope::trace {
 
@@ -75,6 +76,12 @@ class UprobeTracer final : public Collector {
   bool attach_pair(int pid_filter, const MappedLibrary& lib, uint64_t offset, bpf_program* entry,
                    bpf_program* ret, uint64_t cookie);
   std::string kernel_name(uint32_t pid, uint64_t address);
+  // Python stack sampling: registers the interpreter `lib` of `pid` with the sampler (its _PyRuntime address and
+  // version's offsets). Returns the python layer bit when the process is sampled, 0 when this interpreter is
+  // not for the sampler (mode, version) and the probe paths should handle it.
+  unsigned register_python_stack(uint32_t pid, const std::vector<MapEntry>& maps, const MappedLibrary& lib);
+  bool attach_pystack();  // perf events on every CPU and the scheduler tracepoints, at the first registration
+  void note_once(const std::string& text);
   // Only the C-API fallback is duty-cycled: USDT probes cost nothing where the interpreter has them.
   bool duty_cycled() const {
     return topts_.python_mode == "capi" && topts_.python_duty_on_ms > 0 &&
@@ -96,6 +103,9 @@ class UprobeTracer final : public Collector {
   torch_bpf* torch_ = nullptr;
   python_bpf* python_ = nullptr;
   proc_bpf* proc_ = nullptr;
+  pystack_bpf* pystack_ = nullptr;
+  std::vector<bpf_link*> pystack_links_;  // maintainer thread, then release()
+  bool pystack_attached_ = false;
   ring_buffer* rb_ = nullptr;
   std::vector<std::unique_ptr<RingCtx>> ring_ctx_;
 
@@ -115,6 +125,7 @@ class UprobeTracer final : public Collector {
   std::vector<std::string> torch_names_;                               // op id -> event name
   std::map<std::string, std::vector<std::pair<uint32_t, uint64_t>>> torch_ops_by_image_;  // image -> (op id, vaddr)
   std::set<std::string> notes_sent_;
+  std::set<uint32_t> py_sampled_;  // processes registered with the stack sampler
   // Duty-cycled python C-API probes: what to attach at each window (pid filter, library, (offset, cookie)).
   struct DutyTarget {
     int pid_filter;
@@ -134,7 +145,7 @@ class UprobeTracer final : public Collector {
   std::unique_ptr<RecordDecoder> decoder_;
   std::map<std::pair<uint32_t, uint64_t>, std::string> kernel_names_;  // (pid, host stub address) -> name
   std::atomic<uint64_t> events_{0};
-  std::array<uint64_t, 5> lost_reported_{};  // per family, already sent to the sink
+  std::array<uint64_t, 6> lost_reported_{};  // per family, already sent to the sink
 };
 
 }  // namespace stackscope::trace

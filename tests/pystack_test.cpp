@@ -1,0 +1,317 @@
+// Python stack sampling (--python-mode stack, bpf/pystack.bpf.c): offsets checked against the live interpreter,
+// record decoding and window features without BPF, and as root a real python3.11 whose spinning and sleeping
+// functions must be found with their file, line, callers and blocked time.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "analyze/window_layer_features.h"
+#include "events.h"
+#include "memory_sink.h"
+#include "test_util.h"
+#include "trace/python_offsets.h"
+#include "trace/record_decoder.h"
+#include "trace/uprobe_tracer.h"
+
+using namespace stackscope;
+using namespace stackscope::trace;
+using namespace std::chrono_literals;
+
+namespace {
+
+const std::string kPython = "/usr/bin/python3.11";
+const std::string kTarget = std::string(STACKSCOPE_SOURCE_DIR) + "/tests/progs/pystack_target.py";
+
+// A child with stdin/stdout on pipes: line handshakes with the target.
+class Child {
+ public:
+  explicit Child(std::vector<std::string> argv) {
+    int in[2], out[2];
+    if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC)) return;
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(in[0], 0);
+      dup2(out[1], 1);
+      std::vector<char*> args;
+      for (auto& a : argv) args.push_back(a.data());
+      args.push_back(nullptr);
+      execv(args[0], args.data());
+      _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    to_ = in[1];
+    from_ = out[0];
+  }
+  ~Child() {
+    close(to_);
+    close(from_);
+    if (pid_ > 0 && !reaped_) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  pid_t pid() const { return pid_; }
+  void send(const std::string& line) { [[maybe_unused]] auto n = write(to_, (line + "\n").data(), line.size() + 1); }
+  std::string expect(const std::string& prefix, std::chrono::milliseconds timeout = 30s) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (auto nl = buf_.find('\n'); nl != std::string::npos) {
+        std::string line = buf_.substr(0, nl);
+        buf_.erase(0, nl + 1);
+        if (line.rfind(prefix, 0) == 0) return line;
+        continue;
+      }
+      pollfd p{from_, POLLIN, 0};
+      if (poll(&p, 1, 100) <= 0) continue;
+      char tmp[256];
+      ssize_t n = read(from_, tmp, sizeof tmp);
+      if (n <= 0) return "";
+      buf_.append(tmp, static_cast<size_t>(n));
+    }
+    return "";
+  }
+  int wait() {
+    int st = 0;
+    waitpid(pid_, &st, 0);
+    reaped_ = true;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int to_ = -1, from_ = -1;
+  bool reaped_ = false;
+  std::string buf_;
+};
+
+std::string arg_str(const Event& e, const char* key) {
+  auto* v = e.arg(key);
+  return v && std::holds_alternative<std::string>(*v) ? std::get<std::string>(*v) : "";
+}
+
+int line_of(const std::string& path, const std::string& text) {
+  std::ifstream in(path);
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n)
+    if (line.find(text) != std::string::npos) return n;
+  return -1;
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+template <typename Pred>
+bool eventually(Pred pred, std::chrono::milliseconds timeout = 10s) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(20ms);
+  }
+  return pred();
+}
+
+#define REQUIRE_ROOT_AND_PYTHON()                                                           \
+  do {                                                                                      \
+    if (geteuid() != 0) GTEST_SKIP() << "needs root to load eBPF programs";                 \
+    if (!std::filesystem::exists(kPython)) GTEST_SKIP() << "no " << kPython;               \
+  } while (0)
+
+TracerOptions stack_options() {
+  TracerOptions o;
+  o.python_mode = "stack";
+  o.python_sample_hz = 499;  // enough samples in a test of a second
+  return o;
+}
+
+}  // namespace
+
+// The offsets stackscope carries for 3.11 are what the live interpreter has (eval/tracing/python_offsets.py
+// searches its memory for known values); the same script is what the lead runs on the GPU machine's 3.12.
+TEST(PyStack, OffsetsTableMatchesLiveInterpreter) {
+  if (!std::filesystem::exists(kPython)) GTEST_SKIP() << "no " << kPython;
+  std::string out;
+  int rc = run_command(kPython + " " + STACKSCOPE_SOURCE_DIR + "/eval/tracing/python_offsets.py " + STACKSCOPE_BIN, &out);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("all offsets match"), std::string::npos) << out;
+}
+
+TEST(PyStack, VersionFromPyVersionSymbol) {
+  if (!std::filesystem::exists(kPython)) GTEST_SKIP() << "no " << kPython;
+  auto img = ElfImage::open(kPython);
+  auto v = python_version(*img);
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->major, 3);
+  EXPECT_EQ(v->minor, 11);
+  EXPECT_TRUE(img->find_object("_PyRuntime"));
+  EXPECT_NE(python_offsets(*v), nullptr);
+  EXPECT_EQ(python_offsets({3, 10}), nullptr);
+}
+
+TEST(PyStack, DecodesSamplesIntoLeafNamedEvents) {
+  RecordDecoder dec({}, [](uint32_t, uint64_t) { return std::string(); });
+  auto code = [&](uint64_t addr, const char* name, int line) {
+    ss_pycode_record c{};
+    c.kind = SS_REC_PYCODE;
+    c.pid = 7;
+    c.code = addr;
+    c.firstlineno = line;
+    std::snprintf(c.qualname, sizeof c.qualname, "%s", name);
+    std::snprintf(c.filename, sizeof c.filename, "/w/train.py");
+    dec.note_pycode(c);
+  };
+  code(0x100, "<module>", 1);
+  code(0x200, "Model.forward", 20);
+  code(0x300, "hook", 40);
+  ss_pystack_record r{};
+  r.kind = SS_REC_PYSTACK;
+  r.pid = 7;
+  r.tid = 8;
+  r.flags = SS_PYSTACK_OFFCPU;
+  r.start_ns = 1000;
+  r.duration_ns = 2'000'000;
+  r.depth = 3;
+  r.codes[0] = 0x300;
+  r.codes[1] = 0x200;
+  r.codes[2] = 0x100;
+  Event e = dec.decode_pystack(r);
+  EXPECT_EQ(e.layer, Layer::python);
+  EXPECT_EQ(e.name, "hook (off-cpu)");
+  EXPECT_EQ(e.duration_ns, 2'000'000);
+  EXPECT_EQ(arg_str(e, "stack"), "<module>;Model.forward;hook");
+  EXPECT_EQ(arg_str(e, "file"), "/w/train.py");
+  EXPECT_EQ(e.arg_int("line"), 40);
+  EXPECT_EQ(arg_str(e, "sample"), "off-cpu");
+  r.flags = SS_PYSTACK_ONCPU | SS_PYSTACK_TRUNCATED;
+  r.codes[0] = 0x999;  // never named: still an event
+  Event s = dec.decode_pystack(r);
+  EXPECT_EQ(s.name, "<code 0x999>");
+  EXPECT_EQ(arg_str(s, "stack"), "...;<module>;Model.forward;<code 0x999>");
+  EXPECT_EQ(arg_str(s, "sample"), "cpu");
+}
+
+// Sampled events add on-/off-CPU columns and stay out of busy_fraction.
+TEST(PyStack, WindowFeaturesFromSamples) {
+  auto grid = analyze::make_window_grid(0, 2'000'000'000, 1'000'000'000);
+  analyze::CallWindowFeatures acc(Layer::python, grid);
+  auto sample = [](int64_t t, int64_t d, const char* name, const char* kind) {
+    Event e;
+    e.layer = Layer::python;
+    e.start_ns = t;
+    e.duration_ns = d;
+    e.name = name;
+    e.args.push_back({"sample", std::string(kind)});
+    return e;
+  };
+  for (int i = 0; i < 50; ++i) acc.add(sample(i * 10'000'000, 10'000'000, "busy", "cpu"));  // 0.5 s on CPU
+  acc.add(sample(1'100'000'000, 300'000'000, "sleepy (off-cpu)", "off-cpu"));
+  acc.add(sample(1'900'000'000, 200'000'000, "sleepy (off-cpu)", "off-cpu"));  // half in window 1
+  auto t = acc.table();
+  auto col = [&](const std::string& name) {
+    for (size_t c = 0; c < t.columns.size(); ++c)
+      if (t.columns[c] == name) return static_cast<Eigen::Index>(c);
+    ADD_FAILURE() << "no column " << name;
+    return Eigen::Index{0};
+  };
+  EXPECT_NEAR(t.values(0, col("python.oncpu_fraction")), 0.5, 1e-9);
+  EXPECT_NEAR(t.values(1, col("python.oncpu_fraction")), 0.0, 1e-9);
+  EXPECT_NEAR(t.values(1, col("python.offcpu_fraction")), 0.4, 1e-9);
+  EXPECT_NEAR(t.values(1, col("python.log10_offcpu_count")), std::log10(3.0), 1e-9);
+  EXPECT_NEAR(t.values(0, col("python.busy_fraction")), 0.0, 1e-9);
+  EXPECT_NEAR(t.values(0, col("busy.log10_count")), std::log10(51.0), 1e-9);
+}
+
+// A spinning function gets the on-CPU samples with its file, first line and callers; a sleeping one the blocked
+// time, close to what the program itself measured around its sleeps.
+TEST(PyStack, OnCpuAndBlockedTimeAttributedToLeafFunctions) {
+  REQUIRE_ROOT_AND_PYTHON();
+  Child py({kPython, kTarget, "6"});
+  ASSERT_NE(py.expect("ready"), "");
+  UprobeTracer tracer({Layer::python}, stack_options());
+  stackscope::testing::MemorySink sink;
+  CollectorOptions opts;
+  opts.pids = {static_cast<uint32_t>(py.pid())};
+  ASSERT_TRUE(tracer.start(sink, opts).running);
+  ASSERT_TRUE(tracer.wait_until_attached(py.pid(), Layer::python, 10s));
+  py.send("go");
+  std::string done = py.expect("done");
+  ASSERT_NE(done, "");
+  const double slept_ns = std::stod(done.substr(5));
+  EXPECT_EQ(py.wait(), 0);
+  std::this_thread::sleep_for(300ms);  // the last records through the ring buffer
+  tracer.stop();
+
+  const int busy_line = line_of(kTarget, "def busy_loop"), sleepy_line = line_of(kTarget, "def sleepy");
+  size_t busy = 0, busy_ok = 0, other_cpu = 0, offcpu_sleepy = 0;
+  double blocked_ns = 0;
+  for (const Event& e : sink.events()) {
+    if (e.layer != Layer::python || static_cast<pid_t>(e.pid) != py.pid()) continue;
+    const std::string stack = arg_str(e, "stack");
+    if (arg_str(e, "sample") == "cpu") {
+      if (e.name != "busy_loop") {
+        ++other_cpu;
+        continue;
+      }
+      ++busy;
+      busy_ok += ends_with(arg_str(e, "file"), "pystack_target.py") && e.arg_int("line") == busy_line &&
+                 ends_with(stack, "<module>;outer;middle;busy_loop");
+    } else if (e.name == "sleepy (off-cpu)") {
+      ++offcpu_sleepy;
+      blocked_ns += static_cast<double>(e.duration_ns);
+      EXPECT_EQ(e.arg_int("line"), sleepy_line);
+      EXPECT_TRUE(ends_with(stack, "<module>;outer;middle;sleepy")) << stack;
+    }
+  }
+  // 6 x 50 ms spinning at 499 Hz: ~150 samples; a loaded CI machine loses some CPU time to others.
+  EXPECT_GE(busy, 40u) << "other on-CPU samples: " << other_cpu;
+  EXPECT_EQ(busy_ok, busy);
+  EXPECT_GT(busy, other_cpu);
+  EXPECT_EQ(offcpu_sleepy, 30u);  // 6 rounds x 5 sleeps of 20 ms
+  EXPECT_NEAR(blocked_ns / slept_ns, 1.0, 0.1) << blocked_ns << " blocked vs " << slept_ns << " slept";
+  std::printf("busy_loop samples %zu (others %zu), sleepy blocked %.1f ms of %.1f ms slept\n", busy, other_cpu,
+              blocked_ns / 1e6, slept_ns / 1e6);
+}
+
+// A Python process started later by a traced shell (fork + exec) is sampled; a busy process that is not Python
+// gives no samples.
+TEST(PyStack, FollowsLaterPythonAndIgnoresOthers) {
+  REQUIRE_ROOT_AND_PYTHON();
+  UprobeTracer tracer({Layer::python}, stack_options());
+  stackscope::testing::MemorySink sink;
+  Child spinner({"/bin/sh", "-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; echo done"});
+  Child shell({"/bin/sh", "-c", "sleep 0.3; " + kPython + " " + kTarget + " 2; exit 0"});
+  CollectorOptions opts;
+  opts.pids = {static_cast<uint32_t>(spinner.pid()), static_cast<uint32_t>(shell.pid())};
+  ASSERT_TRUE(tracer.start(sink, opts).running);
+  ASSERT_NE(shell.expect("ready"), "");
+  std::this_thread::sleep_for(200ms);  // the exec record, then the rescan that registers the interpreter
+  shell.send("go");
+  ASSERT_NE(shell.expect("done"), "");
+  EXPECT_EQ(shell.wait(), 0);
+  ASSERT_NE(spinner.expect("done", 60s), "");
+  EXPECT_EQ(spinner.wait(), 0);
+  std::this_thread::sleep_for(300ms);
+  tracer.stop();
+  size_t child_busy = 0, from_spinner = 0;
+  for (const Event& e : sink.events()) {
+    if (e.layer != Layer::python) continue;
+    if (static_cast<pid_t>(e.pid) == spinner.pid()) ++from_spinner;
+    if (static_cast<pid_t>(e.pid) != shell.pid() && e.name == "busy_loop") ++child_busy;
+  }
+  EXPECT_GT(child_busy, 5u);
+  EXPECT_EQ(from_spinner, 0u);
+}
