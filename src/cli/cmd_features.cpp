@@ -1,5 +1,8 @@
 // stackscope features REC --layer L: one CSV row per fixed window of the recording with that layer's features
-// (analyze/window_layer_features.h), the input of `stackscope detect` in the Table I benchmark.
+// (analyze/window_layer_features.h), the input of `stackscope detect` in the Table I benchmark; optionally
+// conformed to another table's columns or turned into departures from the job's own recent baseline
+// (analyze/window_feature_transforms.h), also for a features CSV written earlier.
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -7,9 +10,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "analyze/window_feature_transforms.h"
 #include "analyze/window_layer_features.h"
 #include "cli/registry.h"
-#include "analyze/thresholds.h"
 #include "store/numeric_csv.h"
 #include "store/recording_reader.h"
 
@@ -19,6 +22,8 @@ namespace {
 struct FeaturesCliOptions {
   std::string recording, layer, output, like;
   double window_s = 1.0;
+  double baseline_s = 0;  // 0: no baseline
+  std::string baseline_side = "both", baseline_scale = "none";
   size_t names = 12;
   std::vector<uint32_t> target_pids;
   bool json = false;
@@ -52,35 +57,50 @@ analyze::WindowFeatureTable series_layer_table(const RecordingReader& r, const s
   return table;
 }
 
-int run_features(const FeaturesCliOptions& opt) {
+// A features CSV written earlier (its header starts with the window bounds), rather than a recording.
+bool is_features_csv(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string head(12, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  return in.gcount() == 12 && head == "t0_ns,t1_ns,";
+}
+
+analyze::WindowFeatureTable recording_table(const FeaturesCliOptions& opt) {
+  if (opt.layer.empty()) throw std::invalid_argument("--layer is required for a recording");
   if (!(opt.window_s > 0)) throw std::invalid_argument("--window must be > 0 seconds");
   const RecordingReader r(opt.recording);
   const auto span = r.data_span();
   if (!span) throw std::invalid_argument(opt.recording + " holds no events and no samples");
   const auto grid = analyze::make_window_grid(span->first, span->second, static_cast<int64_t>(opt.window_s * 1e9));
-
-  analyze::WindowFeatureTable table;
   if (std::find(kSeriesLayers.begin(), kSeriesLayers.end(), opt.layer) != kSeriesLayers.end()) {
     std::set<uint32_t> targets(opt.target_pids.begin(), opt.target_pids.end());
     if (const std::string pid = r.meta_or("pid"); !pid.empty()) targets.insert(static_cast<uint32_t>(std::stoul(pid)));
-    table = series_layer_table(r, opt.layer, grid, std::move(targets));
-  } else {
-    table = call_layer_table(r, *parse_layer(opt.layer), grid, opt.names);
+    return series_layer_table(r, opt.layer, grid, std::move(targets));
   }
+  return call_layer_table(r, *parse_layer(opt.layer), grid, opt.names);
+}
+
+int run_features(const FeaturesCliOptions& opt) {
+  analyze::WindowFeatureTable table;
+  if (is_features_csv(opt.recording)) {
+    const NumericTable t = read_numeric_csv(opt.recording);
+    table = analyze::window_table_from_columns(t.columns, t.values, opt.recording);
+  } else {
+    table = recording_table(opt);
+  }
+  const analyze::WindowGrid grid = table.grid;
+  const double window_s = static_cast<double>(grid.width_ns) * 1e-9;
 
   if (!opt.like.empty()) {
-    // The other table's columns, its medians standing in for what this recording lacks.
     const NumericTable ref = read_numeric_csv(opt.like);
-    if (ref.columns.size() < 3 || ref.columns[0] != "t0_ns" || ref.columns[1] != "t1_ns")
-      throw std::invalid_argument(opt.like + " is not a table of `stackscope features` (t0_ns,t1_ns first)");
-    std::vector<std::string> columns(ref.columns.begin() + 2, ref.columns.end());
-    std::map<std::string, double> medians;
-    for (size_t c = 2; c < ref.columns.size(); ++c) {
-      std::vector<double> v(ref.rows());
-      for (size_t r = 0; r < ref.rows(); ++r) v[r] = ref.values[r * ref.columns.size() + c];
-      medians[ref.columns[c]] = analyze::threshold_at_quantile(std::span<const double>(v), 0.5);
-    }
-    table = analyze::conform_columns(table, columns, medians);
+    table = analyze::conform_to_reference(table, ref.columns, ref.values, opt.like);
+  }
+  analyze::BaselineOptions baseline;
+  if (opt.baseline_s > 0) {
+    baseline.windows = static_cast<size_t>(std::max(1.0, std::round(opt.baseline_s / window_s)));
+    baseline.side = opt.baseline_side == "past" ? analyze::BaselineSide::past : analyze::BaselineSide::both;
+    baseline.scale_by_mad = opt.baseline_scale == "mad";
+    table = analyze::departure_from_baseline(table, baseline);
   }
 
   std::ofstream out(opt.output, std::ios::binary);
@@ -102,13 +122,18 @@ int run_features(const FeaturesCliOptions& opt) {
     for (size_t c = 0; c < table.columns.size(); ++c)
       if (table.filled[c]) filled[table.columns[c]] = table.filled[c];
     nlohmann::json j{{"recording", opt.recording}, {"layer", opt.layer},   {"output", opt.output},
-                     {"window_s", opt.window_s},   {"windows", grid.count}, {"first_ns", grid.first_ns},
+                     {"window_s", window_s},       {"windows", grid.count}, {"first_ns", grid.first_ns},
                      {"columns", table.columns},   {"subjects", table.subjects},
                      {"filled_windows", filled}};
+    if (opt.baseline_s > 0)
+      j["baseline"] = {{"windows", baseline.windows}, {"side", opt.baseline_side}, {"scale", opt.baseline_scale}};
     std::cout << j.dump(2) << "\n";
   } else {
-    std::cout << fmt::format("{}: {} windows of {} s x {} {} features ({} subjects) -> {}\n", opt.recording,
-                             grid.count, opt.window_s, table.columns.size(), opt.layer, table.subjects.size(),
+    std::cout << fmt::format("{}: {} windows of {} s x {} {} features ({} subjects){} -> {}\n", opt.recording,
+                             grid.count, window_s, table.columns.size(), opt.layer, table.subjects.size(),
+                             opt.baseline_s > 0 ? fmt::format(", departures from a {}-window baseline ({})",
+                                                              baseline.windows, opt.baseline_side)
+                                                : "",
                              opt.output);
   }
   return 0;
@@ -117,11 +142,13 @@ int run_features(const FeaturesCliOptions& opt) {
 RegisterCommand reg("features", 33, [](CLI::App& app, int& exit_code) {
   auto opt = std::make_shared<FeaturesCliOptions>();
   auto* cmd = app.add_subcommand("features", "Write one layer's features per fixed time window as a numeric CSV");
-  cmd->add_option("recording", opt->recording, "Recording file")->required();
+  cmd->add_option("recording", opt->recording,
+                  "Recording file, or a features CSV written earlier (then only --like and --baseline apply)")
+      ->required();
   std::vector<std::string> layers = kCallLayers;
   layers.insert(layers.end(), kSeriesLayers.begin(), kSeriesLayers.end());
-  cmd->add_option("--layer", opt->layer, "cuda | torch | python | nccl | kernel (events); nvml | host (series)")
-      ->required()
+  cmd->add_option("--layer", opt->layer,
+                  "cuda | torch | python | nccl | kernel (events); nvml | host (series); required for a recording")
       ->check(CLI::IsMember(layers));
   cmd->add_option("-o,--output", opt->output, "CSV to write: t0_ns,t1_ns, then the features")->required();
   cmd->add_option("--window", opt->window_s, "Window length in seconds (default 1.0)")->check(CLI::PositiveNumber);
@@ -133,6 +160,18 @@ RegisterCommand reg("features", 33, [](CLI::App& app, int& exit_code) {
                   "A features CSV of another recording: write exactly its columns (what this recording lacks: 0 "
                   "for counts, bytes and busy time, else that CSV's median), to train on one and score the other")
       ->check(CLI::ExistingFile);
+  cmd->add_option("--baseline", opt->baseline_s,
+                  "Write each feature's departure from the job's own recent baseline: the median of the windows in "
+                  "the S seconds around it (default 0: off)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--baseline-side", opt->baseline_side,
+                  "both (default): the S s before and the S s after, a window departs only from both; past: the S s "
+                  "before only (causal)")
+      ->check(CLI::IsMember({"both", "past"}));
+  cmd->add_option("--baseline-scale", opt->baseline_scale,
+                  "none (default): departure in the column's units; mad: divided by the baseline's 1.4826 x MAD, at "
+                  "least 1 % of its level and 0.01")
+      ->check(CLI::IsMember({"none", "mad"}));
   cmd->add_option("--target-pid", opt->target_pids,
                   "nvml: the traced process(es), besides the recording's own pid, for the other_procs columns");
   cmd->add_flag("--json", opt->json, "Print a JSON summary (columns, subjects, filled windows per column)");
@@ -148,9 +187,14 @@ RegisterCommand reg("features", 33, [](CLI::App& app, int& exit_code) {
       "window without a sample repeats the previous window's value. NVML per-process series become\n"
       "GPU.procs.count, GPU.procs.max_sm_util and GPU.other_procs.{count,sm_util,mem_used} (processes other\n"
       "than the recording's pid and --target-pid).\n"
+      "--baseline S: every value becomes value - median of its neighbours (the window itself excluded): with\n"
+      "--baseline-side both, of the S s before and of the S s after, keeping only a departure from both sides in\n"
+      "the same direction (the smaller one), so a lasting level shift scores 0 and a transient shorter than S/2\n"
+      "stands out; with past, of the S s before only. NaN values are left out of baselines and score 0.\n"
       "Examples:\n"
       "  stackscope features run.sdb --layer cuda --window 1 -o cuda.csv\n"
       "  stackscope features faulty.sdb --layer cuda --like cuda.csv -o cuda_faulty.csv\n"
+      "  stackscope features cuda.csv --baseline 30 -o cuda_departures.csv\n"
       "  stackscope detect --method gmm --train cuda.csv --input cuda_faulty.csv --output scores.csv \\\n"
       "      --ignore-columns t0_ns,t1_ns --constant-columns floor");
   cmd->callback([opt, &exit_code] {
