@@ -254,6 +254,17 @@ void UprobeTracer::stop() {
   if (maintainer_.joinable()) maintainer_.join();
   if (rb_) ring_buffer__consume(rb_);  // what is still buffered
   report_counters(true);
+  if (pystack_attached_) {  // the sampler's own cost, where kernel.bpf_stats_enabled was on
+    std::string cost;
+    for (bpf_program* prog : {pystack_->progs.on_cpu_sample, pystack_->progs.on_switch}) {
+      bpf_prog_info info{};
+      uint32_t len = sizeof info;
+      if (bpf_obj_get_info_by_fd(bpf_program__fd(prog), &info, &len) == 0 && info.run_cnt && info.run_time_ns)
+        cost += fmt::format("{}{}: {} runs, {:.0f} ns/run", cost.empty() ? "" : "; ", bpf_program__name(prog),
+                            info.run_cnt, static_cast<double>(info.run_time_ns) / static_cast<double>(info.run_cnt));
+    }
+    if (!cost.empty()) sink_->add_note("trace", "python stack sampler BPF cost (kernel.bpf_stats_enabled): " + cost);
+  }
   started_ = false;
 }
 
@@ -372,6 +383,7 @@ void UprobeTracer::poll_loop() {
   while (!stopping_) {
     int n = ring_buffer__poll(rb_, 100);
     if (n < 0 && n != -EINTR) break;
+    if (pystack_) ring_buffer__consume(rb_);  // the stack sampler's records wake nobody (bpf/pystack.bpf.c)
   }
 }
 
