@@ -271,8 +271,8 @@ TEST(RevealAttribution, CrossHostFindsTheOddHost) {
   std::vector<HostLevel> levels;
   const char* hosts[] = {"h1", "h2", "h3", "h4", "h5"};
   for (int i = 0; i < 5; ++i) {
-    levels.push_back({hosts[i], "mem.used", Subsystem::memory, (i == 3 ? 9.0 : 4.0 + 0.05 * i) * 1e9});
-    levels.push_back({hosts[i], "cpu.util", Subsystem::cpu, 0.5 + 0.01 * i});
+    levels.push_back({hosts[i], "mem.used", Subsystem::memory, (i == 3 ? 9.0 : 4.0 + 0.05 * i) * 1e9, {}, 0});
+    levels.push_back({hosts[i], "cpu.util", Subsystem::cpu, 0.5 + 0.01 * i, {}, 0});
   }
   auto d = cross_host_deviations(levels);
   ASSERT_EQ(d.size(), 1u);

@@ -8,7 +8,7 @@
 #        over 80% of LEN, then fsync: dirty pages pile up, then are written back), storage (direct-I/O read bursts), irq (interrupt pressure without a
 #        device: 2 x 32 threads arming 20 us sleeps -> local timer interrupts, ~10x the idle rate),
 #        tcp (a steady 40 MB/s loopback TCP stream all along; netfault drops 5% of its segments at ingress
-#        from T0 for LEN s -> TCP retransmissions), crosshost (one host of four holds 1 GiB)
+#        from T0 for LEN s -> TCP retransmissions), crosshost (one host of four holds HOG_MIB, default 4 GiB)
 # Recordings are DUR s long with the injection at T0..T0+LEN. Each is analysed twice: fitted on the whole run
 # (Reveal's default; the 99th-percentile thresholds assume ~1% anomalous windows, and a 10 s injection is ~14%
 # of 88 windows) and fitted on the clean warm-up before T0 (--reveal-baseline T0-5 s).
@@ -22,6 +22,7 @@ loads="$root/eval/reveal/loads.py"
 out=${OUT:-$(mktemp -d /tmp/reveal-repro.XXXXXX)}; mkdir -p "$out"
 DUR=${DUR:-90}; T0=${T0:-50}; LEN=${LEN:-10}
 TCP_PORT=${TCP_PORT:-29571}
+HOG_MIB=${HOG_MIB:-4096}  # crosshost: what host2 holds
 cases=("$@"); [ ${#cases[@]} -eq 0 ] && cases=(cpu memory writeback storage irq tcp crosshost)
 
 inject() {  # inject CASE: runs the load for LEN seconds
@@ -49,8 +50,12 @@ for c in "${cases[@]}"; do
     recs=()
     for h in 0 1 2 3; do
       if [ -z "${ANALYZE_ONLY:-}" ]; then
-        if [ $h = 2 ]; then ("$py" "$loads" memory 30 1024 &) ; sleep 3; fi
+        # The hog lives exactly through host2's recording (touching HOG_MIB takes a few seconds first), so
+        # host3 is recorded without it.
+        hog=
+        if [ $h = 2 ]; then "$py" "$loads" memory 60 "$HOG_MIB" & hog=$!; sleep 5; fi
         "$bin" record -q -d 10 -l host -o "$out/host$h.sdb" 2>/dev/null
+        if [ -n "$hog" ]; then kill "$hog"; wait "$hog" 2>/dev/null; sleep 2; fi
       fi
       recs+=("$out/host$h.sdb")
     done

@@ -33,13 +33,26 @@ RevealEnsemble::RevealEnsemble(RevealEnsembleOptions options)
 
 Eigen::MatrixXd RevealEnsemble::select(const Eigen::MatrixXd& x) const {
   Eigen::MatrixXd out(x.rows(), static_cast<Eigen::Index>(used_.size()));
-  for (size_t k = 0; k < used_.size(); ++k) out.col(static_cast<Eigen::Index>(k)) = x.col(used_[k]);
+  for (size_t k = 0; k < used_.size(); ++k) out.col(static_cast<Eigen::Index>(k)) = x.col(used_[k]) / unit_(used_[k]);
   return out;
 }
 
-void RevealEnsemble::fit(const Eigen::MatrixXd& x) {
+void RevealEnsemble::fit(const Eigen::MatrixXd& x, std::span<const double> resolution) {
   require_finite_matrix(x, "reveal ensemble fit", 3);
+  if (!resolution.empty() && resolution.size() != static_cast<size_t>(x.cols()))
+    throw DetectorInputError("reveal ensemble fit: " + std::to_string(resolution.size()) + " resolutions for " +
+                             std::to_string(x.cols()) + " columns");
   input_cols_ = x.cols();
+  floored_ = !resolution.empty();
+  // Dividing a column by its resolution makes the floor's absolute part one resolution; none of the three
+  // detectors depends on a column's units otherwise. Unknown resolution: a floor of 1e-9 in the column's units.
+  unit_ = Eigen::RowVectorXd::Ones(x.cols());
+  for (size_t j = 0; j < resolution.size(); ++j)
+    unit_(static_cast<Eigen::Index>(j)) = resolution[j] > 0 ? resolution[j] : 1e-9;
+  if (floored_) {
+    z_ = ZScore(ZScoreOptions{.floor = opt_.floor});
+    pca_ = PcaMahalanobis(PcaMahalanobisOptions{opt_.pca_variance, true, opt_.floor, 1e-12});
+  }
   used_.clear();
   constant_.clear();
   for (Eigen::Index j = 0; j < x.cols(); ++j) {
@@ -73,10 +86,16 @@ RevealEnsembleResult RevealEnsemble::evaluate(const Eigen::MatrixXd& x) const {
     r.maha = pca_.score(xs);
     r.iforest = iforest_.score(xs);
   }
-  // A column that never moved in training and moves now: beyond any z threshold.
+  // A column that never moved in training and moves now (beyond constant_min_z floors, with floors): beyond any
+  // z threshold.
+  auto departed = [&](double v, double c, Eigen::Index j) {
+    if (!floored_) return std::abs(v - c) > 1e-9 * std::max(1.0, std::abs(c));
+    const double u = unit_(j);
+    return std::abs(v - c) / u > opt_.constant_min_z * opt_.floor.of(c / u);
+  };
   for (Eigen::Index i = 0; i < n; ++i)
     for (const auto& [j, c] : constant_)
-      if (std::abs(x(i, j) - c) > 1e-9 * std::max(1.0, std::abs(c))) {
+      if (departed(x(i, j), c, j)) {
         r.z(i) = std::max(r.z(i), 2 * std::max(z_thr_, 1.0));
         break;
       }

@@ -5,6 +5,7 @@
 #pragma once
 #include <Eigen/Dense>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,12 @@ struct RevealEnsembleOptions {
   double pca_variance = 0.95;
   int iforest_trees = 100;
   uint64_t seed = 0;
+  // With column resolutions (fit's second argument): no feature is standardised by less than
+  // max(floor.relative x |its baseline mean|, floor.absolute x its resolution), so a column that hardly moved in
+  // the baseline does not turn a change of one event or one page into thousands of standard deviations; and a
+  // column constant in the baseline counts as departed only beyond constant_min_z such floors.
+  ScaleFloor floor{.relative = 0.01, .absolute = 1};
+  double constant_min_z = 5;
 };
 
 struct RevealEnsembleResult {
@@ -42,8 +49,11 @@ class RevealEnsemble {
   explicit RevealEnsemble(RevealEnsembleOptions options = {});
   // Learns the workload's baseline from windows x features; thresholds are quantiles of these rows' scores.
   // Constant columns are left out of the three detectors; a later window in which one of them moves (an error
-  // counter that was zero all through a clean warm-up) is flagged by the Z detector, its z being infinite. Throws DetectorInputError (fewer than 3 rows, non-finite values).
-  void fit(const Eigen::MatrixXd& features);
+  // counter that was zero all through a clean warm-up) is flagged by the Z detector. resolution: per column the
+  // smallest change that means anything in its units (feature_resolution in attribution.h; 0 = unknown), which
+  // switches the scale floors of the options on; empty: no floors, and any move of a constant column counts.
+  // Throws DetectorInputError (fewer than 3 rows, non-finite values, resolutions not one per column).
+  void fit(const Eigen::MatrixXd& features, std::span<const double> resolution = {});
   RevealEnsembleResult evaluate(const Eigen::MatrixXd& features) const;
   const RevealEnsembleOptions& options() const { return opt_; }
   // Columns of the input the detectors use (the varying ones).
@@ -52,6 +62,8 @@ class RevealEnsemble {
  private:
   Eigen::MatrixXd select(const Eigen::MatrixXd& x) const;
   RevealEnsembleOptions opt_;
+  Eigen::RowVectorXd unit_;  // per input column: what the detectors see is x / unit (resolutions; else 1)
+  bool floored_ = false;
   std::vector<Eigen::Index> used_;
   // Columns constant through the fit and their value: one that moves later has an infinite z (see evaluate).
   std::vector<std::pair<Eigen::Index, double>> constant_;

@@ -8,7 +8,10 @@
 namespace stackscope::analyze {
 
 RevealStreamingPipeline::RevealStreamingPipeline(std::vector<AttributedColumn> columns, RevealPipelineOptions options)
-    : columns_(std::move(columns)), opt_(options), ensemble_(options.ensemble) {}
+    : columns_(std::move(columns)), opt_(options), ensemble_(options.ensemble) {
+  if (opt_.use_resolutions)
+    for (const AttributedColumn& c : columns_) resolution_.push_back(c.resolution);
+}
 
 void RevealStreamingPipeline::fit(const Eigen::MatrixXd& x, size_t total_windows) {
   if (static_cast<size_t>(x.cols()) != columns_.size())
@@ -16,13 +19,14 @@ void RevealStreamingPipeline::fit(const Eigen::MatrixXd& x, size_t total_windows
                                 std::to_string(x.cols()) + " feature columns");
   fitted_ = true;
   out_ = {};
+  open_.reset();
   const auto n = static_cast<size_t>(x.rows());
   if (n < std::max<size_t>(opt_.min_windows, 3) || x.cols() == 0) {
     out_.too_short = true;
     return;
   }
-  ensemble_.fit(x);
-  baseline_ = robust_baseline(x);
+  ensemble_.fit(x, resolution_);
+  baseline_ = robust_baseline(x, resolution_, opt_.ensemble.floor.relative);
   for (auto* v : {&z_, &maha_, &iforest_, &score_}) v->reserve(total_windows);
 }
 
@@ -52,25 +56,48 @@ void RevealStreamingPipeline::add_window(size_t w, std::span<const double> value
   rep.methods = r.flags[0];
   rep.score = r.score(0);
   rep.attribution = attribute_window(row.transpose(), baseline_, columns_, opt_.attribution);
-  // Join overlapping flagged windows (consecutive indices) that point at the same subsystem.
-  const bool extend = !out_.anomalies.empty() && out_.anomalies.back().last_window + 1 == w &&
-                      out_.anomalies.back().subsystem == rep.attribution.subsystem;
-  if (!extend) {
-    RevealAnomaly a;
-    a.first_window = w;
-    a.subsystem = rep.attribution.subsystem;
-    out_.anomalies.push_back(a);
+  if (open_ && (w > open_->last_window + std::max<size_t>(opt_.merge_gap_windows, 1) ||
+                open_->subsystem != rep.attribution.subsystem))
+    close_incident();
+  if (!open_) {
+    open_.emplace();
+    open_->first_window = w;
+    open_->subsystem = rep.attribution.subsystem;
+    open_weight_.clear();
   }
-  RevealAnomaly& a = out_.anomalies.back();
+  RevealAnomaly& a = *open_;
   a.last_window = w;
   a.methods |= rep.methods;
+  ++a.flagged_windows;
+  a.agreement = std::max(a.agreement, static_cast<int>(rep.score));  // the score's integer part
   a.score = std::max(a.score, rep.score);
   for (const Contribution& c : rep.attribution.reasons) {
     auto it = std::find_if(a.reasons.begin(), a.reasons.end(), [&](const Contribution& k) { return k.subject == c.subject; });
     if (it == a.reasons.end()) a.reasons.push_back(c);
     else if (std::abs(c.z) > std::abs(it->z)) *it = c;
+    auto wt = std::find_if(open_weight_.begin(), open_weight_.end(), [&](const auto& p) { return p.first == c.subsystem; });
+    if (wt == open_weight_.end()) open_weight_.emplace_back(c.subsystem, std::abs(c.z));
+    else wt->second += std::abs(c.z);
   }
   out_.windows.push_back(std::move(rep));
+}
+
+void RevealStreamingPipeline::close_incident() {
+  if (!open_) return;
+  RevealAnomaly a = std::move(*open_);
+  open_.reset();
+  if (a.flagged_windows < opt_.min_incident_windows && a.agreement < opt_.min_agreement) {
+    ++out_.unconfirmed_incidents;
+    return;
+  }
+  double total = 0;
+  for (const auto& [sub, wt] : open_weight_) total += wt;
+  std::stable_sort(open_weight_.begin(), open_weight_.end(), [](const auto& p, const auto& q) { return p.second > q.second; });
+  for (const auto& [sub, wt] : open_weight_) a.subsystems.emplace_back(sub, total > 0 ? wt / total : 0);
+  std::stable_sort(a.reasons.begin(), a.reasons.end(),
+                   [](const Contribution& p, const Contribution& q) { return std::abs(p.z) > std::abs(q.z); });
+  if (a.reasons.size() > opt_.max_reasons_per_anomaly) a.reasons.resize(opt_.max_reasons_per_anomaly);
+  out_.anomalies.push_back(std::move(a));
 }
 
 RevealPipelineResult RevealStreamingPipeline::finish() {
@@ -81,11 +108,7 @@ RevealPipelineResult RevealStreamingPipeline::finish() {
   out_.ensemble.maha = to_vector(maha_);
   out_.ensemble.iforest = to_vector(iforest_);
   out_.ensemble.score = to_vector(score_);
-  for (RevealAnomaly& a : out_.anomalies) {
-    std::stable_sort(a.reasons.begin(), a.reasons.end(),
-                     [](const Contribution& p, const Contribution& q) { return std::abs(p.z) > std::abs(q.z); });
-    if (a.reasons.size() > opt_.max_reasons_per_anomaly) a.reasons.resize(opt_.max_reasons_per_anomaly);
-  }
+  close_incident();
   return std::move(out_);
 }
 

@@ -1,6 +1,10 @@
 // Reveal's per-host pipeline over a window-feature matrix: ensemble detection (reveal_ensemble.h), then for
-// each flagged window its attribution (attribution.h), then runs of flagged windows with the same subsystem
-// joined into one anomaly. Pure: the CLI feeds it features from a recording, the NAB eval from a CSV file.
+// each flagged window its attribution (attribution.h), then flagged windows that overlap or touch in time joined
+// into one incident, reported when it persists or when detectors agree. The 99th-percentile thresholds flag
+// about 1 % of the windows of any run by design, scattered and each by one detector; Reveal looks for
+// "persistent and meaningful bottlenecks" (§4.4) and lets agreement between its detectors cut false positives
+// (§4.3), so a lone window that one detector flagged stays a flagged window, not a report.
+// Pure: the CLI feeds it features from a recording, the NAB eval from a CSV file.
 //
 // Two forms: run_reveal_pipeline over a whole matrix, and RevealStreamingPipeline for recordings too long to
 // hold as one (a week at a 1 s stride is 600k windows): it fits on a sample of the windows (all of them when
@@ -8,6 +12,7 @@
 // flagged ones and four scores a window.
 #pragma once
 #include <Eigen/Dense>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -23,11 +28,18 @@ struct RevealWindowReport {
   WindowAttribution attribution;
 };
 
+// An incident: flagged windows at most merge_gap_windows apart whose attribution names the same subsystem (a
+// run that turns from one subsystem to another is two incidents: otherwise a baseline that no longer fits the
+// whole rest of a run becomes one incident naming nothing in particular), with every subsystem's share of the
+// summed |z| of its reasons.
 struct RevealAnomaly {
   size_t first_window = 0, last_window = 0;  // inclusive
   Subsystem subsystem = Subsystem::cpu;
-  uint8_t methods = 0;  // union over its windows
-  double score = 0;     // max over its windows
+  std::vector<std::pair<Subsystem, double>> subsystems;  // share of the summed |z|, largest first
+  uint8_t methods = 0;         // union over its windows
+  size_t flagged_windows = 0;  // of first..last
+  int agreement = 0;           // most detectors that agreed on one of its windows
+  double score = 0;            // max over its windows
   std::vector<Contribution> reasons;  // strongest per subject over its windows, strongest first
 };
 
@@ -36,12 +48,24 @@ struct RevealPipelineOptions {
   AttributionOptions attribution;
   size_t min_windows = 5;  // fewer: no baseline to speak of, nothing is flagged
   size_t max_reasons_per_anomaly = 5;
+  // Flagged windows whose indices differ by at most this join one incident: window / stride makes windows that
+  // overlap or touch in time one incident (the CLI does so).
+  size_t merge_gap_windows = 1;
+  // An incident is reported when it holds at least this many flagged windows (it outlasts a window: with 3 s /
+  // 1 s windows, one odd sample is in 3 windows but rarely flagged in all of them) ...
+  size_t min_incident_windows = 3;
+  // ... or when at least this many detectors agree on one of its windows (all three: Z and Mahalanobis, both
+  // standardised distances, agree with each other far more often than with the Isolation Forest).
+  int min_agreement = 3;
+  // Scale floors from the columns' resolutions (AttributedColumn::resolution): see RevealEnsembleOptions::floor.
+  bool use_resolutions = true;
 };
 
 struct RevealPipelineResult {
   RevealEnsembleResult ensemble;
   std::vector<RevealWindowReport> windows;  // flagged windows only, in time order
-  std::vector<RevealAnomaly> anomalies;
+  std::vector<RevealAnomaly> anomalies;     // reported incidents, in time order
+  size_t unconfirmed_incidents = 0;         // incidents neither persistent nor agreed on: not reported
   bool too_short = false;
 };
 
@@ -66,6 +90,11 @@ class RevealStreamingPipeline {
   FeatureBaseline baseline_;
   RevealPipelineResult out_;
   std::vector<double> z_, maha_, iforest_, score_;
+  std::vector<double> resolution_;  // per column, when options.use_resolutions
+  // The incident being built and its summed |z| per subsystem.
+  std::optional<RevealAnomaly> open_;
+  std::vector<std::pair<Subsystem, double>> open_weight_;
+  void close_incident();
   bool fitted_ = false;
 };
 

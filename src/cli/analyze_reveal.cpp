@@ -1,7 +1,8 @@
 // `stackscope analyze --detector reveal`: Reveal's host-telemetry pipeline over one or more recordings.
-// Per recording (one host or run): stream samples into sliding-window features, prune correlated metrics
-// (union over recordings; the list can be saved and reused), detect with the Z / PCA-Mahalanobis / Isolation
-// Forest ensemble, attribute flagged windows; with 3+ recordings also compare hosts (cross-host deviations).
+// Wiring only: opens the recordings and hands their samples to the engine (analyze/reveal_recording.h) -- per
+// recording a survey (levels, correlation), metric pruning (union over recordings; the list can be saved and
+// reused), detection and attribution into incidents; with 3+ recordings the cross-host comparison -- then
+// writes the report and the findings.
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -14,8 +15,7 @@
 #include <fmt/format.h>
 
 #include "analyze/metric_pruning.h"
-#include "analyze/reveal_pipeline.h"
-#include "analyze/window_features.h"
+#include "analyze/reveal_recording.h"
 #include "cli/analyze.h"
 #include "store/errors.h"
 #include "store/recording_reader.h"
@@ -46,58 +46,18 @@ std::string utc_time(int64_t realtime_ns) {
                      tm.tm_min, tm.tm_sec);
 }
 
-// Streams a recording's samples through a window-feature extractor whose rows go to `sink` one window at a
-// time (nothing of the recording is held beyond the windows in progress). Declares the series `want` accepts.
-template <typename Want>
-WindowFeatureExtractor stream_windows(const RecordingReader& r, const RecordingSpan& span, const WindowSpec& spec,
-                                      bool levels_only, Want want, WindowFeatureExtractor::RowSink sink) {
-  WindowFeatureExtractor ex(spec, span.begin, span.end, levels_only);
-  ex.set_row_sink(std::move(sink));
-  for (const SeriesInfo& s : r.series())
-    if (want(s)) ex.add_series(s.id, s.kind, s.category);
-  r.for_each_sample_run([&](const SeriesInfo& s, std::span<const int64_t> t, std::span<const double> v) {
-    ex.add_samples(s.id, t, v);
-  });
-  ex.finish();
-  return ex;
-}
-
-// Most window rows the detectors are fitted on: all of a recording's windows up to this many cells (16 MiB),
-// else a uniform sample of that size (the baseline of a long recording; every window is still scored).
-constexpr size_t kFitSampleCells = size_t{2} << 20;
 // Per-window score arrays go into the JSON report up to this many windows.
 constexpr size_t kMaxWindowScoresInJson = 20000;
 
-// Uniform sample of rows (reservoir sampling, fixed seed: the same recording gives the same report).
-class RowReservoir {
- public:
-  RowReservoir(size_t capacity, size_t columns) : cap_(std::max<size_t>(capacity, 1)), cols_(columns) {}
-  void add(size_t window, std::span<const double> row) {
-    ++seen_;
-    if (rows_.size() < cap_) {
-      rows_.emplace_back(window, std::vector<double>(row.begin(), row.end()));
-      return;
-    }
-    state_ = state_ * 6364136223846793005ULL + 1442695040888963407ULL;
-    const uint64_t k = (state_ >> 11) % seen_;
-    if (k < cap_) rows_[k] = {window, std::vector<double>(row.begin(), row.end())};
-  }
-  bool holds_everything() const { return seen_ == rows_.size(); }
-  size_t size() const { return rows_.size(); }
-  // In window order.
-  Eigen::MatrixXd matrix() {
-    std::sort(rows_.begin(), rows_.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-    Eigen::MatrixXd m(static_cast<Eigen::Index>(rows_.size()), static_cast<Eigen::Index>(cols_));
-    for (size_t i = 0; i < rows_.size(); ++i)
-      for (size_t j = 0; j < cols_; ++j) m(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(j)) = rows_[i].second[j];
-    return m;
-  }
-
- private:
-  size_t cap_, cols_, seen_ = 0;
-  uint64_t state_ = 0x9e3779b97f4a7c15ULL;
-  std::vector<std::pair<size_t, std::vector<double>>> rows_;
-};
+// The recording's samples as the analysis engine takes them: replayed from the file on each pass.
+SampleStream sample_stream(const RecordingReader& r, const RecordingSpan& span) {
+  SampleStream s;
+  s.series = r.series();
+  s.begin_ns = span.begin;
+  s.end_ns = span.end;
+  s.replay = [&r](const SampleRunVisitor& visit) { r.for_each_sample_run(visit); };
+  return s;
+}
 
 std::vector<std::string> load_metric_list(const std::string& path) {
   std::ifstream in(path);
@@ -172,37 +132,20 @@ AnalysisOutput analyze_reveal(const AnalyzeOptions& options) {
   for (Loaded& l : recs)
     if (host_uses[l.host] > 1) l.host += "/" + std::filesystem::path(l.path).stem().string();
 
-  // Pass 1 per recording: whole-run levels of every series (cross-host comparison) and, unless a saved metric
-  // list is reused, the correlation of the non-static series' window means, accumulated window by window.
+  // Pass 1 per recording (analyze/reveal_recording.h): every series' levels for cross-host comparison, static
+  // ones included; unless a saved metric list is reused, the correlation of the other series' window means.
   const bool reuse = !options.reveal_metrics.empty() && std::filesystem::exists(options.reveal_metrics);
   std::vector<HostLevel> levels;
   std::vector<PruningWorkload> workloads;
   std::set<std::string> firing_counters;  // event counters that moved in some recording
   size_t candidates = 0;
   for (const Loaded& l : recs) {
-    std::optional<CorrelationAccumulator> corr;
-    auto ex = stream_windows(*l.reader, l.span, spec, true, [](const SeriesInfo&) { return true; },
-                             [&](size_t, std::span<const double> row) {
-                               if (reuse) return;
-                               if (!corr) corr.emplace(row.size());
-                               corr->add(row);
-                             });
-    for (const SeriesLevel& sl : ex.series_levels()) {
-      const SeriesInfo* s = l.reader->series_by_id(sl.series);
-      levels.push_back({l.host, s->key(), s->subsystem, sl.mean});
-    }
+    RecordingSurvey survey = survey_recording(sample_stream(*l.reader, l.span), spec, l.host, l.path, !reuse);
+    std::move(survey.levels.begin(), survey.levels.end(), std::back_inserter(levels));
     if (reuse) continue;
-    PruningWorkload w;
-    w.name = l.path;
-    for (const FeatureColumn& c : ex.columns()) w.metrics.push_back(l.reader->series_by_id(c.series)->key());
-    w.correlation = corr ? corr->correlation() : Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(w.metrics.size()),
-                                                                        static_cast<Eigen::Index>(w.metrics.size()));
-    for (size_t j = 0; j < ex.columns().size(); ++j)
-      if (l.reader->series_by_id(ex.columns()[j].series)->category == SeriesCategory::event_counter &&
-          w.correlation(static_cast<Eigen::Index>(j), static_cast<Eigen::Index>(j)) > 0)
-        firing_counters.insert(w.metrics[j]);
-    candidates += w.metrics.size();
-    workloads.push_back(std::move(w));
+    firing_counters.insert(survey.firing_counters.begin(), survey.firing_counters.end());
+    candidates += survey.workload.metrics.size();
+    workloads.push_back(std::move(survey.workload));
   }
 
   // Metric pruning: reuse a saved list, or prune each recording and take the union.
@@ -233,49 +176,25 @@ AnalysisOutput analyze_reveal(const AnalyzeOptions& options) {
   nlohmann::json jrecs = nlohmann::json::array();
   std::map<std::string, std::vector<Finding>> findings_by_path;
 
+  RevealPipelineOptions pipeline_options;
+  // Flagged windows that overlap or touch in time are one incident.
+  pipeline_options.merge_gap_windows = static_cast<size_t>((spec.size_ns + spec.stride_ns - 1) / spec.stride_ns);
   for (const Loaded& l : recs) {
-    // Pass 2: the kept series' window features; the detectors' baseline is fitted on all windows (or those
-    // of the --reveal-baseline prefix), or on a uniform sample of a long recording, which pass 3 then scores
-    // window by window.
-    auto want = [&](const SeriesInfo& s) { return s.category != SeriesCategory::static_value && kept.count(s.key()); };
-    std::optional<RowReservoir> sample;
-    size_t windows_seen = 0;
-    auto ex = stream_windows(*l.reader, l.span, spec, false, want, [&](size_t w, std::span<const double> row) {
-      ++windows_seen;
-      if (baseline_ns && window_at(l.span.begin, w, spec).end_ns > l.span.begin + *baseline_ns) return;
-      if (!sample) sample.emplace(kFitSampleCells / std::max<size_t>(row.size(), 1), row.size());
-      sample->add(w, row);
-    });
-    std::vector<AttributedColumn> cols;
-    for (const FeatureColumn& c : ex.columns()) {
-      const SeriesInfo* s = l.reader->series_by_id(c.series);
-      cols.push_back({s->key(), s->subsystem, c.feature});
-    }
-    RevealStreamingPipeline pipeline(cols);
-    Eigen::MatrixXd fit_rows = sample ? sample->matrix() : Eigen::MatrixXd(0, static_cast<Eigen::Index>(cols.size()));
-    pipeline.fit(fit_rows, ex.window_count());
-    const auto fit_windows = fit_rows.rows();
-    const bool sampled = sample && (!sample->holds_everything() || sample->size() < windows_seen);
-    if (!sampled) {
-      std::vector<double> row(cols.size());
-      for (Eigen::Index i = 0; i < fit_rows.rows(); ++i) {
-        for (size_t j = 0; j < cols.size(); ++j) row[j] = fit_rows(i, static_cast<Eigen::Index>(j));
-        pipeline.add_window(static_cast<size_t>(i), row);
-      }
-    } else {
-      fit_rows.resize(0, 0);
-      stream_windows(*l.reader, l.span, spec, false, want,
-                     [&](size_t w, std::span<const double> row) { pipeline.add_window(w, row); });
-    }
-    RevealPipelineResult res = pipeline.finish();
-
-    text += fmt::format("\n{} (host {}): {} windows, {} feature columns, {} flagged, {} anomalies\n", l.path, l.host,
-                        ex.window_count(), ex.columns().size(), res.windows.size(), res.anomalies.size());
+    // Passes 2 and 3: the kept series' window features, the detectors fitted on every window (or those of the
+    // --reveal-baseline prefix, or a uniform sample of a long recording), every window scored.
+    RecordingAnalysis analysis =
+        analyze_recording(sample_stream(*l.reader, l.span), spec, kept, baseline_ns, pipeline_options);
+    const RevealPipelineResult& res = analysis.result;
+    auto window = [&](size_t w) { return window_at(l.span.begin, w, spec); };
+    text += fmt::format("\n{} (host {}): {} windows, {} feature columns, {} flagged, {} incidents reported ({} lone "
+                        "windows neither persistent nor agreed on, not reported)\n",
+                        l.path, l.host, analysis.windows, analysis.columns.size(), res.windows.size(),
+                        res.anomalies.size(), res.unconfirmed_incidents);
     if (res.too_short) text += "  too few windows for a baseline: nothing flagged\n";
     nlohmann::json jwin = nlohmann::json::array();
     if (!res.windows.empty()) text += fmt::format("  {:>6}  {:<19}  {:<12}  {:<8}  {}\n", "window", "time (UTC)", "methods", "subsys", "main reason / claim");
     for (const RevealWindowReport& w : res.windows) {
-      const TimeWindow tw = ex.window(w.window);
+      const TimeWindow tw = window(w.window);
       const auto& reasons = w.attribution.reasons;
       std::string claim = reasons.empty() ? "" : reasons.front().claim;
       text += fmt::format("  {:>6}  {:<19}  {:<12}  {:<8}  {}\n", w.window, utc_time(tw.start_ns + l.span.realtime_offset),
@@ -290,32 +209,52 @@ AnalysisOutput analyze_reveal(const AnalyzeOptions& options) {
                       {"methods", reveal_methods_label(w.methods)}, {"score", w.score},
                       {"subsystem", subsystem_name(w.attribution.subsystem)}, {"reasons", jr}});
     }
+    // Incidents, strongest first: agreement, then reach toward the thresholds, then length.
+    std::vector<const RevealAnomaly*> ranked;
+    for (const RevealAnomaly& a : res.anomalies) ranked.push_back(&a);
+    std::stable_sort(ranked.begin(), ranked.end(), [](const RevealAnomaly* a, const RevealAnomaly* b) {
+      return a->score != b->score ? a->score > b->score : a->flagged_windows > b->flagged_windows;
+    });
+    if (!ranked.empty())
+      text += fmt::format("  incidents, strongest first:\n  {:>4}  {:>9}  {:>7}  {:<12}  {:<8}  {}\n", "rank",
+                          "t (s)", "windows", "methods", "subsys", "main reason / claim");
     auto& findings = findings_by_path[l.path];
-    for (const RevealAnomaly& a : res.anomalies) {
+    for (size_t rank = 0; rank < ranked.size(); ++rank) {
+      const RevealAnomaly& a = *ranked[rank];
       Finding f;
       f.detector = "reveal";
       f.layer = "host";
       f.subsystem = std::string(subsystem_name(a.subsystem));
       f.host = l.host;
       f.subject = a.reasons.empty() ? "" : a.reasons.front().subject;
-      f.t_start_ns = ex.window(a.first_window).start_ns;
-      f.t_end_ns = ex.window(a.last_window).end_ns;
+      f.t_start_ns = window(a.first_window).start_ns;
+      f.t_end_ns = window(a.last_window).end_ns;
       f.score = a.score;
-      f.summary = fmt::format("{} anomaly in windows {}-{} ({}): {}", f.subsystem, a.first_window, a.last_window,
-                              reveal_methods_label(a.methods), a.reasons.empty() ? "" : a.reasons.front().claim);
+      std::string also;
+      for (size_t k = 1; k < a.subsystems.size() && a.subsystems[k].second >= 0.2; ++k)
+        also += fmt::format("{}{} {:.0f}%", also.empty() ? "; also " : ", ", subsystem_name(a.subsystems[k].first),
+                            100 * a.subsystems[k].second);
+      f.summary = fmt::format("{} incident in windows {}-{} ({} flagged; {}{}): {}", f.subsystem, a.first_window,
+                              a.last_window, a.flagged_windows, reveal_methods_label(a.methods), also,
+                              a.reasons.empty() ? "" : a.reasons.front().claim);
       for (const Contribution& c : a.reasons)
         f.evidence.push_back({c.subject, std::string(window_feature_name(c.feature)), c.value, c.expected, c.z});
+      text += fmt::format("  {:>4}  {:>4.0f}-{:<4.0f}  {:>7}  {:<12}  {:<8}  {}\n", rank + 1,
+                          (f.t_start_ns - l.span.begin) / 1e9, (f.t_end_ns - l.span.begin) / 1e9, a.flagged_windows,
+                          reveal_methods_label(a.methods), f.subsystem,
+                          a.reasons.empty() ? "" : a.reasons.front().claim);
       findings.push_back(std::move(f));
     }
-    nlohmann::json jrec = {{"recording", l.path}, {"host", l.host}, {"windows", ex.window_count()},
-                           {"feature_columns", ex.columns().size()}, {"too_short", res.too_short},
-                           {"fit_windows", fit_windows}, {"fit_on_sample", sampled},
+    nlohmann::json jrec = {{"recording", l.path}, {"host", l.host}, {"windows", analysis.windows},
+                           {"feature_columns", analysis.columns.size()}, {"too_short", res.too_short},
+                           {"fit_windows", analysis.fit_windows}, {"fit_on_sample", analysis.fit_on_sample},
+                           {"incidents", res.anomalies.size()}, {"unconfirmed_incidents", res.unconfirmed_incidents},
                            {"baseline_s", baseline_ns ? *baseline_ns / 1e9 : 0.0},
                            {"thresholds", {{"z", res.ensemble.z_threshold}, {"maha", res.ensemble.maha_threshold},
                                            {"iforest", res.ensemble.iforest_threshold}}},
-                           {"flagged_windows", jwin}, {"dropped_out_of_order", ex.dropped_out_of_order()}};
+                           {"flagged_windows", jwin}, {"dropped_out_of_order", analysis.dropped_out_of_order}};
     auto as_list = [](const Eigen::VectorXd& v) { return std::vector<double>(v.data(), v.data() + v.size()); };
-    if (ex.window_count() <= kMaxWindowScoresInJson) {
+    if (analysis.windows <= kMaxWindowScoresInJson) {
       jrec["window_scores"] = as_list(res.ensemble.score);
       jrec["z_scores"] = as_list(res.ensemble.z);
       jrec["maha_scores"] = as_list(res.ensemble.maha);
@@ -324,33 +263,40 @@ AnalysisOutput analyze_reveal(const AnalyzeOptions& options) {
     jrecs.push_back(std::move(jrec));
   }
 
-  // Cross-host: a host whose whole-run level deviates from the others (needs 3+ hosts).
-  nlohmann::json jcross = nlohmann::json::array();
+  // Cross-host: hosts whose level of a metric persistently deviates from the others' (needs 3+ hosts); one
+  // finding per deviating host, its metrics as evidence.
+  nlohmann::json jcross = nlohmann::json::array(), jhosts = nlohmann::json::array();
   if (recs.size() >= 3) {
-    auto dev = cross_host_deviations(levels);
-    std::map<std::string, int> per_host;
-    text += fmt::format("\ncross-host ({} hosts): {} deviations\n", recs.size(), dev.size());
-    for (const HostDeviation& d : dev) {
-      if (++per_host[d.host] > 10) continue;  // the strongest ten per host
-      text += "  " + d.claim + "\n";
+    const auto dev = cross_host_deviations(levels);
+    const auto reports = cross_host_reports(dev);
+    text += fmt::format("\ncross-host ({} hosts): {} deviating host(s), {} metric deviations\n", recs.size(),
+                        reports.size(), dev.size());
+    for (const HostDeviation& d : dev)
       jcross.push_back({{"host", d.host}, {"metric", d.subject}, {"subsystem", subsystem_name(d.subsystem)},
-                        {"level", d.level}, {"cluster_median", d.cluster_median}, {"robust_z", d.robust_z},
-                        {"claim", d.claim}});
-      for (const Loaded& l : recs)
-        if (l.host == d.host) {
-          Finding f;
-          f.detector = "reveal";
-          f.layer = "host";
-          f.subsystem = std::string(subsystem_name(d.subsystem));
-          f.host = d.host;
-          f.subject = d.subject;
-          f.t_start_ns = l.span.begin;
-          f.t_end_ns = l.span.end;
-          f.score = std::min(std::abs(d.robust_z), 1e6);
-          f.summary = "cross-host: " + d.claim;
+                        {"level", d.level}, {"cluster_median", d.cluster_median}, {"scale", d.scale},
+                        {"robust_z", d.robust_z}, {"persistence", d.persistence}, {"claim", d.claim}});
+    for (const HostReport& r : reports) {
+      text += "  " + r.claim + "\n";
+      nlohmann::json jm = nlohmann::json::array();
+      for (const HostDeviation& d : r.metrics) jm.push_back(d.subject);
+      jhosts.push_back({{"host", r.host}, {"subsystem", subsystem_name(r.subsystem)}, {"metrics", jm},
+                        {"deviating_metrics", r.deviating_metrics}, {"claim", r.claim}});
+      for (const Loaded& l : recs) {
+        if (l.host != r.host) continue;
+        Finding f;
+        f.detector = "reveal";
+        f.layer = "host";
+        f.subsystem = std::string(subsystem_name(r.subsystem));
+        f.host = r.host;
+        f.subject = r.metrics.front().subject;
+        f.t_start_ns = l.span.begin;
+        f.t_end_ns = l.span.end;
+        f.score = std::min(std::abs(r.metrics.front().robust_z), 1e6);
+        f.summary = "cross-host: " + r.claim;
+        for (const HostDeviation& d : r.metrics)
           f.evidence.push_back({d.subject, "cross_host_level", d.level, d.cluster_median, d.robust_z});
-          findings_by_path[l.path].push_back(std::move(f));
-        }
+        findings_by_path[l.path].push_back(std::move(f));
+      }
     }
   } else if (recs.size() == 2) {
     text += "\ncross-host: needs 3 or more recordings to tell which host is the odd one\n";
@@ -374,7 +320,7 @@ AnalysisOutput analyze_reveal(const AnalyzeOptions& options) {
   text += fmt::format("\nreveal findings: {}\n", jfind.size());
   out.text = text;
   out.json = {{"available", true}, {"window_ns", spec.size_ns}, {"stride_ns", spec.stride_ns}, {"pruning", jpruning},
-              {"recordings", jrecs}, {"cross_host", jcross}, {"findings", jfind}};
+              {"recordings", jrecs}, {"cross_host", jcross}, {"cross_host_hosts", jhosts}, {"findings", jfind}};
   return out;
 }
 
