@@ -6,7 +6,7 @@ Nothing is taken from headers here: every offset is found by searching the inter
 known from Python (id() of an object is its address; threading.get_native_id() is the thread's tid), read through
 /proc/self/mem so that a wrong guess is an OSError, never a crash.
 
-  python3.X eval/tracing/python_offsets.py [path/to/stackscope]
+  python3.X eval/tracing/python_offsets.py [[--stackscope] path/to/stackscope]
 
 Exit status 0 when every offset of this version in stackscope's table matches; 1 on a mismatch or when this
 version has no table; 2 when a measurement failed.
@@ -195,9 +195,10 @@ if any(v is None for v in measured.values()):
 if not unicode_bits_ok:
     fail("unicode state bits: compact/ascii not at bits 5/6")
 
-if len(sys.argv) < 2:
+args = [a for a in sys.argv[1:] if a != "--stackscope"]
+if not args:
     sys.exit(0)
-out = subprocess.run([sys.argv[1], "record", "--python-offsets"], capture_output=True, text=True)
+out = subprocess.run([args[0], "record", "--python-offsets"], capture_output=True, text=True)
 if out.returncode != 0:
     print(out.stdout + out.stderr, file=sys.stderr)
     fail("stackscope record --python-offsets failed")
