@@ -64,7 +64,7 @@ for c in "${cases[@]}"; do
 import json, sys
 j = json.load(open(sys.argv[1]))["reveal"]
 odd = [d for d in j["cross_host"] if d["subsystem"] == "memory"]
-for d in odd[:5]: print("crosshost:", d["claim"])
+for r in j.get("cross_host_hosts", []): print("crosshost:", r["claim"])
 print("crosshost:", "FOUND host2 memory" if any("host2" in d["host"] for d in odd) else "NOT FOUND",
       "; hosts flagged on memory:", sorted({d["host"] for d in odd}))
 PY

@@ -37,7 +37,13 @@ Eigen::MatrixXd RevealEnsemble::select(const Eigen::MatrixXd& x) const {
   return out;
 }
 
-void RevealEnsemble::fit(const Eigen::MatrixXd& x, std::span<const double> resolution) {
+Eigen::VectorXd RevealEnsemble::z_score(const Eigen::MatrixXd& xs) const {
+  if (!floored_ || !(opt_.z_clip > 0)) return z_.score(xs);
+  return z_.z(xs).cwiseAbs().cwiseMin(opt_.z_clip).rowwise().mean();
+}
+
+void RevealEnsemble::fit(const Eigen::MatrixXd& x, std::span<const double> resolution,
+                         const std::vector<bool>& departure_counts) {
   require_finite_matrix(x, "reveal ensemble fit", 3);
   if (!resolution.empty() && resolution.size() != static_cast<size_t>(x.cols()))
     throw DetectorInputError("reveal ensemble fit: " + std::to_string(resolution.size()) + " resolutions for " +
@@ -58,7 +64,7 @@ void RevealEnsemble::fit(const Eigen::MatrixXd& x, std::span<const double> resol
   for (Eigen::Index j = 0; j < x.cols(); ++j) {
     const double lo = x.col(j).minCoeff(), hi = x.col(j).maxCoeff();
     if (hi - lo > 1e-12 * std::max(1.0, std::max(std::abs(lo), std::abs(hi)))) used_.push_back(j);
-    else constant_.emplace_back(j, lo);
+    else if (departure_counts.empty() || departure_counts.at(static_cast<size_t>(j))) constant_.emplace_back(j, lo);
   }
   fitted_ = true;
   if (used_.empty()) return;  // nothing varies: nothing can be anomalous
@@ -66,7 +72,7 @@ void RevealEnsemble::fit(const Eigen::MatrixXd& x, std::span<const double> resol
   z_.fit(xs);
   pca_.fit(xs);
   iforest_.fit(xs);
-  z_thr_ = threshold_at_quantile(z_.score(xs), opt_.zscore_quantile);
+  z_thr_ = threshold_at_quantile(z_score(xs), opt_.zscore_quantile);
   maha_thr_ = threshold_at_quantile(pca_.score(xs), opt_.mahalanobis_quantile);
   if_thr_ = threshold_at_quantile(iforest_.score(xs), 1.0 - opt_.iforest_contamination);
 }
@@ -82,7 +88,7 @@ RevealEnsembleResult RevealEnsemble::evaluate(const Eigen::MatrixXd& x) const {
     r.z = r.maha = r.iforest = Eigen::VectorXd::Zero(n);
   } else {
     const Eigen::MatrixXd xs = select(x);
-    r.z = z_.score(xs);
+    r.z = z_score(xs);
     r.maha = pca_.score(xs);
     r.iforest = iforest_.score(xs);
   }

@@ -32,6 +32,10 @@ struct RevealEnsembleOptions {
   // column constant in the baseline counts as departed only beyond constant_min_z such floors.
   ScaleFloor floor{.relative = 0.01, .absolute = 1};
   double constant_min_z = 5;
+  // With resolutions, the Z detector's mean |z| counts no feature beyond this many standard deviations: one
+  // bursty column (the variance of a page-fault rate, z in the thousands) must not decide a window over hundreds
+  // of others; a departure of several metrics together, or any the other two detectors see, still does.
+  double z_clip = 10;
 };
 
 struct RevealEnsembleResult {
@@ -52,8 +56,12 @@ class RevealEnsemble {
   // counter that was zero all through a clean warm-up) is flagged by the Z detector. resolution: per column the
   // smallest change that means anything in its units (feature_resolution in attribution.h; 0 = unknown), which
   // switches the scale floors of the options on; empty: no floors, and any move of a constant column counts.
+  // departure_counts: per column whether leaving a constant baseline counts at all (empty: every column). The
+  // pipeline keeps it to error/event counters: zero until something goes wrong, the departure is the claim;
+  // a dynamic signal flat through a short warm-up (an idle core's softirqs) has no spread to measure one in.
   // Throws DetectorInputError (fewer than 3 rows, non-finite values, resolutions not one per column).
-  void fit(const Eigen::MatrixXd& features, std::span<const double> resolution = {});
+  void fit(const Eigen::MatrixXd& features, std::span<const double> resolution = {},
+           const std::vector<bool>& departure_counts = {});
   RevealEnsembleResult evaluate(const Eigen::MatrixXd& features) const;
   const RevealEnsembleOptions& options() const { return opt_; }
   // Columns of the input the detectors use (the varying ones).
@@ -61,6 +69,7 @@ class RevealEnsemble {
 
  private:
   Eigen::MatrixXd select(const Eigen::MatrixXd& x) const;
+  Eigen::VectorXd z_score(const Eigen::MatrixXd& selected) const;
   RevealEnsembleOptions opt_;
   Eigen::RowVectorXd unit_;  // per input column: what the detectors see is x / unit (resolutions; else 1)
   bool floored_ = false;

@@ -25,7 +25,10 @@ void RevealStreamingPipeline::fit(const Eigen::MatrixXd& x, size_t total_windows
     out_.too_short = true;
     return;
   }
-  ensemble_.fit(x, resolution_);
+  std::vector<bool> counters;  // with resolutions: only event counters count for leaving a constant baseline
+  if (opt_.use_resolutions)
+    for (const AttributedColumn& c : columns_) counters.push_back(c.feature == WindowFeature::sum);
+  ensemble_.fit(x, resolution_, counters);
   baseline_ = robust_baseline(x, resolution_, opt_.ensemble.floor.relative);
   for (auto* v : {&z_, &maha_, &iforest_, &score_}) v->reserve(total_windows);
 }
