@@ -5,7 +5,12 @@
 # Usage (device machine, repo root; stripped binaries at .carry/stackscope and .carry/netfault):
 #   bash eval/faults/gpu_table1.sh OUTDIR gpu  [SEED] [CLEAN_S] [TEST_S]   one GPU: python, torch, cuda, nvml faults
 #   bash eval/faults/gpu_table1.sh OUTDIR nccl [SEED] [CLEAN_S] [TEST_S]   two GPUs: NCCL over sockets on lo
-# PYMODE (default capi) and PYARGS choose how the gpu run's python layer is recorded (`record --python-mode`).
+# PYMODE (default stack) and PYARGS choose how the gpu run's python layer is recorded (`record --python-mode`):
+# stack samples Python stacks from eBPF (on-CPU samples and blocked time per function, events named after the
+# function), continuously; capi's duty cycle attached probes one second in ten, and those seconds slowed the job
+# enough to show in every layer (most of the Torch false alarms of the first table fell at the attach times).
+# The table: eval/faults/run_table1.sh STACKSCOPE RESULTS OUTDIR SEED (departures from the job's own baseline are
+# computed there from the raw features written here).
 set -uo pipefail
 out=${1:?OUTDIR}; group=${2:-gpu}; seed=${3:-7}; clean=${4:-100}; test=${5:-380}; window=${WINDOW:-0.5}
 S=$(pwd)/.carry/stackscope
@@ -31,7 +36,7 @@ if [[ $group == gpu ]]; then
   layers=cuda,torch,python,nvml
   # A short operator list: the default one (with every *_backward) is hundreds of uprobes, slow to attach and detach.
   ops=mm,addmm,bmm,matmul,linear,gelu,layer_norm,native_layer_norm,add_Tensor,embedding,_scaled_dot_product_*attention,nll_loss_forward,gelu_backward,native_layer_norm_backward,_fused_adamw_
-  $S record --layers $layers,host --python-mode "${PYMODE:-capi}" ${PYARGS:-} --torch-ops "$ops" -o /tmp/ft/rec.sdb -- \
+  $S record --layers $layers,host --python-mode "${PYMODE:-stack}" ${PYARGS:-} --torch-ops "$ops" -o /tmp/ft/rec.sdb -- \
     python3 eval/faults/fault_train.py --faults gpu --seed "$seed" --clean "$clean" --test "$test" \
     --fault-log /tmp/ft/faults.jsonl > "$out/run_${group}_${seed}.log" 2>&1 &
   stop_when_done $! "$out/run_${group}_${seed}.log" 1

@@ -1,14 +1,36 @@
 #!/usr/bin/env bash
-# Table I from the kept dataset (eval/faults/data: window features and injection logs of the H200 runs made with
-# eval/faults/gpu_table1.sh). Usage: eval/faults/run_table1.sh [STACKSCOPE] [OUTDIR]   (needs python3-sklearn,
-# python3-xgboost, python3-matplotlib from Debian; about 30 s)
+# Table I from window features and injection logs written by eval/faults/gpu_table1.sh (the kept H200 runs are in
+# eval/faults/data). Needs python3-sklearn, python3-xgboost, python3-matplotlib from Debian; about 1.5 min.
+# Usage: eval/faults/run_table1.sh [STACKSCOPE] [OUTDIR] [DATA] [SEED]
+#   BASELINE=S (default 30): features become departures from the job's own baseline, the S s before and after
+#     each window, in robust deviations (`stackscope features X.csv --baseline S --baseline-scale mad`);
+#     BASELINE=0: the raw features (the first table). BASELINE_ARGS overrides the other baseline options.
+#   FOLDS=K (default 5), QUANTILE=Q (default 1.0): the clean period is cut into K contiguous folds, each scored by a
+#     model fitted on the others, and the threshold is the Q-quantile of those out-of-fold scores (1.0: above every
+#     clean window); the model that scores the test is fitted on the whole clean period. FOLDS=0: fit on the first
+#     70 % and take the quantile of the last 30 % (the first table's rule, with QUANTILE=0.99).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-S=${1:-build/src/cli/stackscope}; out=${2:-eval/faults/results}; D=eval/faults/data
-# Diagonal covariance: a full 47 x 47 covariance per component from ~125 clean windows overfits (results with
-# full covariance are in docs/BENCHMARKS.md too); thresholds from held-out clean windows (--calibrate 0.3).
-/usr/bin/python3 eval/faults/table1.py --stackscope "$S" --log $D/faults_gpu_7.jsonl \
-  --features cuda=$D/gpu_7_cuda.csv --features python=$D/gpu_7_python.csv --features torch=$D/gpu_7_torch.csv \
-  --features nvml=$D/gpu_7_nvml.csv --detect-arg=--covariance --detect-arg=diag --out "$out/gpu"
-/usr/bin/python3 eval/faults/table1.py --stackscope "$S" --log $D/faults_nccl_7.jsonl \
-  --features nccl=$D/nccl_7_nccl.csv --detect-arg=--covariance --detect-arg=diag --out "$out/nccl"
+S=${1:-build/src/cli/stackscope}; out=${2:-eval/faults/results}; D=${3:-eval/faults/data}; seed=${4:-7}
+baseline=${BASELINE:-30}; baseline_args=${BASELINE_ARGS:---baseline-side both --baseline-scale mad}
+quantile=${QUANTILE:-1.0}; folds=${FOLDS:-5}
+mkdir -p "$out/features"
+for group in gpu nccl; do
+  log=$D/faults_${group}_${seed}.jsonl
+  [[ -f $log ]] || { echo "no $log: $group table skipped" >&2; continue; }
+  specs=()
+  for f in "$D/${group}_${seed}"_*.csv; do
+    layer=${f##*_}; layer=${layer%.csv}
+    if [[ $baseline != 0 ]]; then
+      # shellcheck disable=SC2086  # baseline_args is a list of options
+      "$S" features "$f" --baseline "$baseline" $baseline_args -o "$out/features/${f##*/}" >/dev/null
+      f=$out/features/${f##*/}
+    fi
+    specs+=(--features "$layer=$f")
+  done
+  # Diagonal covariance: a full 47 x 47 covariance per component from ~180 clean windows overfits (results with
+  # full covariance are in docs/BENCHMARKS.md too).
+  /usr/bin/python3 eval/faults/table1.py --stackscope "$S" --log "$log" "${specs[@]}" --quantile "$quantile" \
+    --folds "$folds" \
+    --detect-arg=--covariance --detect-arg=diag --out "$out/$group"
+done
