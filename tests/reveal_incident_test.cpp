@@ -159,7 +159,11 @@ TEST(RevealRecording, SurveyKeepsStaticSeriesForCrossHostOnlyAndReservoirIsInWin
   SeriesInfo fixed = series_info("mem.MemTotal", "", Subsystem::memory, "bytes", SeriesKind::static_value,
                                  SeriesCategory::static_value);
   fixed.id = 2;
-  s.series = {gauge, fixed};
+  // One core's share: compared within the host, not across hosts.
+  SeriesInfo core = series_info("cpu.time.user", "cpu3", Subsystem::cpu, "jiffies", SeriesKind::counter,
+                                SeriesCategory::dynamic);
+  core.id = 3;
+  s.series = {gauge, fixed, core};
   s.replay = [&](const SampleRunVisitor& visit) {
     std::vector<int64_t> t;
     std::vector<double> v, total;
@@ -170,6 +174,7 @@ TEST(RevealRecording, SurveyKeepsStaticSeriesForCrossHostOnlyAndReservoirIsInWin
     }
     visit(gauge, t, v);
     visit(fixed, t, total);
+    visit(core, t, total);
   };
   const RecordingSurvey survey = survey_recording(s, WindowSpec{}, "h", "run", true);
   EXPECT_EQ(survey.windows, 18u);
@@ -183,7 +188,8 @@ TEST(RevealRecording, SurveyKeepsStaticSeriesForCrossHostOnlyAndReservoirIsInWin
       EXPECT_EQ(l.resolution, 1 << 20);
     }
   }
-  EXPECT_EQ(survey.workload.metrics, std::vector<std::string>{"mem.AnonPages"});  // static: not correlated
+  // Static: not correlated; the core is.
+  EXPECT_EQ(survey.workload.metrics, (std::vector<std::string>{"mem.AnonPages", "cpu.time.user{cpu3}"}));
 
   RowReservoir r(4, 1);
   for (size_t w = 0; w < 100; ++w) r.add(w, std::vector<double>{static_cast<double>(w)});

@@ -48,6 +48,13 @@ WindowFeatureExtractor stream_windows(const SampleStream& stream, const WindowSp
   return ex;
 }
 
+// "cpu3": one core's share of a host-wide metric. Which core a job lands on is the scheduler's chance, so cores
+// are not compared across hosts; the host totals (cpu.time.user, cpu.interrupts, ...) are.
+bool is_cpu_core(const std::string& device) {
+  return device.size() > 3 && device.compare(0, 3, "cpu") == 0 &&
+         std::all_of(device.begin() + 3, device.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
 std::map<SeriesId, const SeriesInfo*> index_series(const SampleStream& stream) {
   std::map<SeriesId, const SeriesInfo*> by_id;
   for (const SeriesInfo& s : stream.series) by_id[s.id] = &s;
@@ -78,6 +85,7 @@ RecordingSurvey survey_recording(const SampleStream& stream, const WindowSpec& s
   const Eigen::MatrixXd window_levels = levels ? levels->matrix() : Eigen::MatrixXd();
   for (const SeriesLevel& sl : ex.series_levels()) {
     const SeriesInfo* s = by_id.at(sl.series);
+    if (is_cpu_core(s->device)) continue;
     HostLevel l{host, s->key(), s->subsystem, sl.mean, {}, feature_resolution(s->unit, WindowFeature::mean)};
     if (auto c = column_of.find(sl.series); c != column_of.end() && window_levels.rows() > 0) {
       const auto col = window_levels.col(static_cast<Eigen::Index>(c->second));

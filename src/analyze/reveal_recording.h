@@ -57,8 +57,9 @@ class RowReservoir {
 constexpr size_t kRevealSampleCells = size_t{2} << 20;
 
 struct RecordingSurvey {
-  // One per series that had samples, static ones included (they stay in cross-host comparison): the whole-run
-  // level and, for dynamic and counter series, the per-window levels (a uniform sample of a long recording).
+  // One per series that had samples, static ones included (they stay in cross-host comparison), per-core series
+  // ("cpu3") excepted (which core a job lands on is chance; host totals are compared): the whole-run level and,
+  // for dynamic and counter series, the per-window levels (a uniform sample of a long recording).
   std::vector<HostLevel> levels;
   // The window means' correlation of the dynamic and counter series (static ones get no window column, so they
   // stay out of pruning and single-host detection); empty metrics when not asked for.
