@@ -165,6 +165,18 @@ TEST(PyStack, OffsetsTableMatchesLiveInterpreter) {
   }
 }
 
+TEST(PyStack, RecordOptionsCheckedAndOffsetsPrinted) {
+  std::string out;
+  const std::string bin = STACKSCOPE_BIN;
+  EXPECT_NE(run_command(bin + " record --layers host --python-sample-hz 0 -o /dev/null -- true", &out), 0);
+  EXPECT_NE(out.find("--python-sample-hz must be between 1 and 10000"), std::string::npos) << out;
+  EXPECT_NE(run_command(bin + " record --layers host --python-offcpu-min soon -o /dev/null -- true", &out), 0);
+  EXPECT_NE(out.find("--python-offcpu-min: 'soon' is not a duration"), std::string::npos) << out;
+  ASSERT_EQ(run_command(bin + " record --python-offsets", &out), 0) << out;
+  EXPECT_NE(out.find("\"3.11\": {\"runtime_interpreters_head\""), std::string::npos) << out;
+  EXPECT_NE(out.find("\"3.12\""), std::string::npos) << out;
+}
+
 TEST(PyStack, VersionFromPyVersionSymbol) {
   if (!std::filesystem::exists(kPython)) GTEST_SKIP() << "no " << kPython;
   auto img = ElfImage::open(kPython);
@@ -294,7 +306,8 @@ static void check_attribution(const std::string& python) {
   EXPECT_GE(busy, 40u) << "other on-CPU samples: " << other_cpu;
   EXPECT_EQ(busy_ok, busy);
   EXPECT_GT(busy, other_cpu);
-  EXPECT_EQ(offcpu_sleepy, 30u);  // 6 rounds x 5 sleeps of 20 ms
+  EXPECT_GE(offcpu_sleepy, 30u);  // 6 rounds x 5 sleeps of 20 ms (a sleep may block more than once)
+  EXPECT_LE(offcpu_sleepy, 36u);
   EXPECT_NEAR(blocked_ns / slept_ns, 1.0, 0.1) << blocked_ns << " blocked vs " << slept_ns << " slept";
   std::printf("%s: busy_loop samples %zu (others %zu), sleepy blocked %.1f ms of %.1f ms slept\n", python.c_str(),
               busy, other_cpu, blocked_ns / 1e6, slept_ns / 1e6);
