@@ -11,8 +11,9 @@ PY=${2:-/usr/bin/python3.11}
 HZ=${3:-99}
 OUT=${OUT:-/tmp/pystack-cost}
 mkdir -p "$OUT"
-old=$(sysctl -n kernel.bpf_stats_enabled)
-sysctl -q kernel.bpf_stats_enabled=1
+stats=/proc/sys/kernel/bpf_stats_enabled
+old=$(cat $stats)
+echo 1 > $stats
 for i in 1 2; do
   for w in idle spin sleep; do
     case $w in
@@ -32,4 +33,4 @@ for _ in range(2000): sleepy()' ;;
     "$SS" info "$OUT/$w$i.sdb" | grep -o 'on_cpu_sample:.*' || echo "  (no BPF cost note)"
   done
 done
-sysctl -q kernel.bpf_stats_enabled="$old"
+echo "$old" > $stats
