@@ -59,44 +59,61 @@ void RevealStreamingPipeline::add_window(size_t w, std::span<const double> value
   rep.methods = r.flags[0];
   rep.score = r.score(0);
   rep.attribution = attribute_window(row.transpose(), baseline_, columns_, opt_.attribution);
-  if (open_ && (w > open_->last_window + std::max<size_t>(opt_.merge_gap_windows, 1) ||
-                open_->subsystem != rep.attribution.subsystem))
-    close_incident();
-  if (!open_) {
-    open_.emplace();
-    open_->first_window = w;
-    open_->subsystem = rep.attribution.subsystem;
-    open_weight_.clear();
-  }
-  RevealAnomaly& a = *open_;
-  a.last_window = w;
-  a.methods |= rep.methods;
-  ++a.flagged_windows;
-  a.agreement = std::max(a.agreement, static_cast<int>(rep.score));  // the score's integer part
-  a.score = std::max(a.score, rep.score);
-  for (const Contribution& c : rep.attribution.reasons) {
-    auto it = std::find_if(a.reasons.begin(), a.reasons.end(), [&](const Contribution& k) { return k.subject == c.subject; });
-    if (it == a.reasons.end()) a.reasons.push_back(c);
-    else if (std::abs(c.z) > std::abs(it->z)) *it = c;
-    auto wt = std::find_if(open_weight_.begin(), open_weight_.end(), [&](const auto& p) { return p.first == c.subsystem; });
-    if (wt == open_weight_.end()) open_weight_.emplace_back(c.subsystem, std::abs(c.z));
-    else wt->second += std::abs(c.z);
-  }
   out_.windows.push_back(std::move(rep));
+  const size_t k = out_.windows.size() - 1;
+  const Subsystem sub = out_.windows[k].attribution.subsystem;
+  if (open_ && w > out_.windows[k - 1].window + std::max<size_t>(opt_.merge_gap_windows, 1)) close_incident(k);
+  if (!open_) {
+    open_ = Open{k, sub, kNone};
+    return;
+  }
+  if (sub == open_->subsystem) {
+    open_->turn = kNone;
+    return;
+  }
+  // Another subsystem: a turn once it holds for merge_gap_windows flagged windows (a window's length at 3 s / 1 s);
+  // a shorter flicker of the attribution stays part of the incident.
+  if (open_->turn == kNone || out_.windows[open_->turn].attribution.subsystem != sub) open_->turn = k;
+  if (k + 1 - open_->turn >= std::max<size_t>(opt_.merge_gap_windows, 1)) {
+    const size_t turn = open_->turn;
+    close_incident(turn);
+    open_ = Open{turn, sub, kNone};
+  }
 }
 
-void RevealStreamingPipeline::close_incident() {
+void RevealStreamingPipeline::close_incident(size_t end) {
   if (!open_) return;
-  RevealAnomaly a = std::move(*open_);
+  const size_t begin = open_->first;
   open_.reset();
+  if (begin >= end) return;
+  RevealAnomaly a;
+  a.first_window = out_.windows[begin].window;
+  a.last_window = out_.windows[end - 1].window;
+  std::vector<std::pair<Subsystem, double>> weight;
+  double total = 0;
+  for (size_t k = begin; k < end; ++k) {
+    const RevealWindowReport& rep = out_.windows[k];
+    a.methods |= rep.methods;
+    ++a.flagged_windows;
+    a.agreement = std::max(a.agreement, static_cast<int>(rep.score));  // the score's integer part
+    a.score = std::max(a.score, rep.score);
+    for (const Contribution& c : rep.attribution.reasons) {
+      auto it = std::find_if(a.reasons.begin(), a.reasons.end(), [&](const Contribution& r) { return r.subject == c.subject; });
+      if (it == a.reasons.end()) a.reasons.push_back(c);
+      else if (std::abs(c.z) > std::abs(it->z)) *it = c;
+      auto wt = std::find_if(weight.begin(), weight.end(), [&](const auto& p) { return p.first == c.subsystem; });
+      if (wt == weight.end()) weight.emplace_back(c.subsystem, std::abs(c.z));
+      else wt->second += std::abs(c.z);
+      total += std::abs(c.z);
+    }
+  }
   if (a.flagged_windows < opt_.min_incident_windows && a.agreement < opt_.min_agreement) {
     ++out_.unconfirmed_incidents;
     return;
   }
-  double total = 0;
-  for (const auto& [sub, wt] : open_weight_) total += wt;
-  std::stable_sort(open_weight_.begin(), open_weight_.end(), [](const auto& p, const auto& q) { return p.second > q.second; });
-  for (const auto& [sub, wt] : open_weight_) a.subsystems.emplace_back(sub, total > 0 ? wt / total : 0);
+  std::stable_sort(weight.begin(), weight.end(), [](const auto& p, const auto& q) { return p.second > q.second; });
+  for (const auto& [sub, wt] : weight) a.subsystems.emplace_back(sub, total > 0 ? wt / total : 0);
+  if (!a.subsystems.empty()) a.subsystem = a.subsystems.front().first;
   std::stable_sort(a.reasons.begin(), a.reasons.end(),
                    [](const Contribution& p, const Contribution& q) { return std::abs(p.z) > std::abs(q.z); });
   if (a.reasons.size() > opt_.max_reasons_per_anomaly) a.reasons.resize(opt_.max_reasons_per_anomaly);
@@ -111,7 +128,7 @@ RevealPipelineResult RevealStreamingPipeline::finish() {
   out_.ensemble.maha = to_vector(maha_);
   out_.ensemble.iforest = to_vector(iforest_);
   out_.ensemble.score = to_vector(score_);
-  close_incident();
+  close_incident(out_.windows.size());
   return std::move(out_);
 }
 

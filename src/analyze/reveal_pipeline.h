@@ -28,10 +28,9 @@ struct RevealWindowReport {
   WindowAttribution attribution;
 };
 
-// An incident: flagged windows at most merge_gap_windows apart whose attribution names the same subsystem (a
-// run that turns from one subsystem to another is two incidents: otherwise a baseline that no longer fits the
-// whole rest of a run becomes one incident naming nothing in particular), with every subsystem's share of the
-// summed |z| of its reasons.
+// An incident: flagged windows at most merge_gap_windows apart, split where the attribution turns to another
+// subsystem for merge_gap_windows flagged windows in a row (a shorter flicker stays inside: one window's top
+// reasons often mix subsystems), with the subsystem carrying most of its summed |z| and every subsystem's share.
 struct RevealAnomaly {
   size_t first_window = 0, last_window = 0;  // inclusive
   Subsystem subsystem = Subsystem::cpu;
@@ -91,10 +90,17 @@ class RevealStreamingPipeline {
   RevealPipelineResult out_;
   std::vector<double> z_, maha_, iforest_, score_;
   std::vector<double> resolution_;  // per column, when options.use_resolutions
-  // The incident being built and its summed |z| per subsystem.
-  std::optional<RevealAnomaly> open_;
-  std::vector<std::pair<Subsystem, double>> open_weight_;
-  void close_incident();
+  // The incident being built: its first flagged window (index into out_.windows), the subsystem it is about, and
+  // where a run of windows attributed elsewhere began (kNone: none).
+  static constexpr size_t kNone = static_cast<size_t>(-1);
+  struct Open {
+    size_t first;
+    Subsystem subsystem;
+    size_t turn;
+  };
+  std::optional<Open> open_;
+  // Closes the open incident as out_.windows[first, end); reports it if it persists or detectors agree.
+  void close_incident(size_t end);
   bool fitted_ = false;
 };
 
