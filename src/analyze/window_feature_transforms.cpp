@@ -37,7 +37,6 @@ WindowFeatureTable window_table_from_columns(const std::vector<std::string>& col
   for (size_t r = 0; r < rows; ++r)
     for (size_t c = 2; c < width; ++c) t.values(static_cast<Eigen::Index>(r), static_cast<Eigen::Index>(c - 2)) = at(r, c);
   t.filled.assign(t.columns.size(), 0);
-  t.subjects = {};
   return t;
 }
 

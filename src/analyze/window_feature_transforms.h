@@ -14,6 +14,8 @@
 // never part of its own baseline. Optionally the departure is divided by the baseline's own spread (1.4826 x
 // median absolute deviation, floored), a robust z-score that carries no units.
 //
+// Cost: O(N) per window and column, O(N log N) with the MAD (2 M cells with N = 60: 1 s, 3.7 s with MAD, CPU VM).
+//
 // Every column gets the transform: a count that is 0 whenever the job is healthy keeps its value (its baseline
 // is 0); levels (memory, power, latency, bandwidth) lose their slow drift. A cost worth stating: a change that
 // lasts longer than N/2 windows becomes the new normal (side past: after N/2 windows; side both: at once).
