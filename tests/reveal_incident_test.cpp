@@ -199,3 +199,39 @@ TEST(RevealRecording, SurveyKeepsStaticSeriesForCrossHostOnlyAndReservoirIsInWin
   for (Eigen::Index i = 1; i < m.rows(); ++i) EXPECT_LT(m(i - 1, 0), m(i, 0));
   EXPECT_THROW(r.add(100, std::vector<double>{1, 2}), std::invalid_argument);
 }
+
+TEST(RevealIncidents, PrunedMetricsExplainAFlaggedWindowAndManyReasonsOutweighOneHugeOne) {
+  // m5 stands for a metric pruned into m0 (they moved together): the detectors do not see it, attribution does.
+  Eigen::MatrixXd x = windows_with_episode(90, 98, 12, 11);
+  for (Eigen::Index i = 90; i < 98; ++i) x(i, 5) += 400;  // far more than m0 moves
+  auto cols = six_columns();
+  cols[5] = {"disk.read_bytes{vda}", Subsystem::storage, WindowFeature::mean, 1, false};
+  RevealPipelineOptions opt;
+  opt.merge_gap_windows = 3;
+  RevealStreamingPipeline p(cols, opt);
+  p.fit(x.topRows(60), 120);
+  std::vector<double> row(6);
+  for (Eigen::Index i = 0; i < x.rows(); ++i) {
+    for (Eigen::Index j = 0; j < 6; ++j) row[static_cast<size_t>(j)] = x(i, j);
+    p.add_window(static_cast<size_t>(i), row);
+  }
+  const RevealPipelineResult r = p.finish();
+  auto it = std::find_if(r.anomalies.begin(), r.anomalies.end(), [](const RevealAnomaly& a) { return a.last_window >= 90; });
+  ASSERT_NE(it, r.anomalies.end());
+  ASSERT_FALSE(it->reasons.empty());
+  EXPECT_EQ(it->reasons[0].subject, "disk.read_bytes{vda}");
+
+  // One memory reason at z 5e5 (a counter in KiB against a resolution of one) against three storage reasons at
+  // z ~2000: storage.
+  Eigen::VectorXd w(4);
+  w << 5e5, 2000, 1900, 1800;
+  FeatureBaseline b{Eigen::VectorXd::Zero(4), Eigen::VectorXd::Ones(4)};
+  std::vector<AttributedColumn> c = {{"vm.pgpgin", Subsystem::memory, WindowFeature::min, 1, true},
+                                     {"disk.read_bytes{vda}", Subsystem::storage, WindowFeature::max, 1, true},
+                                     {"disk.reads{vda}", Subsystem::storage, WindowFeature::mean, 1, true},
+                                     {"softirq.BLOCK{cpu1}", Subsystem::storage, WindowFeature::min, 1, true}};
+  EXPECT_EQ(attribute_window(w, b, c).subsystem, Subsystem::storage);
+  // A variance is no reason of its own: its standard deviation speaks for it.
+  c[0].feature = WindowFeature::variance;
+  for (const Contribution& k : attribute_window(w, b, c).reasons) EXPECT_NE(k.feature, WindowFeature::variance);
+}

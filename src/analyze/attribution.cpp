@@ -97,6 +97,8 @@ FeatureBaseline robust_baseline(const Eigen::MatrixXd& x, std::span<const double
   return b;
 }
 
+double reason_weight(double z) { return std::log1p(std::abs(z)); }
+
 std::string_view metric_meaning(std::string_view subject) {
   // Longest prefix first where prefixes nest (irq.LOC before irq.).
   static constexpr std::pair<std::string_view, std::string_view> kMeanings[] = {
@@ -163,6 +165,9 @@ WindowAttribution attribute_window(const Eigen::VectorXd& row, const FeatureBase
     if (out.reasons.size() >= options.max_reasons) break;
     if (!out.reasons.empty() && std::abs(z) < options.min_abs_z) break;
     const AttributedColumn& c = columns[static_cast<size_t>(j)];
+    // The variance says what the standard deviation says, squared: its z would outrank every linear feature
+    // of every other metric. The standard deviation speaks for both.
+    if (c.feature == WindowFeature::variance && options.variance_via_std_dev) continue;
     if (!subjects.insert(c.subject).second) continue;  // one reason per metric: its strongest feature
     Contribution k;
     k.column = j;
@@ -178,8 +183,8 @@ WindowAttribution attribute_window(const Eigen::VectorXd& row, const FeatureBase
   std::map<Subsystem, double> weight;
   double total = 0;
   for (const Contribution& k : out.reasons) {
-    weight[k.subsystem] += std::abs(k.z);
-    total += std::abs(k.z);
+    weight[k.subsystem] += reason_weight(k.z);
+    total += reason_weight(k.z);
   }
   double best = -1;
   for (const auto& [s, w] : weight)

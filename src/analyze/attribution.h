@@ -19,6 +19,10 @@ struct AttributedColumn {
   Subsystem subsystem = Subsystem::cpu;
   WindowFeature feature = WindowFeature::mean;
   double resolution = 0;  // smallest change that means anything, in the feature's units (0: unknown)
+  // The detectors see this column (a metric kept by pruning); false: attribution only (a metric pruned as
+  // redundant, which can still be what a flagged window is about: disk reads pruned into the CPU time they
+  // moved with).
+  bool detect = true;
 };
 
 // The resolution of a window feature of a series in `unit` (its counters analysed per second): one event, one
@@ -48,18 +52,24 @@ struct Contribution {
 
 struct WindowAttribution {
   std::vector<Contribution> reasons;  // strongest first, one per subject
-  Subsystem subsystem = Subsystem::cpu;  // the subsystem with the largest summed |z| among the reasons
+  Subsystem subsystem = Subsystem::cpu;  // the subsystem with the largest summed reason_weight among the reasons
   double subsystem_share = 0;            // its part of that sum: below 1 when several subsystems act together
 };
 
 struct AttributionOptions {
   size_t max_reasons = 5;
   double min_abs_z = 3.0;  // weaker deviations are not reasons (the first reason is always kept)
+  bool variance_via_std_dev = true;  // a variance column is no reason: its standard deviation is
 };
 
 // Throws std::invalid_argument when columns and row sizes disagree.
 WindowAttribution attribute_window(const Eigen::VectorXd& row, const FeatureBaseline& baseline,
                                    const std::vector<AttributedColumn>& columns, const AttributionOptions& options = {});
+
+// How much a reason counts toward naming a subsystem: log(1 + |z|). Beyond a few tens of robust deviations a
+// reason is certain either way, and how far beyond says more about its unit (KiB paged in, against a resolution
+// of one) than about its importance: three storage reasons at z ~2000 outweigh one memory reason at z ~5e5.
+double reason_weight(double z);
 
 // What a metric family stands for, for the claim ("irq.LOC{cpu3}" -> "local timer interrupts"); empty if unknown.
 std::string_view metric_meaning(std::string_view subject);

@@ -11,6 +11,8 @@ RevealStreamingPipeline::RevealStreamingPipeline(std::vector<AttributedColumn> c
     : columns_(std::move(columns)), opt_(options), ensemble_(options.ensemble) {
   if (opt_.use_resolutions)
     for (const AttributedColumn& c : columns_) resolution_.push_back(c.resolution);
+  for (size_t j = 0; j < columns_.size(); ++j)
+    if (columns_[j].detect) detected_.push_back(static_cast<Eigen::Index>(j));
 }
 
 void RevealStreamingPipeline::fit(const Eigen::MatrixXd& x, size_t total_windows) {
@@ -25,10 +27,23 @@ void RevealStreamingPipeline::fit(const Eigen::MatrixXd& x, size_t total_windows
     out_.too_short = true;
     return;
   }
+  if (detected_.empty()) {  // nothing for the detectors: nothing is flagged
+    out_.too_short = true;
+    return;
+  }
+  // The detectors see the kept columns only.
+  std::vector<double> resolution;
   std::vector<bool> counters;  // with resolutions: only event counters count for leaving a constant baseline
-  if (opt_.use_resolutions)
-    for (const AttributedColumn& c : columns_) counters.push_back(c.feature == WindowFeature::sum);
-  ensemble_.fit(x, resolution_, counters);
+  Eigen::MatrixXd xd(x.rows(), static_cast<Eigen::Index>(detected_.size()));
+  for (size_t k = 0; k < detected_.size(); ++k) {
+    const Eigen::Index j = detected_[k];
+    xd.col(static_cast<Eigen::Index>(k)) = x.col(j);
+    if (!opt_.use_resolutions) continue;
+    resolution.push_back(resolution_[static_cast<size_t>(j)]);
+    counters.push_back(columns_[static_cast<size_t>(j)].feature == WindowFeature::sum);
+  }
+  ensemble_.fit(xd, resolution, counters);
+  detected_row_.resize(static_cast<Eigen::Index>(detected_.size()));
   baseline_ = robust_baseline(x, resolution_, opt_.ensemble.floor.relative);
   for (auto* v : {&z_, &maha_, &iforest_, &score_}) v->reserve(total_windows);
 }
@@ -44,7 +59,8 @@ void RevealStreamingPipeline::add_window(size_t w, std::span<const double> value
     return;
   }
   const Eigen::Map<const Eigen::RowVectorXd> row(values.data(), static_cast<Eigen::Index>(values.size()));
-  const RevealEnsembleResult r = ensemble_.evaluate(row);
+  for (size_t k = 0; k < detected_.size(); ++k) detected_row_(static_cast<Eigen::Index>(k)) = row(detected_[k]);
+  const RevealEnsembleResult r = ensemble_.evaluate(detected_row_);
   z_.push_back(r.z(0));
   maha_.push_back(r.maha(0));
   iforest_.push_back(r.iforest(0));
@@ -102,9 +118,9 @@ void RevealStreamingPipeline::close_incident(size_t end) {
       if (it == a.reasons.end()) a.reasons.push_back(c);
       else if (std::abs(c.z) > std::abs(it->z)) *it = c;
       auto wt = std::find_if(weight.begin(), weight.end(), [&](const auto& p) { return p.first == c.subsystem; });
-      if (wt == weight.end()) weight.emplace_back(c.subsystem, std::abs(c.z));
-      else wt->second += std::abs(c.z);
-      total += std::abs(c.z);
+      if (wt == weight.end()) weight.emplace_back(c.subsystem, reason_weight(c.z));
+      else wt->second += reason_weight(c.z);
+      total += reason_weight(c.z);
     }
   }
   if (a.flagged_windows < opt_.min_incident_windows && a.agreement < opt_.min_agreement) {

@@ -30,11 +30,12 @@ struct RevealWindowReport {
 
 // An incident: flagged windows at most merge_gap_windows apart, split where the attribution turns to another
 // subsystem for merge_gap_windows flagged windows in a row (a shorter flicker stays inside: one window's top
-// reasons often mix subsystems), with the subsystem carrying most of its summed |z| and every subsystem's share.
+// reasons often mix subsystems), with the subsystem carrying most of its reasons' weight (reason_weight) and every
+// subsystem's share.
 struct RevealAnomaly {
   size_t first_window = 0, last_window = 0;  // inclusive
   Subsystem subsystem = Subsystem::cpu;
-  std::vector<std::pair<Subsystem, double>> subsystems;  // share of the summed |z|, largest first
+  std::vector<std::pair<Subsystem, double>> subsystems;  // share of the reasons' weight, largest first
   uint8_t methods = 0;         // union over its windows
   size_t flagged_windows = 0;  // of first..last
   int agreement = 0;           // most detectors that agreed on one of its windows
@@ -90,6 +91,8 @@ class RevealStreamingPipeline {
   RevealPipelineResult out_;
   std::vector<double> z_, maha_, iforest_, score_;
   std::vector<double> resolution_;  // per column, when options.use_resolutions
+  std::vector<Eigen::Index> detected_;  // the columns the detectors see (AttributedColumn::detect)
+  Eigen::RowVectorXd detected_row_;
   // The incident being built: its first flagged window (index into out_.windows), the subsystem it is about, and
   // where a run of windows attributed elsewhere began (kNone: none).
   static constexpr size_t kNone = static_cast<size_t>(-1);

@@ -64,17 +64,30 @@ std::map<SeriesId, const SeriesInfo*> index_series(const SampleStream& stream) {
 }  // namespace
 
 RecordingSurvey survey_recording(const SampleStream& stream, const WindowSpec& spec, const std::string& host,
-                                 const std::string& workload_name, bool correlate) {
+                                 const std::string& workload_name, bool correlate, std::optional<int64_t> baseline_ns) {
   const auto by_id = index_series(stream);
   std::optional<CorrelationAccumulator> corr;
   std::optional<RowReservoir> levels;
+  std::vector<double> lo, hi;  // per column over the whole run: did it ever move
   // Every series is declared: the extractor gives static ones a whole-run level and no window column, so they
   // reach cross-host comparison and stay out of the correlation (and so of pruning and detection).
   auto ex = stream_windows(stream, spec, true, [](const SeriesInfo&) { return true; },
                            [&](size_t w, std::span<const double> row) {
-                             if (!levels) levels.emplace(kRevealSampleCells / std::max<size_t>(row.size(), 1), row.size());
+                             if (!levels) {
+                               levels.emplace(kRevealSampleCells / std::max<size_t>(row.size(), 1), row.size());
+                               lo.assign(row.begin(), row.end());
+                               hi = lo;
+                             }
                              levels->add(w, row);
+                             for (size_t j = 0; j < row.size(); ++j) {
+                               lo[j] = std::min(lo[j], row[j]);
+                               hi[j] = std::max(hi[j], row[j]);
+                             }
                              if (!correlate) return;
+                             // With a clean baseline, correlations of normal operation only: an injected
+                             // episode must not make its own symptoms redundant with each other.
+                             if (baseline_ns && window_at(stream.begin_ns, w, spec).end_ns > stream.begin_ns + *baseline_ns)
+                               return;
                              if (!corr) corr.emplace(row.size());
                              corr->add(row);
                            });
@@ -99,9 +112,8 @@ RecordingSurvey survey_recording(const SampleStream& stream, const WindowSpec& s
   for (const FeatureColumn& c : ex.columns()) w.metrics.push_back(by_id.at(c.series)->key());
   const auto n = static_cast<Eigen::Index>(w.metrics.size());
   w.correlation = corr ? corr->correlation() : Eigen::MatrixXd::Zero(n, n);
-  for (size_t j = 0; j < ex.columns().size(); ++j)
-    if (by_id.at(ex.columns()[j].series)->category == SeriesCategory::event_counter &&
-        w.correlation(static_cast<Eigen::Index>(j), static_cast<Eigen::Index>(j)) > 0)
+  for (size_t j = 0; j < ex.columns().size() && j < lo.size(); ++j)
+    if (by_id.at(ex.columns()[j].series)->category == SeriesCategory::event_counter && hi[j] > lo[j])
       out.firing_counters.push_back(w.metrics[j]);
   return out;
 }
@@ -110,7 +122,9 @@ RecordingAnalysis analyze_recording(const SampleStream& stream, const WindowSpec
                                     const std::set<std::string>& kept, std::optional<int64_t> baseline_ns,
                                     const RevealPipelineOptions& options) {
   const auto by_id = index_series(stream);
-  auto want = [&](const SeriesInfo& s) { return s.category != SeriesCategory::static_value && kept.count(s.key()); };
+  // Every non-static series gets window features: the kept ones for the detectors, all for attribution (a
+  // flagged window is explained by whatever moved, pruned or not -- Reveal maps anomalies back to their signals).
+  auto want = [&](const SeriesInfo& s) { return s.category != SeriesCategory::static_value; };
   std::optional<RowReservoir> sample;
   size_t windows_seen = 0;
   auto ex = stream_windows(stream, spec, false, want, [&](size_t w, std::span<const double> row) {
@@ -124,7 +138,8 @@ RecordingAnalysis analyze_recording(const SampleStream& stream, const WindowSpec
   out.dropped_out_of_order = ex.dropped_out_of_order();
   for (const FeatureColumn& c : ex.columns()) {
     const SeriesInfo* s = by_id.at(c.series);
-    out.columns.push_back({s->key(), s->subsystem, c.feature, feature_resolution(s->unit, c.feature)});
+    out.columns.push_back({s->key(), s->subsystem, c.feature, feature_resolution(s->unit, c.feature),
+                           kept.count(s->key()) > 0});
   }
   RevealStreamingPipeline pipeline(out.columns, options);
   Eigen::MatrixXd fit_rows =

@@ -64,14 +64,17 @@ struct RecordingSurvey {
   // The window means' correlation of the dynamic and counter series (static ones get no window column, so they
   // stay out of pruning and single-host detection); empty metrics when not asked for.
   PruningWorkload workload;
-  std::vector<std::string> firing_counters;  // event counters that moved at least once
+  std::vector<std::string> firing_counters;  // event counters whose window sums varied over the whole run
   size_t windows = 0;
 };
 
 // Pass 1. `host` names the recording in the levels; `correlate` false skips the correlation (a saved metric list
-// is reused). Throws std::invalid_argument on a bad window spec.
+// is reused); baseline_ns: correlate only the windows ending within this long after the start (the clean warm-up
+// the detectors are fitted on), so that pruning, like the detectors, learns normal operation. Throws
+// std::invalid_argument on a bad window spec.
 RecordingSurvey survey_recording(const SampleStream& stream, const WindowSpec& spec, const std::string& host,
-                                 const std::string& workload_name, bool correlate);
+                                 const std::string& workload_name, bool correlate,
+                                 std::optional<int64_t> baseline_ns = std::nullopt);
 
 struct RecordingAnalysis {
   std::vector<AttributedColumn> columns;
@@ -82,7 +85,8 @@ struct RecordingAnalysis {
   RevealPipelineResult result;
 };
 
-// Passes 2 and 3 over the series whose key is in `kept` (static series never: they have no window features).
+// Passes 2 and 3: the detectors over the series whose key is in `kept`, attribution over every series (static
+// series never: they have no window features).
 // baseline_ns: fit on the windows ending within this long after the start (a clean warm-up) instead of all.
 RecordingAnalysis analyze_recording(const SampleStream& stream, const WindowSpec& spec,
                                     const std::set<std::string>& kept, std::optional<int64_t> baseline_ns,

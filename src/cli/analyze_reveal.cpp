@@ -140,7 +140,7 @@ AnalysisOutput analyze_reveal(const AnalyzeOptions& options) {
   std::set<std::string> firing_counters;  // event counters that moved in some recording
   size_t candidates = 0;
   for (const Loaded& l : recs) {
-    RecordingSurvey survey = survey_recording(sample_stream(*l.reader, l.span), spec, l.host, l.path, !reuse);
+    RecordingSurvey survey = survey_recording(sample_stream(*l.reader, l.span), spec, l.host, l.path, !reuse, baseline_ns);
     std::move(survey.levels.begin(), survey.levels.end(), std::back_inserter(levels));
     if (reuse) continue;
     firing_counters.insert(survey.firing_counters.begin(), survey.firing_counters.end());
@@ -186,10 +186,13 @@ AnalysisOutput analyze_reveal(const AnalyzeOptions& options) {
         analyze_recording(sample_stream(*l.reader, l.span), spec, kept, baseline_ns, pipeline_options);
     const RevealPipelineResult& res = analysis.result;
     auto window = [&](size_t w) { return window_at(l.span.begin, w, spec); };
-    text += fmt::format("\n{} (host {}): {} windows, {} feature columns, {} flagged, {} incidents reported ({} lone "
-                        "windows neither persistent nor agreed on, not reported)\n",
-                        l.path, l.host, analysis.windows, analysis.columns.size(), res.windows.size(),
-                        res.anomalies.size(), res.unconfirmed_incidents);
+    const auto detector_columns = std::count_if(analysis.columns.begin(), analysis.columns.end(),
+                                                [](const AttributedColumn& c) { return c.detect; });
+    text += fmt::format("\n{} (host {}): {} windows, {} feature columns ({} for the detectors, all for attribution), "
+                        "{} flagged, {} incidents reported ({} lone windows neither persistent nor agreed on, not "
+                        "reported)\n",
+                        l.path, l.host, analysis.windows, analysis.columns.size(), detector_columns,
+                        res.windows.size(), res.anomalies.size(), res.unconfirmed_incidents);
     if (res.too_short) text += "  too few windows for a baseline: nothing flagged\n";
     nlohmann::json jwin = nlohmann::json::array();
     if (!res.windows.empty()) text += fmt::format("  {:>6}  {:<19}  {:<12}  {:<8}  {}\n", "window", "time (UTC)", "methods", "subsys", "main reason / claim");
@@ -246,7 +249,8 @@ AnalysisOutput analyze_reveal(const AnalyzeOptions& options) {
       findings.push_back(std::move(f));
     }
     nlohmann::json jrec = {{"recording", l.path}, {"host", l.host}, {"windows", analysis.windows},
-                           {"feature_columns", analysis.columns.size()}, {"too_short", res.too_short},
+                           {"feature_columns", analysis.columns.size()}, {"detector_columns", detector_columns},
+                           {"too_short", res.too_short},
                            {"fit_windows", analysis.fit_windows}, {"fit_on_sample", analysis.fit_on_sample},
                            {"incidents", res.anomalies.size()}, {"unconfirmed_incidents", res.unconfirmed_incidents},
                            {"baseline_s", baseline_ns ? *baseline_ns / 1e9 : 0.0},

@@ -81,7 +81,10 @@ class VmstatFamily final : public Family {
                       std::find(kVmstatCounters.begin(), kVmstatCounters.end(), kv.key) != kVmstatCounters.end();
         if (!wanted) return std::nullopt;
         bool dynamic_counter = kv.key == "pgpgin" || kv.key == "pgpgout" || kv.key == "pgfault";
-        return series_info("vm." + sanitize_name(kv.key), "", Subsystem::memory, gauge ? "bytes" : "count",
+        // pgpgin/pgpgout count KiB read from / written to block devices: storage traffic, not memory.
+        bool block_io = kv.key == "pgpgin" || kv.key == "pgpgout";
+        return series_info("vm." + sanitize_name(kv.key), "", block_io ? Subsystem::storage : Subsystem::memory,
+                           gauge ? "bytes" : "count",
                            gauge ? SeriesKind::gauge : SeriesKind::counter,
                            gauge || dynamic_counter ? SeriesCategory::dynamic : SeriesCategory::event_counter);
       });
