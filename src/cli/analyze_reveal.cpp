@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <set>
@@ -132,8 +133,9 @@ AnalysisOutput analyze_reveal(const AnalyzeOptions& options) {
   for (Loaded& l : recs)
     if (host_uses[l.host] > 1) l.host += "/" + std::filesystem::path(l.path).stem().string();
 
-  // Pass 1 per recording (analyze/reveal_recording.h): every series' levels for cross-host comparison, static
-  // ones included; unless a saved metric list is reused, the correlation of the other series' window means.
+  // Pass 1 per recording (analyze/reveal_recording.h): the levels for cross-host comparison (static series
+  // included, per-core ones not); unless a saved metric list is reused, the correlation of the non-static series'
+  // window means (over the clean warm-up when there is one).
   const bool reuse = !options.reveal_metrics.empty() && std::filesystem::exists(options.reveal_metrics);
   std::vector<HostLevel> levels;
   std::vector<PruningWorkload> workloads;
