@@ -9,13 +9,14 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
+#include "call_stack.bpf.h"
 #include "events.h"
 #include "family_maps.bpf.h"
 
 #define SS_CALL_MAX_DEPTH 4 /* power of two; runtime -> driver nesting is 2 deep */
+#define SS_FRAME_RUNTIME 1 /* ss_frame_pos.flags: a runtime API call */
 
 struct ss_call_frame {
-  __u64 cookie;
   __u64 start_ns;
   __u32 suppressed;
   __u32 pad;
@@ -23,9 +24,11 @@ struct ss_call_frame {
   char str[SS_STR_LEN];
 };
 
+/* The thread's calls in flight, outermost first (call_stack.bpf.h). */
 struct ss_call_thread {
-  __u32 depth;
-  __u32 runtime_depth;
+  __u32 depth; /* frames kept */
+  __u32 pad;
+  struct ss_frame_pos pos[SS_CALL_MAX_DEPTH];
   struct ss_call_frame frames[SS_CALL_MAX_DEPTH];
 };
 
@@ -65,14 +68,26 @@ int call_entry(struct pt_regs *ctx) {
   __u32 tid = (__u32)bpf_get_current_pid_tgid();
   struct ss_call_thread *st = ss_call_thread_of(tid, 1);
   if (!st) return 0;
-  __u32 d = st->depth;
-  st->depth = d + 1;
+  __u64 sp = PT_REGS_SP(ctx);
+  __u32 kept = st->depth > SS_CALL_MAX_DEPTH ? SS_CALL_MAX_DEPTH : st->depth;
+  __u32 d = ss_frames_alive(st->pos, kept, SS_CALL_MAX_DEPTH, sp, ss_entry_is_tail_call(sp));
+  st->depth = d;
+  if (kept > d) ss_count_add(SS_CNT_STALE, kept - d);
+  if (!ss_return_will_fire()) {
+    ss_count(SS_CNT_NO_RETURN);
+    return 0;
+  }
+  if (d >= SS_CALL_MAX_DEPTH) return 0; /* deeper than kept: its return says so (SS_CNT_DEEP) */
   /* 1: folded into the runtime call above it; 2: capture paused */
-  int suppressed = !capture_enabled ? 2 : (cookie & SS_COOKIE_DRIVER) && st->runtime_depth > 0;
-  if (cookie & SS_COOKIE_RUNTIME) st->runtime_depth += 1;
-  if (d >= SS_CALL_MAX_DEPTH) return 0;
+  int suppressed = !capture_enabled ? 2
+                                    : (cookie & SS_COOKIE_DRIVER) &&
+                                          ss_frames_have(st->pos, d, SS_CALL_MAX_DEPTH, SS_FRAME_RUNTIME);
+  struct ss_frame_pos *p = &st->pos[d & (SS_CALL_MAX_DEPTH - 1)];
+  p->sp = sp;
+  p->id = SS_COOKIE_ID(cookie);
+  p->flags = (cookie & SS_COOKIE_RUNTIME) ? SS_FRAME_RUNTIME : 0;
+  st->depth = d + 1;
   struct ss_call_frame *f = &st->frames[d & (SS_CALL_MAX_DEPTH - 1)];
-  f->cookie = cookie;
   f->suppressed = suppressed;
   if (suppressed) return 0; /* nothing of it is reported: skip the captures */
   f->args[0] = PT_REGS_PARM1(ctx);
@@ -99,25 +114,24 @@ int call_return(struct pt_regs *ctx) {
   __u64 cookie = bpf_get_attach_cookie(ctx);
   __u32 tid = (__u32)bpf_get_current_pid_tgid();
   struct ss_call_thread *st = ss_call_thread_of(tid, 0);
-  if (!st || st->depth == 0) {
+  if (!st) {
     ss_count(SS_CNT_UNMATCHED);
     return 0;
   }
-  __u32 d = st->depth - 1;
+  __u64 sp = ss_entry_sp_at_return(ctx);
+  __u32 kept = st->depth > SS_CALL_MAX_DEPTH ? SS_CALL_MAX_DEPTH : st->depth;
+  __u32 n = ss_frames_alive(st->pos, kept, SS_CALL_MAX_DEPTH, sp, 1);
+  int j = ss_frame_returning(st->pos, n, SS_CALL_MAX_DEPTH, sp, SS_COOKIE_ID(cookie));
+  if (j < 0) { /* not kept: nested below a full stack of kept calls, or its entry was not seen */
+    st->depth = n;
+    if (kept > n) ss_count_add(SS_CNT_STALE, kept - n);
+    ss_count(n == SS_CALL_MAX_DEPTH ? SS_CNT_DEEP : SS_CNT_UNMATCHED);
+    return 0;
+  }
+  __u32 d = (__u32)j;
   st->depth = d;
-  if ((cookie & SS_COOKIE_RUNTIME) && st->runtime_depth > 0) st->runtime_depth -= 1;
-  if (d >= SS_CALL_MAX_DEPTH) {
-    ss_count(SS_CNT_UNMATCHED);
-    return 0;
-  }
+  if (kept > d + 1) ss_count_add(SS_CNT_STALE, kept - d - 1);
   struct ss_call_frame *f = &st->frames[d & (SS_CALL_MAX_DEPTH - 1)];
-  if (SS_COOKIE_ID(f->cookie) != SS_COOKIE_ID(cookie)) {
-    /* Entry missed (attached mid-call, longjmp): start over rather than mis-pair every later call. */
-    st->depth = 0;
-    st->runtime_depth = 0;
-    ss_count(SS_CNT_UNMATCHED);
-    return 0;
-  }
   if (f->suppressed) {
     ss_count(f->suppressed == 2 ? SS_CNT_GATED : SS_CNT_NESTED);
     return 0;

@@ -49,10 +49,13 @@ enum ss_record_kind {
 enum ss_counter {
   SS_CNT_RB_FULL = 0,     /* ring-buffer reservation failed: a record lost */
   SS_CNT_NESTED = 1,      /* driver call folded into the runtime call above it */
-  SS_CNT_UNMATCHED = 2,   /* a return without its entry (attached mid-call, or too deep) */
+  SS_CNT_UNMATCHED = 2,   /* a return without its entry (its entry probe was attached after the call began) */
   SS_CNT_GATED = 3,       /* a call entered while capture was paused (duty-cycled probes being detached) */
   SS_CNT_PY_UNREAD = 4,   /* pystack: a traced Python thread's stack could not be read (no tstate, faulted page) */
-  SS_CNT_NUM = 5,
+  SS_CNT_DEEP = 5,        /* a call nested deeper than the frames kept returned: not reported */
+  SS_CNT_NO_RETURN = 6,   /* a call the kernel gave no return probe (too many pending on its thread): not reported */
+  SS_CNT_STALE = 7,       /* a kept call whose return never came, dropped once the thread was seen above it */
+  SS_CNT_NUM = 8,
 };
 
 struct ss_call_record {

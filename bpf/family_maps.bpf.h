@@ -22,7 +22,9 @@ struct {
   __type(value, __u64);
 } counters SEC(".maps");
 
-static __always_inline void ss_count(__u32 slot) {
+static __always_inline void ss_count_add(__u32 slot, __u64 n) {
   __u64 *v = bpf_map_lookup_elem(&counters, &slot);
-  if (v) *v += 1;
+  if (v) *v += n;
 }
+
+static __always_inline void ss_count(__u32 slot) { ss_count_add(slot, 1); }

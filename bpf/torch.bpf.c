@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 /* PyTorch operator probes on `at::_ops::<op>::call` (libtorch_cpu): entry/return matched per thread by
- * nesting depth; the uprobe's bpf_cookie is the operator's index in the user-space list. */
+ * where they are in its stack (call_stack.bpf.h); the uprobe's bpf_cookie is the operator's index in the user-space list. */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
+#include "call_stack.bpf.h"
 #include "events.h"
 #include "family_maps.bpf.h"
 
@@ -12,16 +13,12 @@ char LICENSE[] SEC("license") = "GPL";
 
 #define SS_TORCH_MAX_DEPTH 32 /* power of two */
 
-struct ss_torch_frame {
-  __u64 start_ns;
-  __u32 op_id;
-  __u32 pad;
-};
-
+/* The thread's operators in flight, outermost first (call_stack.bpf.h); id: the operator's index. */
 struct ss_torch_thread {
-  __u32 depth;
+  __u32 depth; /* frames kept */
   __u32 pad;
-  struct ss_torch_frame frames[SS_TORCH_MAX_DEPTH];
+  struct ss_frame_pos pos[SS_TORCH_MAX_DEPTH];
+  __u64 start_ns[SS_TORCH_MAX_DEPTH];
 };
 
 struct {
@@ -41,12 +38,22 @@ int op_entry(struct pt_regs *ctx) {
     st = bpf_map_lookup_elem(&torch_threads, &tid);
     if (!st) return 0;
   }
-  __u32 d = st->depth;
+  __u64 sp = PT_REGS_SP(ctx);
+  __u32 kept = st->depth > SS_TORCH_MAX_DEPTH ? SS_TORCH_MAX_DEPTH : st->depth;
+  __u32 d = ss_frames_alive(st->pos, kept, SS_TORCH_MAX_DEPTH, sp, ss_entry_is_tail_call(sp));
+  st->depth = d;
+  if (kept > d) ss_count_add(SS_CNT_STALE, kept - d);
+  if (!ss_return_will_fire()) {
+    ss_count(SS_CNT_NO_RETURN);
+    return 0;
+  }
+  if (d >= SS_TORCH_MAX_DEPTH) return 0; /* deeper than kept: its return says so (SS_CNT_DEEP) */
+  struct ss_frame_pos *p = &st->pos[d & (SS_TORCH_MAX_DEPTH - 1)];
+  p->sp = sp;
+  p->id = (__u32)bpf_get_attach_cookie(ctx);
+  p->flags = 0;
   st->depth = d + 1;
-  if (d >= SS_TORCH_MAX_DEPTH) return 0;
-  struct ss_torch_frame *f = &st->frames[d & (SS_TORCH_MAX_DEPTH - 1)];
-  f->op_id = (__u32)bpf_get_attach_cookie(ctx);
-  f->start_ns = bpf_ktime_get_ns();
+  st->start_ns[d & (SS_TORCH_MAX_DEPTH - 1)] = bpf_ktime_get_ns();
   return 0;
 }
 
@@ -56,23 +63,25 @@ int op_return(struct pt_regs *ctx) {
   __u64 id = bpf_get_current_pid_tgid();
   __u32 tid = (__u32)id;
   struct ss_torch_thread *st = bpf_map_lookup_elem(&torch_threads, &tid);
-  if (!st || st->depth == 0) {
+  if (!st) {
     ss_count(SS_CNT_UNMATCHED);
     return 0;
   }
-  __u32 d = st->depth - 1;
-  st->depth = d;
-  if (d >= SS_TORCH_MAX_DEPTH) {
-    ss_count(SS_CNT_UNMATCHED);
-    return 0;
-  }
-  struct ss_torch_frame *f = &st->frames[d & (SS_TORCH_MAX_DEPTH - 1)];
   __u32 op = (__u32)bpf_get_attach_cookie(ctx);
-  if (f->op_id != op) {
-    st->depth = 0;
-    ss_count(SS_CNT_UNMATCHED);
+  __u64 sp = ss_entry_sp_at_return(ctx);
+  __u32 kept = st->depth > SS_TORCH_MAX_DEPTH ? SS_TORCH_MAX_DEPTH : st->depth;
+  __u32 n = ss_frames_alive(st->pos, kept, SS_TORCH_MAX_DEPTH, sp, 1);
+  int j = ss_frame_returning(st->pos, n, SS_TORCH_MAX_DEPTH, sp, op);
+  if (j < 0) { /* not kept: nested below a full stack of kept operators, or its entry was not seen */
+    st->depth = n;
+    if (kept > n) ss_count_add(SS_CNT_STALE, kept - n);
+    ss_count(n == SS_TORCH_MAX_DEPTH ? SS_CNT_DEEP : SS_CNT_UNMATCHED);
     return 0;
   }
+  __u32 d = (__u32)j;
+  st->depth = d;
+  if (kept > d + 1) ss_count_add(SS_CNT_STALE, kept - d - 1);
+  __u64 start = st->start_ns[d & (SS_TORCH_MAX_DEPTH - 1)];
   struct ss_torch_record *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
   if (!r) {
     ss_count(SS_CNT_RB_FULL);
@@ -82,8 +91,8 @@ int op_return(struct pt_regs *ctx) {
   r->op_id = op;
   r->pid = id >> 32;
   r->tid = tid;
-  r->start_ns = f->start_ns;
-  r->duration_ns = now - f->start_ns;
+  r->start_ns = start;
+  r->duration_ns = now - start;
   r->depth = d;
   r->pad = 0;
   bpf_ringbuf_submit(r, 0);

@@ -457,6 +457,71 @@ TEST(TraceUprobe, FollowsForkExecAndExit) {
   EXPECT_TRUE(eventually([&] { return tracer.traced_pids().empty(); })) << "exited processes are dropped";
 }
 
+// Calls whose return never comes (a signal handler leaves them with siglongjmp; the kernel drops their return
+// probes) must not shift the pairing of the thread's later calls: every launch after them is still recorded.
+TEST(TraceUprobe, CallsLeftByLongjmpDoNotHideLaterCalls) {
+  REQUIRE_ROOT();
+  Subject app({kFakeApp, "longjmp", "6"});
+  ASSERT_NE(app.expect("ready"), "");
+  UprobeTracer tracer({Layer::cuda}, {});
+  CollectingSink sink;
+  CollectorOptions opts;
+  opts.pids = {static_cast<uint32_t>(app.pid())};
+  ASSERT_TRUE(tracer.start(sink, opts).running);
+  ASSERT_TRUE(tracer.wait_until_attached(app.pid(), Layer::cuda, 20s)) << sink.notes();
+  app.send("go");
+  ASSERT_EQ(app.expect("done"), "done 6") << "every synchronisation was left by the signal handler";
+  EXPECT_EQ(app.wait(), 0);
+  tracer.stop();  // drains the ring buffer and writes the counters' notes
+  uint32_t pid = app.pid();
+  EXPECT_EQ(sink.named("cudaLaunchKernel", pid).size(), 3u) << sink.notes();
+  EXPECT_TRUE(sink.named("cudaStreamSynchronize", pid).empty());
+  EXPECT_NE(sink.notes().find("whose return never came"), std::string::npos) << sink.notes();
+}
+
+// The kernel gives a call no return probe when its thread already has 64 pending (all probes together); the
+// python C-API probes reach that under deep Python recursion. Such calls are counted, not kept: a kept entry
+// that no return closes used to shift every later pairing on the thread, so its shallow calls were lost too.
+TEST(TraceUprobe, CallsBeyondKernelReturnProbeLimitDoNotHideLaterCalls) {
+  REQUIRE_ROOT();
+  if (!std::filesystem::exists("/usr/bin/python3.11")) GTEST_SKIP() << "no /usr/bin/python3.11";
+  Subject py({"/usr/bin/python3.11", "-c",
+              "import ctypes, sys\n"
+              "lib = ctypes.CDLL('" + kFakeDir + "/libcudart.so.13')\n"
+              "ptr = ctypes.c_void_p()\n"
+              "def malloc(n): lib.cudaMalloc(ctypes.byref(ptr), ctypes.c_size_t(n))\n"
+              "class Down:\n"  // an instance call: a C-API call and an eval loop per level
+              "    def __call__(self, n): return self(n - 1) if n else malloc(4096)\n"
+              "print('ready', flush=True); sys.stdin.readline()\n"
+              "for i in range(20): Down()(80)\n"
+              "for i in range(20): malloc(8192)\n"
+              "print('done', flush=True)\n"});
+  ASSERT_NE(py.expect("ready"), "");
+  TracerOptions topts;
+  topts.python_mode = "capi";  // duty cycle off: attached throughout
+  UprobeTracer tracer({Layer::cuda, Layer::python}, topts);
+  CollectingSink sink;
+  CollectorOptions opts;
+  opts.pids = {static_cast<uint32_t>(py.pid())};
+  ASSERT_TRUE(tracer.start(sink, opts).running);
+  ASSERT_TRUE(tracer.wait_until_attached(py.pid(), Layer::cuda, 20s)) << sink.notes();
+  ASSERT_TRUE(tracer.wait_until_attached(py.pid(), Layer::python, 20s)) << sink.notes();
+  py.send("go");
+  ASSERT_NE(py.expect("done"), "");
+  EXPECT_EQ(py.wait(), 0);
+  tracer.stop();
+  size_t deep = 0, shallow = 0;
+  for (auto& e : sink.named("cudaMalloc", py.pid())) {
+    deep += arg_int(e, "bytes") == 4096;
+    shallow += arg_int(e, "bytes") == 8192;
+  }
+  EXPECT_EQ(shallow, 20u) << sink.notes();
+  EXPECT_EQ(deep, 0u) << "80 levels down the kernel probes no return";
+  EXPECT_NE(sink.notes().find("cuda: 40 call(s) not reported: the kernel gave them no return probe"),
+            std::string::npos)
+      << "20 cudaMalloc and the cuMemAlloc beneath each: " << sink.notes();
+}
+
 TEST(TraceUprobe, PythonFunctionsAndTorchOperators) {
   REQUIRE_ROOT();
   if (run_command("/usr/bin/python3 -c 'import torch'") != 0) GTEST_SKIP() << "no python3-torch";

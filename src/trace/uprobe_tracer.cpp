@@ -254,6 +254,7 @@ void UprobeTracer::stop() {
   if (maintainer_.joinable()) maintainer_.join();
   if (rb_) ring_buffer__consume(rb_);  // what is still buffered
   report_counters(true);
+  report_program_runs();
   if (pystack_attached_) {  // the sampler's own cost, where kernel.bpf_stats_enabled was on
     std::string cost;
     for (bpf_program* prog : {pystack_->progs.on_cpu_sample, pystack_->progs.on_switch}) {
@@ -495,11 +496,13 @@ bool UprobeTracer::attach_pair(int pid_filter, const MappedLibrary& lib, uint64_
   }
   LIBBPF_OPTS(bpf_uprobe_opts, eo, .bpf_cookie = cookie, .retprobe = false);
   LIBBPF_OPTS(bpf_uprobe_opts, ro, .bpf_cookie = cookie, .retprobe = true);
-  bpf_link* e = bpf_program__attach_uprobe_opts(entry, pid_filter, lib.host_path.c_str(), offset, &eo);
-  if (!e) return false;
+  // Return probe first, as in duty_loop(): a call entered between the two attachments then has a return without
+  // an entry (counted, ignored) rather than an entry that no return ever closes.
   bpf_link* r = bpf_program__attach_uprobe_opts(ret, pid_filter, lib.host_path.c_str(), offset, &ro);
-  if (!r) {
-    bpf_link__destroy(e);
+  if (!r) return false;
+  bpf_link* e = bpf_program__attach_uprobe_opts(entry, pid_filter, lib.host_path.c_str(), offset, &eo);
+  if (!e) {
+    bpf_link__destroy(r);
     return false;
   }
   std::lock_guard<std::mutex> lock(mu_);
@@ -856,13 +859,53 @@ void UprobeTracer::report_counters(bool final_report) {
         sink_->add_note("trace", fmt::format("{}: {} driver call(s) folded into the runtime call above them",
                                              family_name(f), nested));
       if (unmatched)
-        sink_->add_note("trace", fmt::format("{}: {} return(s) without a matching entry (attached mid-call or "
-                                             "nesting deeper than kept)", family_name(f), unmatched));
+        sink_->add_note("trace", fmt::format("{}: {} return(s) without a matching entry (the call began before its "
+                                             "entry probe was attached)", family_name(f), unmatched));
+      if (uint64_t deep = read_counter(maps[f], SS_CNT_DEEP))
+        sink_->add_note("trace", fmt::format("{}: {} call(s) nested deeper than the calls kept per thread: not "
+                                             "reported", family_name(f), deep));
+      if (uint64_t no_return = read_counter(maps[f], SS_CNT_NO_RETURN))
+        sink_->add_note("trace", fmt::format("{}: {} call(s) not reported: the kernel gave them no return probe (at "
+                                             "most 64 may be pending per thread, all probes together; deep Python "
+                                             "recursion under --python-mode capi reaches it)", family_name(f),
+                                             no_return));
+      if (uint64_t stale = read_counter(maps[f], SS_CNT_STALE))
+        sink_->add_note("trace", fmt::format("{}: {} call(s) whose return never came (a longjmp or exception "
+                                             "skipped it) dropped", family_name(f), stale));
       if (uint64_t unread = read_counter(maps[f], SS_CNT_PY_UNREAD))
         sink_->add_note("trace", fmt::format("{}: {} stack(s) of Python threads could not be read (page not "
                                              "resident, or the interpreter between states)", family_name(f), unread));
     }
   }
+}
+
+// Runs of each program that the kernel skipped because another BPF program was running on that CPU (its
+// per-CPU recursion guards): a skipped entry or return program loses that call. Where kernel.bpf_stats_enabled
+// is on, also how often the probe programs ran: entries against returns.
+void UprobeTracer::report_program_runs() {
+  const bpf_object* objs[] = {cuda_ ? cuda_->obj : nullptr,   nccl_ ? nccl_->obj : nullptr,
+                              torch_ ? torch_->obj : nullptr, python_ ? python_->obj : nullptr,
+                              proc_ ? proc_->obj : nullptr,   pystack_ ? pystack_->obj : nullptr};
+  std::string misses, runs;
+  for (int f = 0; f < static_cast<int>(std::size(objs)); ++f) {
+    if (!objs[f]) continue;
+    bpf_program* prog = nullptr;
+    bpf_object__for_each_program(prog, objs[f]) {
+      bpf_prog_info info{};
+      uint32_t len = sizeof info;
+      if (bpf_program__fd(prog) < 0 || bpf_obj_get_info_by_fd(bpf_program__fd(prog), &info, &len) != 0) continue;
+      if (info.recursion_misses)
+        misses += fmt::format("{}{}/{}: {}", misses.empty() ? "" : ", ", family_name(f), bpf_program__name(prog),
+                              info.recursion_misses);
+      if (info.run_cnt && f <= kPython)
+        runs += fmt::format("{}{}/{}: {}", runs.empty() ? "" : ", ", family_name(f), bpf_program__name(prog),
+                            info.run_cnt);
+    }
+  }
+  if (!misses.empty())
+    sink_->add_note("trace", "BPF program runs the kernel skipped (another BPF program was running on the CPU): " +
+                                 misses);
+  if (!runs.empty()) sink_->add_note("trace", "probe program runs (kernel.bpf_stats_enabled): " + runs);
 }
 
 std::string UprobeTracer::kernel_name(uint32_t pid, uint64_t address) {

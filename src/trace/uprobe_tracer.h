@@ -90,6 +90,7 @@ class UprobeTracer final : public Collector {
   void duty_loop();
   void set_watching(bool on);
   void report_counters(bool final_report);
+  void report_program_runs();
   bool wants(Layer l) const;
 
   std::vector<Layer> layers_;

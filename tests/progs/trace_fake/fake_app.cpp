@@ -2,7 +2,12 @@
 //   fake_app calls          print "ready", wait for a line on stdin, make the calls, print "done"
 //   fake_app spawn N DIR    after a line on stdin, run N children (`child DIR`) one after another
 //   fake_app child DIR      wait until DIR/go.<pid> exists, make the calls, exit
+//   fake_app longjmp N      after a line on stdin: N stream synchronisations that a signal handler leaves with
+//                           siglongjmp (the probed runtime and driver calls never return), then 3 launches
+#include <setjmp.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -45,6 +50,27 @@ static void make_calls() {
   ncclGroupEnd();
 }
 
+static sigjmp_buf g_jump;
+static void jump_out(int) { siglongjmp(g_jump, 1); }
+
+// cuStreamSynchronize waits 2 ms; a timer signal 0.5 ms into it jumps back here, out of both probed calls.
+static int interrupted_syncs(int n) {
+  struct sigaction sa {};
+  sa.sa_handler = jump_out;
+  sigaction(SIGALRM, &sa, nullptr);
+  int jumped = 0;
+  for (int i = 0; i < n; ++i) {
+    if (sigsetjmp(g_jump, 1) != 0) {
+      ++jumped;
+      continue;
+    }
+    itimerval t{{0, 0}, {0, 500}};
+    setitimer(ITIMER_REAL, &t, nullptr);
+    cudaStreamSynchronize(reinterpret_cast<cudaStream_t>(0x5000));
+  }
+  return jumped;
+}
+
 static void wait_line() {
   char buf[64];
   if (!std::fgets(buf, sizeof buf, stdin)) std::exit(2);
@@ -76,6 +102,16 @@ int main(int argc, char** argv) {
     std::printf("done\n");
     return 0;
   }
+  if (mode == "longjmp" && argc > 2) {
+    std::printf("ready %d\n", getpid());
+    wait_line();
+    int jumped = interrupted_syncs(std::atoi(argv[2]));
+    void* kargs[1] = {nullptr};
+    for (int i = 0; i < 3; ++i)
+      cudaLaunchKernel(reinterpret_cast<const void*>(&vector_add_stub), dim3{}, dim3{}, kargs, 0, nullptr);
+    std::printf("done %d\n", jumped);
+    return 0;
+  }
   if (mode == "child" && argc > 2) {
     std::string go = std::string(argv[2]) + "/go." + std::to_string(getpid());
     struct stat st {};
@@ -83,6 +119,6 @@ int main(int argc, char** argv) {
     make_calls();
     return 0;
   }
-  std::fprintf(stderr, "usage: %s calls | spawn N DIR | child DIR\n", argv[0]);
+  std::fprintf(stderr, "usage: %s calls | spawn N DIR | child DIR | longjmp N\n", argv[0]);
   return 2;
 }
