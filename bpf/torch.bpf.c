@@ -40,7 +40,7 @@ int op_entry(struct pt_regs *ctx) {
   }
   __u64 sp = PT_REGS_SP(ctx);
   __u32 kept = st->depth > SS_TORCH_MAX_DEPTH ? SS_TORCH_MAX_DEPTH : st->depth;
-  __u32 d = ss_frames_alive(st->pos, kept, SS_TORCH_MAX_DEPTH, sp, ss_entry_is_tail_call(sp));
+  __u32 d = ss_frames_alive(st->pos, kept, SS_TORCH_MAX_DEPTH, sp, kept && ss_entry_is_tail_call(sp));
   st->depth = d;
   if (kept > d) ss_count_add(SS_CNT_STALE, kept - d);
   if (!ss_return_will_fire()) {
