@@ -2,7 +2,8 @@
  * pointer at its entry, where its return address lies, so an entry and a return are paired by where they are in
  * the thread's stack, not by counting. A call whose return never comes (the kernel gave it no return probe, a
  * longjmp skipped it, its return probe was attached after it began) is then dropped as soon as the thread is seen
- * above it, instead of shifting every later pairing. */
+ * above it, instead of shifting every later pairing. One stack per thread is assumed: probed calls made by a signal
+ * handler on an alternate stack would drop the interrupted calls kept below them. */
 #ifndef STACKSCOPE_CALL_STACK_BPF_H
 #define STACKSCOPE_CALL_STACK_BPF_H
 
