@@ -1,8 +1,6 @@
 // Python stack sampling (--python-mode stack, bpf/pystack.bpf.c): offsets checked against the live interpreter,
 // record decoding and window features without BPF, and as root a real python3.11 whose spinning and sleeping
 // functions must be found with their file, line, callers and blocked time.
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,6 +19,7 @@
 #include "analyze/window_layer_features.h"
 #include "events.h"
 #include "memory_sink.h"
+#include "subject_process.h"
 #include "test_util.h"
 #include "trace/python_offsets.h"
 #include "trace/record_decoder.h"
@@ -48,69 +47,6 @@ std::vector<std::string> interpreters() {
 }
 const std::string kTarget = std::string(STACKSCOPE_SOURCE_DIR) + "/tests/progs/pystack_target.py";
 
-// A child with stdin/stdout on pipes: line handshakes with the target.
-class Child {
- public:
-  explicit Child(std::vector<std::string> argv) {
-    int in[2], out[2];
-    if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC)) return;
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(in[0], 0);
-      dup2(out[1], 1);
-      std::vector<char*> args;
-      for (auto& a : argv) args.push_back(a.data());
-      args.push_back(nullptr);
-      execv(args[0], args.data());
-      _exit(127);
-    }
-    close(in[0]);
-    close(out[1]);
-    to_ = in[1];
-    from_ = out[0];
-  }
-  ~Child() {
-    close(to_);
-    close(from_);
-    if (pid_ > 0 && !reaped_) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
-  pid_t pid() const { return pid_; }
-  void send(const std::string& line) { [[maybe_unused]] auto n = write(to_, (line + "\n").data(), line.size() + 1); }
-  std::string expect(const std::string& prefix, std::chrono::milliseconds timeout = 30s) {
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (auto nl = buf_.find('\n'); nl != std::string::npos) {
-        std::string line = buf_.substr(0, nl);
-        buf_.erase(0, nl + 1);
-        if (line.rfind(prefix, 0) == 0) return line;
-        continue;
-      }
-      pollfd p{from_, POLLIN, 0};
-      if (poll(&p, 1, 100) <= 0) continue;
-      char tmp[256];
-      ssize_t n = read(from_, tmp, sizeof tmp);
-      if (n <= 0) return "";
-      buf_.append(tmp, static_cast<size_t>(n));
-    }
-    return "";
-  }
-  int wait() {
-    int st = 0;
-    waitpid(pid_, &st, 0);
-    reaped_ = true;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  }
-
- private:
-  pid_t pid_ = -1;
-  int to_ = -1, from_ = -1;
-  bool reaped_ = false;
-  std::string buf_;
-};
-
 std::string arg_str(const Event& e, const char* key) {
   auto* v = e.arg(key);
   return v && std::holds_alternative<std::string>(*v) ? std::get<std::string>(*v) : "";
@@ -126,16 +62,6 @@ int line_of(const std::string& path, const std::string& text) {
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-template <typename Pred>
-bool eventually(Pred pred, std::chrono::milliseconds timeout = 10s) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(20ms);
-  }
-  return pred();
 }
 
 #define REQUIRE_ROOT_AND_PYTHON()                                                           \
@@ -265,7 +191,7 @@ TEST(PyStack, WindowFeaturesFromSamples) {
 // A spinning function gets the on-CPU samples with its file, first line and callers; a sleeping one the blocked
 // time, close to what the program itself measured around its sleeps.
 static void check_attribution(const std::string& python) {
-  Child py({python, kTarget, "6"});
+  Subject py({python, kTarget, "6"});
   ASSERT_NE(py.expect("ready"), "");
   UprobeTracer tracer({Layer::python}, stack_options());
   stackscope::testing::MemorySink sink;
@@ -328,8 +254,8 @@ TEST(PyStack, FollowsLaterPythonAndIgnoresOthers) {
   REQUIRE_ROOT_AND_PYTHON();
   UprobeTracer tracer({Layer::python}, stack_options());
   stackscope::testing::MemorySink sink;
-  Child spinner({"/bin/sh", "-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; echo done"});
-  Child shell({"/bin/sh", "-c", "sleep 0.3; " + kPython + " " + kTarget + " 2; exit 0"});
+  Subject spinner({"/bin/sh", "-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; echo done"});
+  Subject shell({"/bin/sh", "-c", "sleep 0.3; " + kPython + " " + kTarget + " 2; exit 0"});
   CollectorOptions opts;
   opts.pids = {static_cast<uint32_t>(spinner.pid()), static_cast<uint32_t>(shell.pid())};
   ASSERT_TRUE(tracer.start(sink, opts).running);

@@ -22,6 +22,7 @@
 #include "events.h"
 #include "memory_sink.h"
 #include "model/sink.h"
+#include "subject_process.h"
 #include "test_util.h"
 #include "trace/elf_symbols.h"
 #include "trace/probe_catalog.h"
@@ -78,71 +79,6 @@ class CollectingSink : public TelemetrySink {
   std::atomic<uint64_t> drops_{0};
 };
 
-// A child process with its stdin and stdout on pipes (line-oriented handshakes with the subject).
-class Subject {
- public:
-  explicit Subject(std::vector<std::string> argv) {
-    int in[2], out[2];
-    if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC)) return;
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(in[0], 0);
-      dup2(out[1], 1);
-      std::vector<char*> args;
-      for (auto& a : argv) args.push_back(a.data());
-      args.push_back(nullptr);
-      execv(args[0], args.data());
-      _exit(127);
-    }
-    close(in[0]);
-    close(out[1]);
-    to_ = in[1];
-    from_ = out[0];
-  }
-  ~Subject() {
-    if (to_ >= 0) close(to_);
-    if (from_ >= 0) close(from_);
-    if (pid_ > 0 && !reaped_) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
-  pid_t pid() const { return pid_; }
-  void send(const std::string& line) { [[maybe_unused]] auto n = write(to_, (line + "\n").data(), line.size() + 1); }
-  // Next line starting with `prefix` within `timeout`; "" on timeout or EOF.
-  std::string expect(const std::string& prefix, std::chrono::milliseconds timeout = 60s) {
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < deadline) {
-      auto nl = buf_.find('\n');
-      if (nl != std::string::npos) {
-        std::string line = buf_.substr(0, nl);
-        buf_.erase(0, nl + 1);
-        if (line.rfind(prefix, 0) == 0) return line;
-        continue;
-      }
-      pollfd p{from_, POLLIN, 0};
-      if (poll(&p, 1, 100) <= 0) continue;
-      char tmp[512];
-      ssize_t n = read(from_, tmp, sizeof tmp);
-      if (n <= 0) return "";
-      buf_.append(tmp, static_cast<size_t>(n));
-    }
-    return "";
-  }
-  int wait() {
-    int st = 0;
-    waitpid(pid_, &st, 0);
-    reaped_ = true;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  }
-
- private:
-  pid_t pid_ = -1;
-  int to_ = -1, from_ = -1;
-  bool reaped_ = false;
-  std::string buf_;
-};
-
 #define REQUIRE_ROOT()                                                                             \
   do {                                                                                             \
     if (geteuid() != 0) GTEST_SKIP() << "needs root to load eBPF programs and attach uprobes"; \
@@ -161,17 +97,6 @@ const CallSpec* spec_named(const std::vector<CallSpec>& specs, const std::string
       return &specs[i];
     }
   return nullptr;
-}
-
-// Waits until `pred` holds over the sink's events (records arrive asynchronously through the ring buffer).
-template <typename Pred>
-bool eventually(Pred pred, std::chrono::milliseconds timeout = 10s) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(20ms);
-  }
-  return pred();
 }
 
 }  // namespace
