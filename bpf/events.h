@@ -112,7 +112,7 @@ struct ss_python_record {
 #define SS_PYSTACK_DEPTH 32
 #define SS_PYSTACK_ONCPU 1     /* a CPU-clock sample: duration_ns is the sampling period */
 #define SS_PYSTACK_OFFCPU 2    /* blocked (voluntary switch-out -> switch-in): duration_ns is the blocked time */
-#define SS_PYSTACK_TRUNCATED 4 /* deeper than SS_PYSTACK_DEPTH: the outermost frames are missing */
+#define SS_PYSTACK_TRUNCATED 4 /* the outermost frames are missing (deeper than kept, or the walk stopped) */
 #define SS_PYCODE_NAME_LEN 64
 #define SS_PYCODE_FILE_LEN 128
 

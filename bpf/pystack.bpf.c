@@ -176,6 +176,9 @@ static __always_inline int walk_stack(const struct ss_py_proc *p, __u64 tstate, 
   if (read_word(&w.frame, cframe + p->off.cframe_current_frame)) return -1;
   bpf_loop(SS_PY_WALK_FRAMES, frame_step, &w, 0);
   s->depth = w.n;
+  /* A frame still to read: the walk stopped at SS_PY_WALK_FRAMES (C-stack shims count) or at an unreadable
+   * frame, so the outermost frames are missing as when the stack is deeper than kept. */
+  if (w.frame) s->flags |= SS_PYSTACK_TRUNCATED;
   return w.failed && !w.n ? -1 : 0;
 }
 

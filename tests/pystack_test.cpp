@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -276,4 +277,46 @@ TEST(PyStack, FollowsLaterPythonAndIgnoresOthers) {
   }
   EXPECT_GT(child_busy, 5u);
   EXPECT_EQ(from_spinner, 0u);
+}
+
+// 3.12 only: a function called back from C at every level puts a C-stack shim frame beside each Python frame, so
+// the walk's frame budget runs out before SS_PYSTACK_DEPTH Python frames are kept: the stack must still be marked
+// as missing its outermost frames.
+TEST(PyStack, StackCutShortByShimFramesIsMarkedTruncated) {
+  REQUIRE_ROOT_AND_PYTHON();
+  const auto all = interpreters();
+  auto py312 = std::find_if(all.begin(), all.end(), [](const std::string& p) { return ends_with(p, "3.12"); });
+  if (py312 == all.end()) GTEST_SKIP() << "no python3.12";
+  Subject py({*py312, "-c",
+              "import sys, time\n"
+              "def spin():\n"
+              "    end = time.perf_counter() + 0.3\n"
+              "    while time.perf_counter() < end: pass\n"
+              "def down(n):\n"  // each level: down's frame and the shim under sorted's key call
+              "    if n == 0: spin(); return 0\n"
+              "    return sorted([n - 1], key=down)[0]\n"
+              "print('ready', flush=True); sys.stdin.readline()\n"
+              "down(28)\n"
+              "print('done', flush=True)\n"});
+  ASSERT_NE(py.expect("ready"), "");
+  UprobeTracer tracer({Layer::python}, stack_options());
+  stackscope::testing::MemorySink sink;
+  CollectorOptions opts;
+  opts.pids = {static_cast<uint32_t>(py.pid())};
+  ASSERT_TRUE(tracer.start(sink, opts).running);
+  ASSERT_TRUE(tracer.wait_until_attached(py.pid(), Layer::python, 10s));
+  py.send("go");
+  ASSERT_NE(py.expect("done"), "");
+  EXPECT_EQ(py.wait(), 0);
+  std::this_thread::sleep_for(300ms);
+  tracer.stop();
+  size_t spin = 0, marked = 0;
+  for (const Event& e : sink.events()) {
+    if (e.name != "spin" || static_cast<pid_t>(e.pid) != py.pid()) continue;
+    ++spin;
+    EXPECT_LT(e.arg_int("frames"), SS_PYSTACK_DEPTH);  // the frame budget, not the depth kept, cut it
+    marked += arg_str(e, "stack").rfind("...;", 0) == 0;
+  }
+  EXPECT_GE(spin, 20u);
+  EXPECT_EQ(marked, spin);
 }

@@ -155,7 +155,8 @@ void RecordDecoder::note_pycode(const ss_pycode_record& r) {
 
 // On-CPU sample: "busy_loop", duration = the sampling period. Off-CPU: "sleepy (off-cpu)", duration = the time
 // the thread was blocked there. args: file and line (first line) of the leaf function, stack (folded, outermost
-// first, ';'-separated qualified names; "..." first when deeper than kept), frames, sample ("cpu"|"off-cpu").
+// first, ';'-separated qualified names; "..." first when its outermost frames are missing), frames, sample
+// ("cpu"|"off-cpu").
 Event RecordDecoder::decode_pystack(const ss_pystack_record& r) const {
   Event e;
   e.layer = Layer::python;
