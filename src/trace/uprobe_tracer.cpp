@@ -422,7 +422,10 @@ void UprobeTracer::process_exited(uint32_t pid) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     traced_.erase(pid);
-    if (py_sampled_.erase(pid) && pystack_) bpf_map_delete_elem(bpf_map__fd(pystack_->maps.py_procs), &pid);
+    // Whether or not user space registered it: the kernel registers a forked child itself (pystack on_fork), and
+    // a child that exits before its rescan would stay registered for the next process given its pid.
+    py_sampled_.erase(pid);
+    if (pystack_) bpf_map_delete_elem(bpf_map__fd(pystack_->maps.py_procs), &pid);
     if (copts_.all_processes) return;
     if (auto it = links_.find(static_cast<int>(pid)); it != links_.end()) {
       links.swap(it->second);
