@@ -709,6 +709,9 @@ bool UprobeTracer::attach_pystack() {
     bpf_link* l = bpf_program__attach(prog);
     if (!l) {
       note_once(fmt::format("python stack sampler: {}: {}: not sampled", bpf_program__name(prog), std::strerror(errno)));
+      // Detach what was attached: the next Python process tries again, and must not attach it a second time.
+      for (bpf_link* attached : pystack_links_) bpf_link__destroy(attached);
+      pystack_links_.clear();
       return false;
     }
     pystack_links_.push_back(l);
