@@ -115,6 +115,10 @@ TEST(WindowBaseline, TableFromAFeaturesCsvChecksItsWindows) {
   EXPECT_THROW(window_table_from_columns(cols, std::vector<double>{10, 20, 1, 25, 35, 2}, "x.csv"),
                std::invalid_argument);  // a gap between the windows
   EXPECT_THROW(window_table_from_columns(cols, std::vector<double>{}, "x.csv"), std::invalid_argument);
+  // Bounds no int64_t holds, or a grid that would run past one, are refused rather than converted.
+  EXPECT_THROW(window_table_from_columns(cols, std::vector<double>{0, 1e30, 1}, "x.csv"), std::invalid_argument);
+  EXPECT_THROW(window_table_from_columns(cols, std::vector<double>{0, 3e18, 1, 3e18, 6e18, 2}, "x.csv"),
+               std::invalid_argument);
 }
 
 TEST(WindowBaseline, FeaturesCliTransformsAnEarlierTable) {

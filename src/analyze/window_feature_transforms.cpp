@@ -23,13 +23,24 @@ WindowFeatureTable window_table_from_columns(const std::vector<std::string>& col
   const size_t width = columns.size(), rows = values.size() / width;
   if (rows == 0 || values.size() % width != 0) throw std::invalid_argument(source + " has no windows");
   auto at = [&](size_t r, size_t c) { return values[r * width + c]; };
-  const auto first = static_cast<int64_t>(at(0, 0));
-  const auto step = static_cast<int64_t>(at(0, 1)) - first;
+  // Window bounds in ns, kept within +-4e18 (127 years) and so the grid's arithmetic within int64_t: converting
+  // a double beyond it, or overflowing it, would be undefined.
+  constexpr double kMaxNs = 4e18;
+  auto ns_at = [&](size_t r, size_t c) {
+    const double v = at(r, c);
+    if (!(std::abs(v) <= kMaxNs))
+      throw std::invalid_argument(source + ": window " + std::to_string(r) + " has a bound that is not a time in ns");
+    return static_cast<int64_t>(v);
+  };
+  const int64_t first = ns_at(0, 0);
+  const int64_t step = ns_at(0, 1) - first;
   if (step <= 0) throw std::invalid_argument(source + ": the first window ends before it starts");
+  if (static_cast<double>(step) * static_cast<double>(rows) > kMaxNs)
+    throw std::invalid_argument(source + ": its windows span more than 4e18 ns");
   WindowFeatureTable t;
   t.grid = {first, step, rows};
   for (size_t r = 0; r < rows; ++r)
-    if (static_cast<int64_t>(at(r, 0)) != t.grid.start(r) || static_cast<int64_t>(at(r, 1)) != t.grid.end(r))
+    if (ns_at(r, 0) != t.grid.start(r) || ns_at(r, 1) != t.grid.end(r))
       throw std::invalid_argument(source + ": window " + std::to_string(r) +
                                   " is not back to back with the others at the first window's width");
   t.columns.assign(columns.begin() + 2, columns.end());
