@@ -418,7 +418,8 @@ WindowFeatureTable conform_columns(const WindowFeatureTable& table, const std::v
     const std::string& n = columns[c];
     double v;
     if (ends_with(n, ".log10_count") || ends_with(n, ".log10_bytes") || ends_with(n, ".log10_calls") ||
-        ends_with(n, ".busy_fraction") || ends_with(n, "cpu_fraction") || ends_with(n, ".log10_offcpu_count")) {
+        ends_with(n, ".busy_fraction") || ends_with(n, ".oncpu_fraction") || ends_with(n, ".offcpu_fraction") ||
+        ends_with(n, ".log10_offcpu_count")) {
       v = 0;  // no call of that name here
     } else if (auto m = reference_median.find(n); m != reference_median.end()) {
       v = m->second;
