@@ -271,6 +271,7 @@ std::vector<HostDeviation> cross_host_deviations(const std::vector<HostLevel>& l
 }
 
 std::vector<HostReport> cross_host_reports(const std::vector<HostDeviation>& deviations, size_t max_metrics) {
+  max_metrics = std::max<size_t>(max_metrics, 1);  // a report names at least its strongest metric
   std::map<std::string, std::vector<const HostDeviation*>> by_host;
   for (const HostDeviation& d : deviations) by_host[d.host].push_back(&d);
   std::vector<HostReport> out;

@@ -28,7 +28,8 @@ void RevealStreamingPipeline::fit(const Eigen::MatrixXd& x, size_t total_windows
     return;
   }
   if (detected_.empty()) {  // nothing for the detectors: nothing is flagged
-    out_.too_short = true;
+    out_.too_short = true;  // same effect on scoring; the report says why
+    out_.no_detector_columns = true;
     return;
   }
   // The detectors see the kept columns only.

@@ -67,6 +67,7 @@ struct RevealPipelineResult {
   std::vector<RevealAnomaly> anomalies;     // reported incidents, in time order
   size_t unconfirmed_incidents = 0;         // incidents neither persistent nor agreed on: not reported
   bool too_short = false;
+  bool no_detector_columns = false;  // every column static or pruned away: nothing for the detectors to see
 };
 
 // Throws std::invalid_argument / DetectorInputError when columns and matrix disagree or values are not finite.

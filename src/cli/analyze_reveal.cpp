@@ -195,7 +195,10 @@ AnalysisOutput analyze_reveal(const AnalyzeOptions& options) {
                         "reported)\n",
                         l.path, l.host, analysis.windows, analysis.columns.size(), detector_columns,
                         res.windows.size(), res.anomalies.size(), res.unconfirmed_incidents);
-    if (res.too_short) text += "  too few windows for a baseline: nothing flagged\n";
+    if (res.no_detector_columns)
+      text += "  no series varies enough for the detectors (all static or pruned): nothing flagged\n";
+    else if (res.too_short)
+      text += "  too few windows for a baseline: nothing flagged\n";
     nlohmann::json jwin = nlohmann::json::array();
     if (!res.windows.empty()) text += fmt::format("  {:>6}  {:<19}  {:<12}  {:<8}  {}\n", "window", "time (UTC)", "methods", "subsys", "main reason / claim");
     for (const RevealWindowReport& w : res.windows) {
@@ -252,7 +255,8 @@ AnalysisOutput analyze_reveal(const AnalyzeOptions& options) {
     }
     nlohmann::json jrec = {{"recording", l.path}, {"host", l.host}, {"windows", analysis.windows},
                            {"feature_columns", analysis.columns.size()}, {"detector_columns", detector_columns},
-                           {"too_short", res.too_short},
+                           {"too_short", res.too_short && !res.no_detector_columns},
+                           {"no_detector_columns", res.no_detector_columns},
                            {"fit_windows", analysis.fit_windows}, {"fit_on_sample", analysis.fit_on_sample},
                            {"incidents", res.anomalies.size()}, {"unconfirmed_incidents", res.unconfirmed_incidents},
                            {"baseline_s", baseline_ns ? *baseline_ns / 1e9 : 0.0},
