@@ -235,3 +235,25 @@ TEST(RevealIncidents, PrunedMetricsExplainAFlaggedWindowAndManyReasonsOutweighOn
   c[0].feature = WindowFeature::variance;
   for (const Contribution& k : attribute_window(w, b, c).reasons) EXPECT_NE(k.feature, WindowFeature::variance);
 }
+
+// Reported order: the higher score first, then the longer incident; "also" subsystems only above their share.
+TEST(RevealIncidents, RankedByScoreThenLengthAndSecondarySubsystemsAboveTheirShare) {
+  std::vector<analyze::RevealAnomaly> incidents(3);
+  incidents[0].score = 2;
+  incidents[0].flagged_windows = 9;
+  incidents[1].score = 3;
+  incidents[1].flagged_windows = 3;
+  incidents[2].score = 3;
+  incidents[2].flagged_windows = 5;
+  incidents[2].subsystems = {{Subsystem::cpu, 0.5}, {Subsystem::memory, 0.3},
+                             {Subsystem::network, 0.15}, {Subsystem::storage, 0.05}};
+  const auto ranked = analyze::rank_incidents(incidents);
+  ASSERT_EQ(ranked.size(), 3u);
+  EXPECT_EQ(ranked[0], &incidents[2]);
+  EXPECT_EQ(ranked[1], &incidents[1]);
+  EXPECT_EQ(ranked[2], &incidents[0]);
+  const auto also = analyze::secondary_subsystems(incidents[2]);
+  ASSERT_EQ(also.size(), 1u);
+  EXPECT_EQ(also[0].first, Subsystem::memory);
+  EXPECT_TRUE(analyze::secondary_subsystems(incidents[0]).empty());
+}

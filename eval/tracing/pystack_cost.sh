@@ -13,6 +13,7 @@ OUT=${OUT:-/tmp/pystack-cost}
 mkdir -p "$OUT"
 stats=/proc/sys/kernel/bpf_stats_enabled
 old=$(cat $stats)
+trap 'echo "$old" > $stats' EXIT  # restored on any exit, failures included
 echo 1 > $stats
 for i in 1 2; do
   for w in idle spin sleep; do

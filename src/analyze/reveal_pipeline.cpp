@@ -161,4 +161,20 @@ RevealPipelineResult run_reveal_pipeline(const Eigen::MatrixXd& x, const std::ve
   return p.finish();
 }
 
+std::vector<const RevealAnomaly*> rank_incidents(const std::vector<RevealAnomaly>& incidents) {
+  std::vector<const RevealAnomaly*> ranked;
+  for (const RevealAnomaly& a : incidents) ranked.push_back(&a);
+  std::stable_sort(ranked.begin(), ranked.end(), [](const RevealAnomaly* a, const RevealAnomaly* b) {
+    return a->score != b->score ? a->score > b->score : a->flagged_windows > b->flagged_windows;
+  });
+  return ranked;
+}
+
+std::vector<std::pair<Subsystem, double>> secondary_subsystems(const RevealAnomaly& incident, double min_share) {
+  std::vector<std::pair<Subsystem, double>> out;
+  for (size_t k = 1; k < incident.subsystems.size() && incident.subsystems[k].second >= min_share; ++k)
+    out.push_back(incident.subsystems[k]);
+  return out;
+}
+
 }  // namespace stackscope::analyze

@@ -108,4 +108,10 @@ class RevealStreamingPipeline {
   bool fitted_ = false;
 };
 
+// Incidents strongest first: detector agreement and reach toward the thresholds (score), then length.
+std::vector<const RevealAnomaly*> rank_incidents(const std::vector<RevealAnomaly>& incidents);
+
+// The subsystems after the main one that carry at least min_share of an incident's reasons ("also memory 32%").
+std::vector<std::pair<Subsystem, double>> secondary_subsystems(const RevealAnomaly& incident, double min_share = 0.2);
+
 }  // namespace stackscope::analyze

@@ -217,12 +217,7 @@ AnalysisOutput analyze_reveal(const AnalyzeOptions& options) {
                       {"methods", reveal_methods_label(w.methods)}, {"score", w.score},
                       {"subsystem", subsystem_name(w.attribution.subsystem)}, {"reasons", jr}});
     }
-    // Incidents, strongest first: agreement, then reach toward the thresholds, then length.
-    std::vector<const RevealAnomaly*> ranked;
-    for (const RevealAnomaly& a : res.anomalies) ranked.push_back(&a);
-    std::stable_sort(ranked.begin(), ranked.end(), [](const RevealAnomaly* a, const RevealAnomaly* b) {
-      return a->score != b->score ? a->score > b->score : a->flagged_windows > b->flagged_windows;
-    });
+    const std::vector<const RevealAnomaly*> ranked = rank_incidents(res.anomalies);
     if (!ranked.empty())
       text += fmt::format("  incidents, strongest first:\n  {:>4}  {:>9}  {:>7}  {:<12}  {:<8}  {}\n", "rank",
                           "t (s)", "windows", "methods", "subsys", "main reason / claim");
@@ -239,9 +234,8 @@ AnalysisOutput analyze_reveal(const AnalyzeOptions& options) {
       f.t_end_ns = window(a.last_window).end_ns;
       f.score = a.score;
       std::string also;
-      for (size_t k = 1; k < a.subsystems.size() && a.subsystems[k].second >= 0.2; ++k)
-        also += fmt::format("{}{} {:.0f}%", also.empty() ? "; also " : ", ", subsystem_name(a.subsystems[k].first),
-                            100 * a.subsystems[k].second);
+      for (const auto& [subsystem, share] : secondary_subsystems(a))
+        also += fmt::format("{}{} {:.0f}%", also.empty() ? "; also " : ", ", subsystem_name(subsystem), 100 * share);
       f.summary = fmt::format("{} incident in windows {}-{} ({} flagged; {}{}): {}", f.subsystem, a.first_window,
                               a.last_window, a.flagged_windows, reveal_methods_label(a.methods), also,
                               a.reasons.empty() ? "" : a.reasons.front().claim);
