@@ -591,9 +591,11 @@ unsigned UprobeTracer::attach_library(int pid_filter, const MappedLibrary& lib,
       // Without USDT, timing C-API entry points hits a uprobe on nearly every Python call: measured at 4-14%
       // of a GPT-2 step on the GPU machine (docs/BENCHMARKS.md), so "auto" leaves it off and says how to opt in.
       if ((topts_.python_mode == "usdt" || topts_.python_mode == "auto") && !usdt) {
-        note_once(lib.path + ": no python:function__entry USDT probes and no stack offsets for this CPython; python "
-                             "layer not traced there (--python-mode capi times C-API calls instead, at several % of "
-                             "step time)");
+        // Under auto, stack sampling was tried first and said why it could not register (its own note).
+        note_once(lib.path + ": no python:function__entry USDT probes" +
+                  (topts_.python_mode == "auto" ? std::string(" and no stack sampling (see above)") : std::string()) +
+                  "; python layer not traced there (--python-mode stack for CPython 3.11/3.12, or --python-mode "
+                  "capi to time C-API calls, at several % of step time)");
         return 0;
       }
       if (usdt && topts_.python_mode != "capi") {
