@@ -68,25 +68,14 @@ int call_entry(struct pt_regs *ctx) {
   __u32 tid = (__u32)bpf_get_current_pid_tgid();
   struct ss_call_thread *st = ss_call_thread_of(tid, 1);
   if (!st) return 0;
-  __u64 sp = PT_REGS_SP(ctx);
-  __u32 kept = st->depth > SS_CALL_MAX_DEPTH ? SS_CALL_MAX_DEPTH : st->depth;
-  __u32 d = ss_frames_alive(st->pos, kept, SS_CALL_MAX_DEPTH, sp, kept && ss_entry_is_tail_call(sp));
-  st->depth = d;
-  if (kept > d) ss_count_add(SS_CNT_STALE, kept - d);
-  if (!ss_return_will_fire()) {
-    ss_count(SS_CNT_NO_RETURN);
-    return 0;
-  }
-  if (d >= SS_CALL_MAX_DEPTH) return 0; /* deeper than kept: its return says so (SS_CNT_DEEP) */
+  int j = ss_stack_push(st->pos, &st->depth, SS_CALL_MAX_DEPTH, PT_REGS_SP(ctx), SS_COOKIE_ID(cookie),
+                        (cookie & SS_COOKIE_RUNTIME) ? SS_FRAME_RUNTIME : 0);
+  if (j < 0) return 0;
+  __u32 d = (__u32)j;
   /* 1: folded into the runtime call above it; 2: capture paused */
   int suppressed = !capture_enabled ? 2
                                     : (cookie & SS_COOKIE_DRIVER) &&
                                           ss_frames_have(st->pos, d, SS_CALL_MAX_DEPTH, SS_FRAME_RUNTIME);
-  struct ss_frame_pos *p = &st->pos[d & (SS_CALL_MAX_DEPTH - 1)];
-  p->sp = sp;
-  p->id = SS_COOKIE_ID(cookie);
-  p->flags = (cookie & SS_COOKIE_RUNTIME) ? SS_FRAME_RUNTIME : 0;
-  st->depth = d + 1;
   struct ss_call_frame *f = &st->frames[d & (SS_CALL_MAX_DEPTH - 1)];
   f->suppressed = suppressed;
   if (suppressed) return 0; /* nothing of it is reported: skip the captures */
@@ -118,19 +107,9 @@ int call_return(struct pt_regs *ctx) {
     ss_count(SS_CNT_UNMATCHED);
     return 0;
   }
-  __u64 sp = ss_entry_sp_at_return(ctx);
-  __u32 kept = st->depth > SS_CALL_MAX_DEPTH ? SS_CALL_MAX_DEPTH : st->depth;
-  __u32 n = ss_frames_alive(st->pos, kept, SS_CALL_MAX_DEPTH, sp, 1);
-  int j = ss_frame_returning(st->pos, n, SS_CALL_MAX_DEPTH, sp, SS_COOKIE_ID(cookie));
-  if (j < 0) { /* not kept: nested below a full stack of kept calls, or its entry was not seen */
-    st->depth = n;
-    if (kept > n) ss_count_add(SS_CNT_STALE, kept - n);
-    ss_count(n == SS_CALL_MAX_DEPTH ? SS_CNT_DEEP : SS_CNT_UNMATCHED);
-    return 0;
-  }
+  int j = ss_stack_pop(st->pos, &st->depth, SS_CALL_MAX_DEPTH, ss_entry_sp_at_return(ctx), SS_COOKIE_ID(cookie));
+  if (j < 0) return 0;
   __u32 d = (__u32)j;
-  st->depth = d;
-  if (kept > d + 1) ss_count_add(SS_CNT_STALE, kept - d - 1);
   struct ss_call_frame *f = &st->frames[d & (SS_CALL_MAX_DEPTH - 1)];
   if (f->suppressed) {
     ss_count(f->suppressed == 2 ? SS_CNT_GATED : SS_CNT_NESTED);

@@ -12,6 +12,8 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
+#include "family_maps.bpf.h"
+
 /* kernel/events/uprobes.c MAX_URETPROBE_DEPTH: a call entered while the thread already has this many return
  * probes pending (every tool's, every family's) gets none; the kernel only logs "omit uretprobe due to
  * nestedness limit". The python C-API probes reach it under deep Python recursion. */
@@ -21,7 +23,9 @@
  * before the kernel counts this call's return (prepare_uretprobe, after the entry handlers). */
 static __always_inline int ss_return_will_fire(void) {
   struct task_struct *task = (struct task_struct *)bpf_get_current_task();
-  return BPF_CORE_READ(task, utask, depth) < SS_URETPROBE_MAX_DEPTH;
+  struct uprobe_task *ut = BPF_CORE_READ(task, utask);
+  if (!bpf_core_field_exists(ut->depth)) return 1; /* a kernel without the count: assume it fires */
+  return BPF_CORE_READ(ut, depth) < SS_URETPROBE_MAX_DEPTH;
 }
 
 /* The stack pointer a call had at its entry (its return address's slot), as seen by its return probe: `ret`
@@ -41,7 +45,9 @@ static __always_inline int ss_entry_is_tail_call(__u64 sp) {
   __u64 ret_addr = 0;
   if (bpf_probe_read_user(&ret_addr, sizeof(ret_addr), (const void *)sp)) return 0;
   struct task_struct *task = (struct task_struct *)bpf_get_current_task();
-  __u64 trampoline = BPF_CORE_READ(task, mm, uprobes_state.xol_area, vaddr);
+  struct xol_area *xol = BPF_CORE_READ(task, mm, uprobes_state.xol_area);
+  if (!bpf_core_field_exists(xol->vaddr)) return 0; /* unknown layout: no tail calls recognised */
+  __u64 trampoline = BPF_CORE_READ(xol, vaddr);
   return trampoline && ret_addr == trampoline;
 }
 
@@ -83,6 +89,45 @@ static __always_inline int ss_frames_have(const struct ss_frame_pos *pos, __u32 
     if (pos[i & (cap - 1)].flags & flag) return 1;
   }
   return 0;
+}
+
+/* An entry: drops the kept frames the thread has left (counted stale) and keeps this call when its return will
+ * fire and there is room. Returns the new frame's index, or -1 when the call is not kept (no return coming:
+ * counted; deeper than kept: its return counts it). `*depth`: frames kept; `cap`: a power of two. */
+static __always_inline int ss_stack_push(struct ss_frame_pos *pos, __u32 *depth, __u32 cap, __u64 sp, __u32 id,
+                                         __u32 flags) {
+  __u32 kept = *depth > cap ? cap : *depth;
+  __u32 d = ss_frames_alive(pos, kept, cap, sp, kept && ss_entry_is_tail_call(sp));
+  *depth = d;
+  if (kept > d) ss_count_add(SS_CNT_STALE, kept - d);
+  if (!ss_return_will_fire()) {
+    ss_count(SS_CNT_NO_RETURN);
+    return -1;
+  }
+  if (d >= cap) return -1;
+  struct ss_frame_pos *p = &pos[d & (cap - 1)];
+  p->sp = sp;
+  p->id = id;
+  p->flags = flags;
+  *depth = d + 1;
+  return (int)d;
+}
+
+/* A return of function `id` whose entry sp was `sp`: pops its kept frame and every frame above it (those above are
+ * counted stale). Returns the frame's index, or -1 when the call was not kept (counted deep or unmatched). */
+static __always_inline int ss_stack_pop(struct ss_frame_pos *pos, __u32 *depth, __u32 cap, __u64 sp, __u32 id) {
+  __u32 kept = *depth > cap ? cap : *depth;
+  __u32 n = ss_frames_alive(pos, kept, cap, sp, 1);
+  int j = ss_frame_returning(pos, n, cap, sp, id);
+  if (j < 0) { /* not kept: nested below a full stack of kept calls, or its entry was not seen */
+    *depth = n;
+    if (kept > n) ss_count_add(SS_CNT_STALE, kept - n);
+    ss_count(n == cap ? SS_CNT_DEEP : SS_CNT_UNMATCHED);
+    return -1;
+  }
+  *depth = (__u32)j;
+  if (kept > (__u32)j + 1) ss_count_add(SS_CNT_STALE, kept - (__u32)j - 1);
+  return j;
 }
 
 #endif

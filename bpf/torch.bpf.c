@@ -38,21 +38,9 @@ int op_entry(struct pt_regs *ctx) {
     st = bpf_map_lookup_elem(&torch_threads, &tid);
     if (!st) return 0;
   }
-  __u64 sp = PT_REGS_SP(ctx);
-  __u32 kept = st->depth > SS_TORCH_MAX_DEPTH ? SS_TORCH_MAX_DEPTH : st->depth;
-  __u32 d = ss_frames_alive(st->pos, kept, SS_TORCH_MAX_DEPTH, sp, kept && ss_entry_is_tail_call(sp));
-  st->depth = d;
-  if (kept > d) ss_count_add(SS_CNT_STALE, kept - d);
-  if (!ss_return_will_fire()) {
-    ss_count(SS_CNT_NO_RETURN);
-    return 0;
-  }
-  if (d >= SS_TORCH_MAX_DEPTH) return 0; /* deeper than kept: its return says so (SS_CNT_DEEP) */
-  struct ss_frame_pos *p = &st->pos[d & (SS_TORCH_MAX_DEPTH - 1)];
-  p->sp = sp;
-  p->id = (__u32)bpf_get_attach_cookie(ctx);
-  p->flags = 0;
-  st->depth = d + 1;
+  int j = ss_stack_push(st->pos, &st->depth, SS_TORCH_MAX_DEPTH, PT_REGS_SP(ctx), (__u32)bpf_get_attach_cookie(ctx), 0);
+  if (j < 0) return 0;
+  __u32 d = (__u32)j;
   st->start_ns[d & (SS_TORCH_MAX_DEPTH - 1)] = bpf_ktime_get_ns();
   return 0;
 }
@@ -68,19 +56,9 @@ int op_return(struct pt_regs *ctx) {
     return 0;
   }
   __u32 op = (__u32)bpf_get_attach_cookie(ctx);
-  __u64 sp = ss_entry_sp_at_return(ctx);
-  __u32 kept = st->depth > SS_TORCH_MAX_DEPTH ? SS_TORCH_MAX_DEPTH : st->depth;
-  __u32 n = ss_frames_alive(st->pos, kept, SS_TORCH_MAX_DEPTH, sp, 1);
-  int j = ss_frame_returning(st->pos, n, SS_TORCH_MAX_DEPTH, sp, op);
-  if (j < 0) { /* not kept: nested below a full stack of kept operators, or its entry was not seen */
-    st->depth = n;
-    if (kept > n) ss_count_add(SS_CNT_STALE, kept - n);
-    ss_count(n == SS_TORCH_MAX_DEPTH ? SS_CNT_DEEP : SS_CNT_UNMATCHED);
-    return 0;
-  }
+  int j = ss_stack_pop(st->pos, &st->depth, SS_TORCH_MAX_DEPTH, ss_entry_sp_at_return(ctx), op);
+  if (j < 0) return 0;
   __u32 d = (__u32)j;
-  st->depth = d;
-  if (kept > d + 1) ss_count_add(SS_CNT_STALE, kept - d - 1);
   __u64 start = st->start_ns[d & (SS_TORCH_MAX_DEPTH - 1)];
   struct ss_torch_record *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
   if (!r) {
