@@ -144,3 +144,44 @@ TEST(AnalyzeOnlineScorer, FailedFitKeepsServingAndSaysWhy) {
   EXPECT_FALSE(s.observe(t += kSecond, Eigen::RowVector2d(1, 1)).scored);
   EXPECT_FALSE(s.refitting());  // no refit storm: the next try waits for the refit interval
 }
+
+// learn_flagged = false: what the model flags stays out of the horizon, so a repeated fault stays anomalous; by
+// default it joins the horizon, and a second identical burst is no longer above the threshold.
+TEST(AnalyzeOnlineScorer, FlaggedItemsStayOutOfTheHorizonWhenAsked) {
+  auto run = [](bool learn_flagged) {
+    OnlineScorerOptions o;
+    o.horizon_ns = 600 * kSecond;
+    o.refit_interval_ns = 10 * kSecond;
+    o.min_train_items = 100;
+    o.quantile = 0.99;
+    o.detector.method = "zscore";
+    o.learn_flagged = learn_flagged;
+    OnlineAnomalyScorer s(1, o);
+    std::mt19937 rng(4);
+    std::normal_distribution<double> g(0, 1);
+    int64_t t = 0;
+    auto feed = [&](int n, double level) {
+      int flagged = 0;
+      for (int i = 0; i < n; ++i) {
+        flagged += s.observe(t += kSecond, Eigen::RowVectorXd::Constant(1, level + g(rng))).anomaly;
+        s.wait_for_refit();
+      }
+      return flagged;
+    };
+    feed(200, 0);
+    const int first = feed(30, 8);  // a burst
+    feed(60, 0);
+    const int second = feed(30, 8);  // the same burst again, its first one still in the horizon
+    return std::tuple{first, second, s.horizon_items()};
+  };
+  const auto [first_default, second_default, items_default] = run(true);
+  const auto [first_kept_out, second_kept_out, items_kept_out] = run(false);
+  EXPECT_GE(first_default, 5);  // flagged when it starts, then learnt
+  EXPECT_LT(first_default, 30);
+  EXPECT_LT(second_default, 5);
+  EXPECT_EQ(first_kept_out, 30);
+  EXPECT_EQ(second_kept_out, 30);
+  EXPECT_EQ(items_default, 320u);
+  EXPECT_LE(items_kept_out, 320u - 60u);  // both bursts and the few normal items flagged
+  EXPECT_GE(items_kept_out, 320u - 60u - 10u);
+}

@@ -195,3 +195,92 @@ TEST(DetectCli, ConstantTrainingColumnIsAnErrorByDefaultAndScoredWithFloor) {
   EXPECT_NE(run_command(bin() + " detect --method zscore" + files + " --ignore-columns nope", &out), 0);
   EXPECT_NE(out.find("no column 'nope'"), std::string::npos) << out;
 }
+
+namespace {
+
+// 600 rows 0.5 s apart of two features; row 400 a spike in `a`; from row 450 on, `b` 10 sigma higher for good.
+std::string timed_csv(unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> g(0, 1);
+  std::ostringstream s;
+  s << "t0_ns,t1_ns,a,b\n";
+  for (int i = 0; i < 600; ++i) {
+    const double a = i == 400 ? 9.0 : 5 + 0.2 * g(rng);
+    const double b = 100 + 3 * g(rng) + (i >= 450 ? 30 : 0);
+    s << static_cast<int64_t>(i) * 500'000'000 << "," << static_cast<int64_t>(i + 1) * 500'000'000 << "," << a << ","
+      << b << "\n";
+  }
+  return s.str();
+}
+
+struct OnlineRow {
+  bool scored;
+  int anomaly;
+  int model;
+};
+
+std::vector<OnlineRow> read_online_scores(const std::string& path) {
+  std::istringstream in(read_file(path));
+  std::string line;
+  std::getline(in, line);
+  EXPECT_EQ(line, "score,anomaly,model");
+  std::vector<OnlineRow> rows;
+  while (std::getline(in, line)) {
+    const auto c1 = line.find(','), c2 = line.find(',', c1 + 1);
+    OnlineRow r{c1 > 0, std::stoi(line.substr(c1 + 1, c2 - c1 - 1)), std::stoi(line.substr(c2 + 1))};
+    if (r.scored) {
+      EXPECT_TRUE(std::isfinite(std::stod(line.substr(0, c1)))) << line;
+    }
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+}  // namespace
+
+// The engine's online scorer through the CLI: each row is scored by a model of the rows before it (none for the
+// first 64), refits come every 10 s of row time on the last 60 s, a spike is flagged, a lasting shift is flagged
+// when it starts and becomes normal once it fills the horizon; a replay gives the same output every time.
+TEST(DetectCli, OnlineScoresEachRowWithAModelOfItsPast) {
+  TempDir dir;
+  write_file(dir.file("run.csv"), timed_csv(3));
+  const std::string base = bin() + " detect --method gmm --online --time-column t0_ns --ignore-columns t1_ns "
+                                   "--horizon 60 --refit-every 10 --quantile 0.999 --input " + dir.file("run.csv");
+  std::string out;
+  ASSERT_EQ(run_command(base + " --json --output " + dir.file("s1.csv"), &out), 0) << out;
+  const auto j = nlohmann::json::parse(out.substr(out.find('{')));
+  EXPECT_EQ(j["rows"], 600);
+  EXPECT_EQ(j["scored_rows"], 600 - 64);
+  EXPECT_GE(j["refits"].get<int>(), 25);  // 300 s of rows, one refit per 10 s after the first model
+  const auto rows = read_online_scores(dir.file("s1.csv"));
+  ASSERT_EQ(rows.size(), 600u);
+  for (size_t i = 0; i < 64; ++i) EXPECT_FALSE(rows[i].scored) << i;
+  EXPECT_TRUE(rows[64].scored);
+  EXPECT_EQ(rows[64].model, 1);
+  for (size_t i = 65; i < rows.size(); ++i) EXPECT_GE(rows[i].model, rows[i - 1].model) << i;
+  EXPECT_EQ(rows[400].anomaly, 1) << "the spike";
+  EXPECT_EQ(rows[450].anomaly, 1) << "the shift's first row";
+  int late = 0;  // the last 40 rows: the shift has filled the 60 s horizon
+  for (size_t i = 560; i < 600; ++i) late += rows[i].anomaly;
+  EXPECT_LE(late, 4);
+  ASSERT_EQ(run_command(base + " --output " + dir.file("s2.csv"), &out), 0) << out;
+  EXPECT_EQ(read_file(dir.file("s1.csv")), read_file(dir.file("s2.csv")));
+  // --exclude-flagged: the shifted rows never join the horizon, so the shift stays flagged to the end.
+  ASSERT_EQ(run_command(base + " --exclude-flagged --output " + dir.file("s3.csv"), &out), 0) << out;
+  const auto kept_out = read_online_scores(dir.file("s3.csv"));
+  int late_kept_out = 0;
+  for (size_t i = 560; i < 600; ++i) late_kept_out += kept_out[i].anomaly;
+  EXPECT_EQ(late_kept_out, 40);
+
+  // Rows out of time order, and a time column that is not there: clear errors.
+  write_file(dir.file("back.csv"), "t_s,a\n0,1\n2,1.1\n1,0.9\n");
+  EXPECT_NE(run_command(bin() + " detect --method zscore --online --time-column t_s --input " + dir.file("back.csv") +
+                            " --output " + dir.file("o.csv"), &out), 0);
+  EXPECT_NE(out.find("back.csv: row 4: time goes backwards"), std::string::npos) << out;
+  EXPECT_NE(run_command(bin() + " detect --method gmm --online --time-column when --input " + dir.file("back.csv") +
+                            " --output " + dir.file("o.csv"), &out), 0);
+  EXPECT_NE(out.find("no column 'when'"), std::string::npos) << out;
+  EXPECT_NE(run_command(bin() + " detect --method gmm --horizon 5 --input " + dir.file("back.csv") + " --output " +
+                            dir.file("o.csv"), &out), 0);
+  EXPECT_NE(out.find("--horizon requires --online"), std::string::npos) << out;
+}

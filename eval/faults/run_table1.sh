@@ -10,6 +10,8 @@
 #     clean window); the model that scores the test is fitted on the whole clean period. FOLDS=0: fit on the first
 #     70 % and take the quantile of the last 30 % (the first table's rule, with QUANTILE=0.99).
 #   SCALE_FLOOR=F (default 1, with a baseline): every detector standardises by at least F (--min-scale-abs).
+#   ONLINE=1: unsupervised methods run as stackscope's online scorer instead (`detect --online`, horizon HORIZON
+#     s, default 90, refit every REFIT s, default 5; flagged windows left out of later fits unless KEEP_FLAGGED=1).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 S=${1:-build/src/cli/stackscope}; out=${2:-eval/faults/results}; D=${3:-eval/faults/data}; seed=${4:-7}
@@ -37,7 +39,12 @@ for group in gpu nccl; do
   # sigma (SCALE_FLOOR, default 1; 0: the detector's default floor, as in the seed 7 table).
   floor=${SCALE_FLOOR:-1}; floor_args=()
   [[ $baseline != 0 && $floor != 0 ]] && floor_args=(--detect-arg=--min-scale-abs --detect-arg="$floor")
+  online_args=()
+  if [[ ${ONLINE:-0} != 0 ]]; then
+    online_args=(--online --horizon "${HORIZON:-90}" --refit "${REFIT:-5}")
+    [[ ${KEEP_FLAGGED:-0} != 0 ]] && online_args+=(--keep-flagged)
+  fi
   /usr/bin/python3 eval/faults/table1.py --stackscope "$S" --log "$log" "${specs[@]}" --quantile "$quantile" \
-    --folds "$folds" "${floor_args[@]}" \
+    --folds "$folds" "${floor_args[@]}" "${online_args[@]}" \
     --detect-arg=--covariance --detect-arg=diag --out "$out/$group"
 done

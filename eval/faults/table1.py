@@ -134,27 +134,23 @@ def cross_fitted(args, method, names, train, test, tmp, extra):
 
 
 def online(args, method, names, x, t, split, keep, tmp, extra):
-    """The online mode: every --refit seconds the model is refitted on the last --horizon seconds of windows that
-    precede the block (the clean period first), leaving out the windows it flagged itself (no labels involved), with
-    the threshold set on the newest --calibrate share of that horizon. Level shifts that persist become normal once
-    they fill the horizon; short faults stay out of it because they were flagged."""
-    width = float(np.median(t[:, 1] - t[:, 0]))
-    horizon = max(8, int(round(args.horizon * 1e9 / width)))
-    refit = max(1, int(round(args.refit * 1e9 / width)))
-    flagged = np.zeros(len(t), dtype=bool)
-    usable = (split == "train") | (split == "test")
-    test_idx = np.where(split == "test")[0]
-    for b in range(0, len(test_idx), refit):
-        block = test_idx[b:b + refit]
-        past = np.where(usable[:block[0]] & (args.keep_flagged | ~flagged[:block[0]]))[0][-horizon:]
-        n_fit = int(round(len(past) * (1 - args.calibrate)))
-        fit, held = x[past[:n_fit]], x[past[n_fit:]]
-        if len(held) == 0:  # --calibrate 0: the fitted rows' own scores set the threshold
-            held = fit
-        held_scores, _ = detect(args.stackscope, method, names, fit, held, tmp, extra)
-        scores, _ = detect(args.stackscope, method, names, fit, x[block], tmp, extra)
-        flagged[block] = scores > np.quantile(held_scores, args.quantile)
-    return flagged[keep].astype(int)
+    """The online mode, as stackscope runs it (`detect --online`, analyze/online_scorer.h): windows in time order,
+    the clean period first (not scored), each window scored by the model of the --horizon seconds before it,
+    refitted every --refit seconds, the threshold the --quantile of the horizon's own scores; windows the model
+    flagged stay out of later fits unless --keep-flagged (no labels involved either way)."""
+    tr, te, sc = (os.path.join(tmp, n) for n in ("online_train.csv", "online_test.csv", "online_scores.csv"))
+    train, test = split == "train", split == "test"
+    write_csv(tr, ["t0_s"] + names, np.c_[t[train, 0] / 1e9, x[train]])
+    write_csv(te, ["t0_s"] + names, np.c_[t[test, 0] / 1e9, x[test]])
+    cmd = [args.stackscope, "detect", "--method", method, "--online", "--time-column", "t0_s", "--train", tr,
+           "--input", te, "--output", sc, "--horizon", str(args.horizon), "--refit-every", str(args.refit),
+           "--quantile", str(args.quantile)] + ([] if args.keep_flagged else ["--exclude-flagged"]) + extra
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)}: {r.stderr.strip()}")
+    with open(sc) as f:
+        flagged = np.array([int(row["anomaly"]) for row in csv.DictReader(f)])
+    return flagged[keep[test]]
 
 
 def metrics(y, p):
@@ -296,7 +292,10 @@ def main():
             lines.append(f"| {metric} | {ROW_NAMES.get(layer, layer)} ({inf['test']} / {inf['positives']}) | "
                          + " | ".join(cells) + " |")
     with open(os.path.join(args.out, "table1.md"), "w") as f:
-        rule = (f"the {args.quantile} quantile of out-of-fold scores of the clean period ({args.folds} contiguous folds), "
+        rule = (f"online (`detect --online`): the {args.quantile} quantile of the last {args.horizon:g} s of windows' "
+                f"scores, refitted every {args.refit:g} s, flagged windows "
+                f"{'kept in' if args.keep_flagged else 'left out of'} later fits (dbscan: not online)" if args.online else
+                f"the {args.quantile} quantile of out-of-fold scores of the clean period ({args.folds} contiguous folds), "
                 "model fitted on all of it" if args.folds > 1 else
                 f"the {args.quantile} quantile of the scores of the last {args.calibrate:.0%} of the clean period, "
                 "model fitted on the rest" if args.calibrate > 0 else

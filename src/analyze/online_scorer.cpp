@@ -47,6 +47,7 @@ OnlineScore OnlineAnomalyScorer::observe(int64_t t_ns, const Eigen::Ref<const Ei
     out.scored = true;
     out.model_version = m->version;
   }
+  if (out.anomaly && !opt_.learn_flagged) return out;  // kept out of the horizon (and of refit timing)
   open_.t.push_back(t_ns);
   open_.values.insert(open_.values.end(), features.data(), features.data() + dims_);
   if (open_.t.size() == kChunkRows) {

@@ -27,6 +27,11 @@ struct OnlineScorerOptions {
   double quantile = 0.99;                      // anomaly threshold: this quantile of the training scores...
   double delta = 0;                            // ...or, for gmm when > 0, eACGM's density threshold
   DetectorConfig detector;                     // what to fit (default: gmm, K by BIC)
+  // Whether an item the current model flags joins the horizon. Yes (eACGM's "recent data"): a lasting change
+  // becomes normal once it fills the horizon, but so does a fault class once one episode of it is in there (the
+  // threshold, a quantile of the horizon's scores, rises to it). No: faults stay out of every fit, but so does a
+  // lasting change, which stays flagged until it ends.
+  bool learn_flagged = true;
   // Overrides `detector` when set (tests, custom detectors).
   std::function<std::unique_ptr<AnomalyDetector>()> make_detector;
 };

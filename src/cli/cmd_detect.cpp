@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analyze/detector_factory.h"
+#include "analyze/online_scorer.h"
 #include "analyze/thresholds.h"
 #include "cli/registry.h"
 #include "store/numeric_csv.h"
@@ -30,6 +31,13 @@ struct DetectCliOptions {
   analyze::ScaleFloor floor{.relative = 1e-3, .absolute = 1e-3};
   std::vector<std::string> ignore_columns;
   bool json = false;
+  // --online: the engine's online scorer (analyze/online_scorer.h) replayed over the rows in time order.
+  bool online = false;
+  std::string time_column;   // nanoseconds when its name ends in _ns, else seconds; none: --row-interval
+  double row_interval_s = 1;
+  double horizon_s = 3600, refit_every_s = 60;
+  size_t min_train_rows = 64;
+  bool exclude_flagged = false;
 };
 
 Eigen::MatrixXd to_matrix(const NumericTable& t) {
@@ -113,6 +121,140 @@ nlohmann::json model_summary(const analyze::AnomalyDetector& d) {
   return j;
 }
 
+// Each row's time in ns: from --time-column (then dropped from the features), else row index x --row-interval.
+// Throws when the times go backwards, naming the row.
+std::vector<int64_t> row_times(NumericTable& t, const DetectCliOptions& opt, const std::string& path,
+                               int64_t first_index) {
+  std::vector<int64_t> times(t.rows());
+  if (opt.time_column.empty()) {
+    for (size_t r = 0; r < t.rows(); ++r)
+      times[r] = static_cast<int64_t>(std::llround(static_cast<double>(first_index + static_cast<int64_t>(r)) *
+                                                   opt.row_interval_s * 1e9));
+    return times;
+  }
+  const auto it = std::find(t.columns.begin(), t.columns.end(), opt.time_column);
+  if (it == t.columns.end())
+    throw std::invalid_argument(fmt::format("--time-column: {} has no column '{}'", path, opt.time_column));
+  const size_t c = static_cast<size_t>(it - t.columns.begin());
+  const bool ns = opt.time_column.size() > 3 && opt.time_column.ends_with("_ns");
+  for (size_t r = 0; r < t.rows(); ++r) {
+    const double v = t.values[r * t.columns.size() + c] * (ns ? 1.0 : 1e9);
+    if (!std::isfinite(v) || std::abs(v) > 9e18)
+      throw std::invalid_argument(fmt::format("{}: row {}: time {} is not a usable time", path, r + 2, opt.time_column));
+    times[r] = static_cast<int64_t>(std::llround(v));
+  }
+  t = without_columns(t, {opt.time_column}, path);
+  return times;
+}
+
+// --online: the rows go through OnlineAnomalyScorer in time order (--train's rows first, to warm the horizon up,
+// their scores not written). Each row is scored by the model of the rows before it; a refit is started once the
+// newest row is --refit-every past the last one and fits the last --horizon. A replay waits for each refit to
+// finish before the next row, so its output does not depend on the machine's speed (live, scoring never waits).
+int run_detect_online(DetectCliOptions& opt) {
+  if (!(opt.horizon_s > 0) || !(opt.refit_every_s > 0) || !(opt.row_interval_s > 0))
+    throw std::invalid_argument("--horizon, --refit-every and --row-interval must be > 0");
+  if (opt.config.method == "dbscan")
+    throw std::invalid_argument("--online: dbscan has no training-score quantile to threshold by; use another method");
+  NumericTable test = without_columns(read_numeric_csv(opt.input), opt.ignore_columns, opt.input);
+  std::optional<NumericTable> train;
+  std::vector<int64_t> train_t;
+  if (!opt.train.empty()) {
+    train = without_columns(read_numeric_csv(opt.train), opt.ignore_columns, opt.train);
+    train_t = row_times(*train, opt, opt.train, 0);
+  }
+  const std::vector<int64_t> test_t =
+      row_times(test, opt, opt.input, train ? static_cast<int64_t>(train->rows()) : 0);
+  if (train && train->columns != test.columns)
+    throw std::invalid_argument(fmt::format("{} and {} have different columns ({} vs {})", opt.train, opt.input,
+                                            describe_columns(train->columns), describe_columns(test.columns)));
+
+  analyze::OnlineScorerOptions so;
+  so.horizon_ns = static_cast<int64_t>(opt.horizon_s * 1e9);
+  so.refit_interval_ns = static_cast<int64_t>(opt.refit_every_s * 1e9);
+  so.min_train_items = opt.min_train_rows;
+  so.quantile = opt.quantile.value_or(0.99);
+  so.delta = opt.delta.value_or(0);
+  so.detector = opt.config;
+  so.learn_flagged = !opt.exclude_flagged;
+  analyze::OnlineAnomalyScorer scorer(static_cast<Eigen::Index>(test.columns.size()), so);
+
+  int64_t last_t = INT64_MIN;
+  auto feed = [&](const NumericTable& t, const std::vector<int64_t>& times, const std::string& path, auto&& on_score) {
+    const auto x = to_matrix(t);
+    for (Eigen::Index r = 0; r < x.rows(); ++r) {
+      const auto i = static_cast<size_t>(r);
+      if (times[i] < last_t)
+        throw std::invalid_argument(fmt::format("{}: row {}: time goes backwards (--online needs rows in time order)",
+                                                path, i + 2));
+      last_t = times[i];
+      analyze::OnlineScore sc;
+      try {
+        sc = scorer.observe(times[i], x.row(r));
+      } catch (const DetectorInputError& e) {
+        throw std::invalid_argument(fmt::format("{}: row {}: {} (columns: {})", path, i + 2, e.what(),
+                                                describe_columns(t.columns)));
+      }
+      if (scorer.refitting()) scorer.wait_for_refit();
+      on_score(sc);
+    }
+  };
+  if (train) feed(*train, train_t, opt.train, [](const analyze::OnlineScore&) {});
+
+  std::ofstream out(opt.output, std::ios::binary);
+  if (!out) throw std::runtime_error("cannot write " + opt.output);
+  out << "score,anomaly,model\n";
+  size_t anomalies = 0, scored = 0;
+  feed(test, test_t, opt.input, [&](const analyze::OnlineScore& sc) {
+    if (sc.scored && !std::isfinite(sc.score))
+      throw std::runtime_error(opt.config.method + " produced a non-finite score");  // never write NaN
+    scored += sc.scored;
+    anomalies += sc.anomaly;
+    if (sc.scored)
+      out << fmt::format("{},{},{}\n", sc.score, sc.anomaly ? 1 : 0, sc.model_version);
+    else
+      out << ",0,0\n";  // no model yet: not scored
+  });
+  out.close();
+  if (!out) throw std::runtime_error("write failed: " + opt.output);
+
+  const std::string rule =
+      opt.delta ? fmt::format("density under the most likely component < delta {}", *opt.delta)
+                : fmt::format("score above the {} quantile of the horizon's own scores", so.quantile);
+  const auto model = scorer.model();
+  if (opt.json) {
+    nlohmann::json j{{"method", opt.config.method},
+                     {"online", true},
+                     {"input", opt.input},
+                     {"rows", test.rows()},
+                     {"scored_rows", scored},
+                     {"anomalies", anomalies},
+                     {"refits", scorer.refits()},
+                     {"horizon_s", opt.horizon_s},
+                     {"refit_every_s", opt.refit_every_s},
+                     {"exclude_flagged", opt.exclude_flagged},
+                     {"threshold_rule", rule},
+                     {"last_refit_error", scorer.last_error()},
+                     {"columns", test.columns}};
+    if (model)
+      j["last_model"] = {{"version", model->version},
+                         {"threshold", model->threshold},
+                         {"trained_rows", model->trained_items},
+                         {"model", model_summary(*model->detector)}};
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::cout << fmt::format("{} online: {} of {} rows anomalous, {} scored ({} refits; {}) -> {}\n",
+                             opt.config.method, anomalies, test.rows(), scored, scorer.refits(), rule, opt.output);
+  }
+  if (!scorer.last_error().empty())
+    std::fprintf(stderr, "stackscope detect: the last refit failed (the model before it stayed in service): %s\n",
+                 scorer.last_error().c_str());
+  if (scored == 0)
+    std::fprintf(stderr, "stackscope detect: no row was scored: fewer than %zu rows came before the last one, or every "
+                 "fit failed\n", opt.min_train_rows);
+  return 0;
+}
+
 int run_detect(DetectCliOptions& opt) {
   auto& cfg = opt.config;
   cfg.gmm.covariance = *analyze::parse_covariance_type(opt.covariance);
@@ -130,6 +272,7 @@ int run_detect(DetectCliOptions& opt) {
   cfg.gmm.standardize = true;
   cfg.gmm.floor = cfg.kmeans.floor = cfg.dbscan.floor = cfg.pca.floor = cfg.zscore.floor = cfg.iforest.floor =
       opt.floor;
+  if (opt.online) return run_detect_online(opt);
 
   const NumericTable test = without_columns(read_numeric_csv(opt.input), opt.ignore_columns, opt.input);
   std::optional<NumericTable> train;
@@ -274,6 +417,28 @@ RegisterCommand reg("detect", 35, [](CLI::App& app, int& exit_code) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--ignore-columns", opt->ignore_columns, "Columns to leave out, e.g. t0_ns,t1_ns")->delimiter(',');
   cmd->add_flag("--json", opt->json, "Print a JSON summary (rows, anomalies, threshold, model parameters)");
+  auto* online = cmd->add_flag("--online", opt->online,
+                               "Online mode: rows in time order, each scored by a model of the rows before it, refitted "
+                               "every --refit-every on the last --horizon (--train's rows, if given, come first and "
+                               "are not written). Output columns: score (empty before the first model), anomaly, model "
+                               "(its version, 0: none)");
+  cmd->add_option("--time-column", opt->time_column,
+                  "--online: the column holding each row's time (nanoseconds when its name ends in _ns, e.g. t0_ns "
+                  "of `stackscope features`; else seconds); it is not a feature. Default: rows --row-interval apart")
+      ->needs(online);
+  cmd->add_option("--row-interval", opt->row_interval_s, "--online without --time-column: seconds between rows (default 1)")
+      ->needs(online);
+  cmd->add_option("--horizon", opt->horizon_s, "--online: seconds of past rows each fit uses (default 3600)")
+      ->needs(online);
+  cmd->add_option("--refit-every", opt->refit_every_s, "--online: seconds between refits (default 60)")->needs(online);
+  cmd->add_flag("--exclude-flagged", opt->exclude_flagged,
+                "--online: rows the model flags stay out of later fits (a fault does not become normal; nor does a "
+                "lasting change, which stays flagged until it ends). Default: every row joins the horizon")
+      ->needs(online);
+  cmd->add_option("--min-train-rows", opt->min_train_rows,
+                  "--online: rows the horizon must hold before the first model (default 64)")
+      ->check(CLI::PositiveNumber)
+      ->needs(online);
   cmd->footer(
       "Scores: gmm -log density under the most likely component (eACGM Algorithm 2); kmeans distance to the\n"
       "nearest centre; iforest 2^(-mean path/c(n)); dbscan distance to the nearest core point / eps; zscore\n"
@@ -287,7 +452,10 @@ RegisterCommand reg("detect", 35, [](CLI::App& app, int& exit_code) {
       "  stackscope detect --method gmm --train normal.csv --input test.csv --output scores.csv --delta 1e-4\n"
       "  stackscope detect --method iforest --input data.csv --output scores.csv --quantile 0.99 --json\n"
       "  stackscope detect --method gmm --train clean.csv --input run.csv --output s.csv --ignore-columns t0_ns,t1_ns \\\n"
-      "      --constant-columns floor --min-scale-abs 0.01");
+      "      --constant-columns floor --min-scale-abs 0.01\n"
+      "  stackscope detect --method gmm --online --time-column t0_ns --ignore-columns t1_ns --horizon 600 \\\n"
+      "      --refit-every 30 --input cuda.csv --output s.csv\n"
+      "Online mode keeps a column that is constant within a horizon at the scale floor (as --constant-columns floor).");
   cmd->callback([opt, &exit_code] {
     try {
       exit_code = run_detect(*opt);
