@@ -122,14 +122,17 @@ nlohmann::json model_summary(const analyze::AnomalyDetector& d) {
 }
 
 // Each row's time in ns: from --time-column (then dropped from the features), else row index x --row-interval.
-// Throws when the times go backwards, naming the row.
+// Throws for a time that is not finite or out of int64 nanoseconds, naming the row.
 std::vector<int64_t> row_times(NumericTable& t, const DetectCliOptions& opt, const std::string& path,
                                int64_t first_index) {
   std::vector<int64_t> times(t.rows());
   if (opt.time_column.empty()) {
-    for (size_t r = 0; r < t.rows(); ++r)
-      times[r] = static_cast<int64_t>(std::llround(static_cast<double>(first_index + static_cast<int64_t>(r)) *
-                                                   opt.row_interval_s * 1e9));
+    for (size_t r = 0; r < t.rows(); ++r) {
+      const double v = static_cast<double>(first_index + static_cast<int64_t>(r)) * opt.row_interval_s * 1e9;
+      if (v > 9e18)
+        throw std::invalid_argument(fmt::format("{}: row {}: --row-interval puts it past int64 nanoseconds", path, r + 2));
+      times[r] = static_cast<int64_t>(std::llround(v));
+    }
     return times;
   }
   const auto it = std::find(t.columns.begin(), t.columns.end(), opt.time_column);
@@ -152,8 +155,10 @@ std::vector<int64_t> row_times(NumericTable& t, const DetectCliOptions& opt, con
 // newest row is --refit-every past the last one and fits the last --horizon. A replay waits for each refit to
 // finish before the next row, so its output does not depend on the machine's speed (live, scoring never waits).
 int run_detect_online(DetectCliOptions& opt) {
-  if (!(opt.horizon_s > 0) || !(opt.refit_every_s > 0) || !(opt.row_interval_s > 0))
-    throw std::invalid_argument("--horizon, --refit-every and --row-interval must be > 0");
+  constexpr double kMaxSeconds = 1e9;  // ~31 years: keeps every duration well inside int64 nanoseconds
+  for (double v : {opt.horizon_s, opt.refit_every_s, opt.row_interval_s})
+    if (!(v > 0 && v <= kMaxSeconds))
+      throw std::invalid_argument("--horizon, --refit-every and --row-interval must be > 0 and at most 1e9 seconds");
   if (opt.config.method == "dbscan")
     throw std::invalid_argument("--online: dbscan has no training-score quantile to threshold by; use another method");
   NumericTable test = without_columns(read_numeric_csv(opt.input), opt.ignore_columns, opt.input);
