@@ -222,6 +222,12 @@ TEST(FeaturesCli, BadInputIsAClearError) {
   EXPECT_NE(out.find("--window"), std::string::npos) << out;
   EXPECT_NE(run(dir.file("junk.sdb") + " --layer cuda", &out), 0);
   EXPECT_NE(out.find("junk.sdb"), std::string::npos) << out;
+  // A features CSV as input: options that only shape a recording's table are refused, not ignored.
+  ASSERT_EQ(run_command(bin() + " features " + dir.file("r.sdb") + " --layer cuda -o " + dir.file("f.csv"), &out), 0)
+      << out;
+  EXPECT_NE(run(dir.file("f.csv") + " --window 2 --target-pid 7", &out), 0);
+  EXPECT_NE(out.find("is a features CSV: --window, --target-pid apply only to a recording"), std::string::npos) << out;
+  EXPECT_EQ(run(dir.file("f.csv") + " --baseline 2", &out), 0) << out;
   EXPECT_EQ(out.find("Segmentation"), std::string::npos);
   ASSERT_EQ(run_command(bin() + " features --help", &out), 0);
   for (const char* opt : {"--layer", "--window", "--names", "--target-pid", "--json", "median latency"})

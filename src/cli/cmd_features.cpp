@@ -2,12 +2,14 @@
 // (analyze/window_layer_features.h), the input of `stackscope detect` in the Table I benchmark; optionally
 // conformed to another table's columns or turned into departures from the job's own recent baseline
 // (analyze/window_feature_transforms.h), also for a features CSV written earlier.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "analyze/window_feature_transforms.h"
@@ -27,6 +29,7 @@ struct FeaturesCliOptions {
   size_t names = 12;
   std::vector<uint32_t> target_pids;
   bool json = false;
+  std::vector<std::string> recording_only_given;  // options that build a table from a recording, as given
 };
 
 const std::vector<std::string> kCallLayers{"cuda", "torch", "python", "nccl", "kernel"};
@@ -83,6 +86,11 @@ analyze::WindowFeatureTable recording_table(const FeaturesCliOptions& opt) {
 int run_features(const FeaturesCliOptions& opt) {
   analyze::WindowFeatureTable table;
   if (is_features_csv(opt.recording)) {
+    // Its windows, names and columns are fixed already: say so rather than ignore what was asked.
+    if (!opt.recording_only_given.empty())
+      throw std::invalid_argument(fmt::format("{} is a features CSV: {} apply only to a recording (a CSV input takes "
+                                              "--like and --baseline)",
+                                              opt.recording, fmt::join(opt.recording_only_given, ", ")));
     const NumericTable t = read_numeric_csv(opt.recording);
     table = analyze::window_table_from_columns(t.columns, t.values, opt.recording);
   } else {
@@ -152,11 +160,21 @@ RegisterCommand reg("features", 33, [](CLI::App& app, int& exit_code) {
                   "cuda | torch | python | nccl | kernel (events); nvml | host (series); required for a recording")
       ->check(CLI::IsMember(layers));
   cmd->add_option("-o,--output", opt->output, "CSV to write: t0_ns,t1_ns, then the features")->required();
-  cmd->add_option("--window", opt->window_s, "Window length in seconds (default 1.0)")->check(CLI::PositiveNumber);
+  auto given = [opt](const char* name) {
+    return [opt, name](const std::string&) {
+      if (std::find(opt->recording_only_given.begin(), opt->recording_only_given.end(), name) ==
+          opt->recording_only_given.end())
+        opt->recording_only_given.push_back(name);
+    };
+  };
+  cmd->add_option("--window", opt->window_s, "Window length in seconds (default 1.0)")
+      ->check(CLI::PositiveNumber)
+      ->each(given("--window"));
   cmd->add_option("--names", opt->names,
                   "Event layers: columns for the N most frequent event names (default 12; cuda also always gets "
                   "its sync and memory calls when present)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::PositiveNumber)
+      ->each(given("--names"));
   cmd->add_option("--like", opt->like,
                   "A features CSV of another recording: write exactly its columns (what this recording lacks: 0 "
                   "for counts, bytes and busy time, else that CSV's median), to train on one and score the other")
@@ -174,7 +192,8 @@ RegisterCommand reg("features", 33, [](CLI::App& app, int& exit_code) {
                   "least 1 % of its level and 0.01")
       ->check(CLI::IsMember({"none", "mad"}));
   cmd->add_option("--target-pid", opt->target_pids,
-                  "nvml: the traced process(es), besides the recording's own pid, for the other_procs columns");
+                  "nvml: the traced process(es), besides the recording's own pid, for the other_procs columns")
+      ->each(given("--target-pid"));
   cmd->add_flag("--json", opt->json, "Print a JSON summary (columns, subjects, filled windows per column)");
   cmd->footer(
       "Windows: back to back from the recording's first event or sample; a trailing partial window is dropped;\n"
