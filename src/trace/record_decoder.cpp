@@ -12,6 +12,18 @@ namespace {
 
 std::string bounded(const char* s, size_t cap) { return std::string(s, strnlen(s, cap)); }
 
+// The part every BPF record kind has: who ran it, and when.
+template <class Record>
+Event timed_event(Layer layer, const Record& r) {
+  Event e;
+  e.layer = layer;
+  e.pid = r.pid;
+  e.tid = r.tid;
+  e.start_ns = static_cast<int64_t>(r.start_ns);
+  e.duration_ns = static_cast<int64_t>(r.duration_ns);
+  return e;
+}
+
 }  // namespace
 
 RecordDecoder::RecordDecoder(std::vector<CallSpec> specs, KernelNamer kernel_name)
@@ -20,12 +32,7 @@ RecordDecoder::RecordDecoder(std::vector<CallSpec> specs, KernelNamer kernel_nam
 std::optional<Event> RecordDecoder::decode_call(const ss_call_record& r) {
   if (r.call_id >= specs_.size()) return std::nullopt;
   const CallSpec& spec = specs_[r.call_id];
-  Event e;
-  e.layer = spec.layer;
-  e.pid = r.pid;
-  e.tid = r.tid;
-  e.start_ns = static_cast<int64_t>(r.start_ns);
-  e.duration_ns = static_cast<int64_t>(r.duration_ns);
+  Event e = timed_event(spec.layer, r);
   e.name = spec.name;
   if (spec.host_enqueue) e.flags |= kEventHostEnqueue;
   int64_t count = -1, dtype = -1, comm = 0;
@@ -122,24 +129,14 @@ std::optional<Event> RecordDecoder::decode_call(const ss_call_record& r) {
 }
 
 Event RecordDecoder::decode_torch(const ss_torch_record& r, std::string name) const {
-  Event e;
-  e.layer = Layer::torch;
-  e.pid = r.pid;
-  e.tid = r.tid;
-  e.start_ns = static_cast<int64_t>(r.start_ns);
-  e.duration_ns = static_cast<int64_t>(r.duration_ns);
+  Event e = timed_event(Layer::torch, r);
   e.name = std::move(name);
   e.args.push_back({"depth", static_cast<int64_t>(r.depth)});
   return e;
 }
 
 Event RecordDecoder::decode_python(const ss_python_record& r) const {
-  Event e;
-  e.layer = Layer::python;
-  e.pid = r.pid;
-  e.tid = r.tid;
-  e.start_ns = static_cast<int64_t>(r.start_ns);
-  e.duration_ns = static_cast<int64_t>(r.duration_ns);
+  Event e = timed_event(Layer::python, r);
   e.name = bounded(r.func, sizeof r.func);
   if (r.flags & SS_PY_NO_ENTRY) e.flags |= kEventInstant;  // seen returning only: no duration
   e.args.push_back({"file", bounded(r.file, sizeof r.file)});
@@ -158,12 +155,7 @@ void RecordDecoder::note_pycode(const ss_pycode_record& r) {
 // first, ';'-separated qualified names; "..." first when its outermost frames are missing), frames, sample
 // ("cpu"|"off-cpu").
 Event RecordDecoder::decode_pystack(const ss_pystack_record& r) const {
-  Event e;
-  e.layer = Layer::python;
-  e.pid = r.pid;
-  e.tid = r.tid;
-  e.start_ns = static_cast<int64_t>(r.start_ns);
-  e.duration_ns = static_cast<int64_t>(r.duration_ns);
+  Event e = timed_event(Layer::python, r);
   const uint32_t depth = std::min<uint32_t>(r.depth, SS_PYSTACK_DEPTH);
   auto code_of = [&](uint64_t code) -> const PyCode* {
     auto it = pycodes_.find({r.pid, code});
