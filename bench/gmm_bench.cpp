@@ -15,10 +15,10 @@
 #include <random>
 #include <string>
 
-#include "analyze/em_fitter.h"
-#include "analyze/gmm_detector.h"
-#include "analyze/gmm_kernels.h"
-#include "analyze/isolation_forest.h"
+#include "analyze/detectors/em_fitter.h"
+#include "analyze/detectors/gmm_detector.h"
+#include "analyze/detectors/gmm_kernels.h"
+#include "analyze/detectors/isolation_forest.h"
 
 using namespace stackscope::analyze;
 

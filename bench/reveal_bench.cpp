@@ -7,11 +7,11 @@
 
 #include <random>
 
-#include "analyze/isolation_forest.h"
-#include "analyze/pca_mahalanobis.h"
-#include "analyze/reveal_ensemble.h"
-#include "analyze/window_features.h"
-#include "analyze/zscore.h"
+#include "analyze/detectors/isolation_forest.h"
+#include "analyze/detectors/pca_mahalanobis.h"
+#include "analyze/reveal/reveal_ensemble.h"
+#include "analyze/reveal/window_features.h"
+#include "analyze/detectors/zscore.h"
 
 using namespace stackscope::analyze;
 

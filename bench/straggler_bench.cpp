@@ -3,8 +3,8 @@
 // three-stage analysis of simulated timelines is timed too (4,096 workers x 10 steps, ~18 operations each).
 #include <benchmark/benchmark.h>
 
-#include "analyze/straggler.h"
-#include "analyze/straggler_sim.h"
+#include "analyze/stragglers/straggler.h"
+#include "analyze/stragglers/straggler_sim.h"
 
 using namespace stackscope::analyze;
 

@@ -11,7 +11,7 @@ PKGS=(
   libprotobuf-dev protobuf-compiler                                 # Perfetto traces
   libgtest-dev libgmock-dev libbenchmark-dev                        # tests and benchmarks
   python3 python3-torch python3-numpy python3-sklearn python3-xgboost python3-matplotlib             # real CPU workloads and peers (Debian's, not PyPI)
-  procps util-linux
+  procps util-linux ccache
   chromium                                                          # headless render check of the HTML reports
 )
 missing=()

@@ -9,11 +9,11 @@
 #include <set>
 #include <vector>
 
-#include "analyze/classification_metrics.h"
-#include "analyze/isolation_forest.h"
-#include "analyze/pca_mahalanobis.h"
-#include "analyze/thresholds.h"
-#include "analyze/zscore.h"
+#include "analyze/metrics/classification_metrics.h"
+#include "analyze/detectors/isolation_forest.h"
+#include "analyze/detectors/pca_mahalanobis.h"
+#include "analyze/detectors/thresholds.h"
+#include "analyze/detectors/zscore.h"
 
 using namespace stackscope::analyze;
 

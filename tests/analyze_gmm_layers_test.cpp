@@ -6,7 +6,7 @@
 #include <random>
 #include <set>
 
-#include "analyze/layer_features.h"
+#include "analyze/features/layer_features.h"
 #include "store/recording_reader.h"
 #include "store/recording_writer.h"
 #include "test_util.h"

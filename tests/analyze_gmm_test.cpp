@@ -7,11 +7,11 @@
 #include <random>
 #include <set>
 
-#include "analyze/dbscan.h"
-#include "analyze/em_fitter.h"
-#include "analyze/gmm_detector.h"
-#include "analyze/kmeans.h"
-#include "analyze/thresholds.h"
+#include "analyze/detectors/dbscan.h"
+#include "analyze/detectors/em_fitter.h"
+#include "analyze/detectors/gmm_detector.h"
+#include "analyze/detectors/kmeans.h"
+#include "analyze/detectors/thresholds.h"
 
 using namespace stackscope::analyze;
 

@@ -5,8 +5,8 @@
 #include <mutex>
 #include <random>
 
-#include "analyze/online_scorer.h"
-#include "analyze/zscore.h"
+#include "analyze/detectors/online_scorer.h"
+#include "analyze/detectors/zscore.h"
 
 using namespace stackscope::analyze;
 

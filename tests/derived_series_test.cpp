@@ -1,5 +1,5 @@
 // Derived metrics (Reveal Appendix B) on synthetic series whose answers are known.
-#include "analyze/derived_series.h"
+#include "analyze/features/derived_series.h"
 
 #include <gtest/gtest.h>
 

@@ -17,7 +17,7 @@
 
 #include <gtest/gtest.h>
 
-#include "analyze/window_layer_features.h"
+#include "analyze/features/window_layer_features.h"
 #include "events.h"
 #include "memory_sink.h"
 #include "subject_process.h"

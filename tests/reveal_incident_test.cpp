@@ -4,9 +4,9 @@
 
 #include <random>
 
-#include "analyze/attribution.h"
-#include "analyze/reveal_pipeline.h"
-#include "analyze/reveal_recording.h"
+#include "analyze/reveal/attribution.h"
+#include "analyze/reveal/reveal_pipeline.h"
+#include "analyze/reveal/reveal_recording.h"
 
 using namespace stackscope;
 using namespace stackscope::analyze;

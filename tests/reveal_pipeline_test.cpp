@@ -4,13 +4,13 @@
 #include <cmath>
 #include <random>
 
-#include "analyze/attribution.h"
-#include "analyze/metric_pruning.h"
-#include "analyze/nab_score.h"
-#include "analyze/reveal_ensemble.h"
-#include "analyze/window_agreement.h"
-#include "analyze/window_features.h"
-#include "analyze/windows.h"
+#include "analyze/reveal/attribution.h"
+#include "analyze/reveal/metric_pruning.h"
+#include "analyze/metrics/nab_score.h"
+#include "analyze/reveal/reveal_ensemble.h"
+#include "analyze/reveal/window_agreement.h"
+#include "analyze/reveal/window_features.h"
+#include "analyze/reveal/windows.h"
 
 using namespace stackscope;
 using namespace stackscope::analyze;

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "analyze/straggler.h"
+#include "analyze/stragglers/straggler.h"
 #include "store/kineto_trace_reader.h"
 #include <cstdlib>
 

@@ -6,10 +6,10 @@
 #include <map>
 #include <random>
 
-#include "analyze/adaptive_tracing.h"
-#include "analyze/straggler.h"
-#include "analyze/straggler_eval.h"
-#include "analyze/straggler_sim.h"
+#include "analyze/stragglers/adaptive_tracing.h"
+#include "analyze/stragglers/straggler.h"
+#include "analyze/stragglers/straggler_eval.h"
+#include "analyze/stragglers/straggler_sim.h"
 
 using namespace stackscope;
 using namespace stackscope::analyze;

@@ -7,9 +7,9 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "analyze/feature_scaling.h"
-#include "analyze/gmm_detector.h"
-#include "analyze/zscore.h"
+#include "analyze/detectors/feature_scaling.h"
+#include "analyze/detectors/gmm_detector.h"
+#include "analyze/detectors/zscore.h"
 #include "store/recording_writer.h"
 #include "test_util.h"
 

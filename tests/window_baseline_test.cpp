@@ -6,7 +6,7 @@
 #include <cmath>
 #include <string>
 
-#include "analyze/window_feature_transforms.h"
+#include "analyze/features/window_feature_transforms.h"
 #include "store/numeric_csv.h"
 #include "test_util.h"
 

@@ -15,10 +15,10 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "analyze/classification_metrics.h"
-#include "analyze/nab_score.h"
-#include "analyze/reveal_ensemble.h"
-#include "analyze/window_features.h"
+#include "analyze/metrics/classification_metrics.h"
+#include "analyze/metrics/nab_score.h"
+#include "analyze/reveal/reveal_ensemble.h"
+#include "analyze/reveal/window_features.h"
 #include "store/series_csv.h"
 #include "windowed_gaussian.h"
 

@@ -7,9 +7,9 @@
 #include <cmath>
 #include <set>
 
-#include "analyze/gmm_detector.h"
-#include "analyze/layer_features.h"
-#include "analyze/thresholds.h"
+#include "analyze/detectors/gmm_detector.h"
+#include "analyze/features/layer_features.h"
+#include "analyze/detectors/thresholds.h"
 #include "cli/analyze.h"
 #include "store/recording_reader.h"
 

@@ -15,8 +15,8 @@
 
 #include <fmt/format.h>
 
-#include "analyze/metric_pruning.h"
-#include "analyze/reveal_recording.h"
+#include "analyze/reveal/metric_pruning.h"
+#include "analyze/reveal/reveal_recording.h"
 #include "cli/analyze.h"
 #include "store/errors.h"
 #include "store/recording_reader.h"

@@ -10,9 +10,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "analyze/detector_factory.h"
-#include "analyze/online_scorer.h"
-#include "analyze/thresholds.h"
+#include "analyze/detectors/detector_factory.h"
+#include "analyze/detectors/online_scorer.h"
+#include "analyze/detectors/thresholds.h"
 #include "cli/registry.h"
 #include "store/numeric_csv.h"
 

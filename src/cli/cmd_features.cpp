@@ -12,8 +12,8 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
-#include "analyze/window_feature_transforms.h"
-#include "analyze/window_layer_features.h"
+#include "analyze/features/window_feature_transforms.h"
+#include "analyze/features/window_layer_features.h"
 #include "cli/registry.h"
 #include "store/numeric_csv.h"
 #include "store/recording_reader.h"

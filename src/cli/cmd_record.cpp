@@ -20,7 +20,7 @@
 
 #include "cli/collectors.h"
 #include "cli/registry.h"
-#include "analyze/windows.h"
+#include "analyze/reveal/windows.h"
 #include "model/clock.h"
 #include "model/process.h"
 #include "sample/host_info.h"

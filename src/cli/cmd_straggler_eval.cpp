@@ -4,7 +4,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "analyze/straggler_eval.h"
+#include "analyze/stragglers/straggler_eval.h"
 #include "cli/registry.h"
 
 namespace stackscope::cli {

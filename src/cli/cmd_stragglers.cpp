@@ -6,7 +6,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "analyze/straggler.h"
+#include "analyze/stragglers/straggler.h"
 #include "cli/registry.h"
 #include "export/straggler_html.h"
 #include "store/kineto_trace_reader.h"

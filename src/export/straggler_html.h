@@ -5,7 +5,7 @@
 #pragma once
 #include <string>
 
-#include "analyze/straggler.h"
+#include "analyze/stragglers/straggler.h"
 
 namespace stackscope {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "analyze/derived_series.h"
+#include "analyze/features/derived_series.h"
 #include "model/event.h"
 #include "model/series.h"
 #include "store/recording_reader.h"

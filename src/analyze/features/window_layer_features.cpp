@@ -1,0 +1,435 @@
+#include "analyze/features/window_layer_features.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+#include "analyze/detectors/thresholds.h"
+
+namespace stackscope::analyze {
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+double log10_at_least_1(double v) { return std::log10(std::max(v, 1.0)); }
+
+// Column names go into a CSV header: no separators, quotes or line breaks.
+std::string column_safe(std::string s) {
+  for (char& c : s)
+    if (c == ',' || c == '"' || c == '\n' || c == '\r' || c == ' ' || c == '\t') c = '_';
+  return s;
+}
+
+double median_of(std::vector<double> v) { return threshold_at_quantile(std::span<const double>(v), 0.5); }
+
+// One column being built: values per window, NaN where the window had no data yet.
+struct ColumnBuilder {
+  std::string name;
+  std::vector<double> values;
+};
+
+WindowFeatureTable assemble(const WindowGrid& grid, std::vector<ColumnBuilder> cols, std::vector<size_t> filled,
+                            std::vector<std::string> subjects) {
+  WindowFeatureTable t;
+  t.grid = grid;
+  t.values.resize(static_cast<Eigen::Index>(grid.count), static_cast<Eigen::Index>(cols.size()));
+  for (size_t c = 0; c < cols.size(); ++c) {
+    t.columns.push_back(column_safe(cols[c].name));
+    for (size_t w = 0; w < grid.count; ++w)
+      t.values(static_cast<Eigen::Index>(w), static_cast<Eigen::Index>(c)) = cols[c].values[w];
+  }
+  t.filled = std::move(filled);
+  t.subjects = std::move(subjects);
+  return t;
+}
+
+// Windows without a value of their own take the previous window's (the first value before the first one).
+// Returns how many were filled; a column with no value at all stays NaN (the caller leaves it out).
+size_t carry_forward(std::vector<double>& v) {
+  auto first = std::find_if(v.begin(), v.end(), [](double x) { return !std::isnan(x); });
+  if (first == v.end()) return 0;
+  size_t filled = 0;
+  double last = *first;
+  for (double& x : v) {
+    if (std::isnan(x)) {
+      x = last;
+      ++filled;
+    } else {
+      last = x;
+    }
+  }
+  return filled;
+}
+
+}  // namespace
+
+std::optional<size_t> WindowGrid::index_of(int64_t t_ns) const {
+  if (width_ns <= 0 || t_ns < first_ns) return std::nullopt;
+  const auto i = static_cast<size_t>((t_ns - first_ns) / width_ns);
+  if (i >= count) return std::nullopt;
+  return i;
+}
+
+WindowGrid make_window_grid(int64_t first_ns, int64_t last_ns, int64_t width_ns) {
+  if (width_ns <= 0) throw std::invalid_argument("window width must be > 0 ns, got " + std::to_string(width_ns));
+  if (last_ns < first_ns)
+    throw std::invalid_argument("window grid: last time " + std::to_string(last_ns) + " is before the first " +
+                                std::to_string(first_ns));
+  const auto whole = static_cast<size_t>((last_ns - first_ns) / width_ns);
+  return {first_ns, width_ns, std::max<size_t>(whole, 1)};
+}
+
+const std::vector<std::string>& cuda_sync_and_memory_calls() {
+  static const std::vector<std::string> names{
+      "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaStreamWaitEvent",
+      "cudaMalloc",            "cudaFree",              "cudaMallocAsync",      "cudaFreeAsync",
+      "cudaMallocHost",        "cudaFreeHost",          "cudaHostAlloc",        "cudaMallocManaged",
+      "cuCtxSynchronize",      "cuStreamSynchronize",   "cuEventSynchronize",   "cuStreamWaitEvent",
+      "cuMemAlloc",            "cuMemFree",             "cuMemAllocAsync",      "cuMemFreeAsync",
+      "cuMemAllocHost",        "cuMemFreeHost",         "cuMemHostAlloc",       "cuMemAllocManaged"};
+  return names;
+}
+
+// ---- call layers
+
+CallWindowFeatures::CallWindowFeatures(Layer layer, WindowGrid grid, CallWindowOptions options)
+    : layer_(layer),
+      grid_(grid),
+      opt_(std::move(options)),
+      busy_ns_(grid.count, 0.0),
+      oncpu_ns_(grid.count, 0.0),
+      offcpu_ns_(grid.count, 0.0),
+      offcpu_n_(grid.count, 0.0) {}
+
+void CallWindowFeatures::add(const Event& e) {
+  if (e.layer != layer_) return;
+  const bool timed = !(e.flags & (kEventInstant | kEventUnfinished));
+  const ArgValue* sample = e.arg("sample");
+  const bool offcpu =
+      sample && std::holds_alternative<std::string>(*sample) && std::get<std::string>(*sample) == "off-cpu";
+  sampled_ = sampled_ || sample;
+  // Busy time of outermost calls (or a sample's on-/off-CPU time), spread over the windows the event overlaps.
+  std::vector<double>* spread = sample                        ? (offcpu ? &offcpu_ns_ : &oncpu_ns_)
+                                : e.arg_int("depth", 0) == 0 ? &busy_ns_
+                                                             : nullptr;
+  if (timed && e.duration_ns > 0 && spread) {
+    const int64_t end = e.start_ns + e.duration_ns;
+    for (auto w = grid_.index_of(std::max(e.start_ns, grid_.first_ns)); w && *w < grid_.count; w = *w + 1) {
+      const int64_t lo = std::max(e.start_ns, grid_.start(*w)), hi = std::min(end, grid_.end(*w));
+      if (hi <= lo) break;
+      (*spread)[*w] += static_cast<double>(hi - lo);
+    }
+  }
+  const auto window = grid_.index_of(e.start_ns);
+  if (!window) return;
+  if (offcpu) offcpu_n_[*window] += 1;
+  auto [it, fresh] = name_ids_.try_emplace(e.name, static_cast<uint32_t>(names_.size()));
+  if (fresh) names_.push_back(e.name);
+  const ArgValue* bytes_arg = e.arg("bytes");
+  const double bytes = bytes_arg ? static_cast<double>(std::max<int64_t>(e.arg_int("bytes", 0), 0)) : -1.0;
+  const double dur = static_cast<double>(std::max<int64_t>(e.duration_ns, 1));
+  Call c{it->second, static_cast<uint32_t>(*window), static_cast<float>(kNaN), static_cast<float>(kNaN), bytes};
+  if (timed) {
+    c.log10_latency_ns = static_cast<float>(log10_at_least_1(dur));
+    if (bytes >= 0) c.log10_bandwidth = static_cast<float>(log10_at_least_1(bytes / (dur * 1e-9)));
+  }
+  calls_.push_back(c);
+}
+
+WindowFeatureTable CallWindowFeatures::table() const {
+  const std::string layer(layer_name(layer_));
+  const bool nccl = layer_ == Layer::nccl;
+  const size_t nw = grid_.count;
+  // Which names get columns: the most frequent, then the always-wanted ones that occur.
+  std::vector<uint64_t> count(names_.size(), 0);
+  for (const Call& c : calls_) ++count[c.name];
+  std::vector<uint32_t> order(names_.size());
+  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+    return count[a] != count[b] ? count[a] > count[b] : names_[a] < names_[b];
+  });
+  std::set<uint32_t> chosen(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(std::min(opt_.top_names, order.size())));
+  for (const std::string& n : opt_.always_names)
+    if (auto it = name_ids_.find(n); it != name_ids_.end()) chosen.insert(it->second);
+  std::vector<uint32_t> names(chosen.begin(), chosen.end());
+  std::sort(names.begin(), names.end(), [&](uint32_t a, uint32_t b) { return names_[a] < names_[b]; });
+
+  // Calls of the chosen names grouped by (name, window).
+  std::vector<int> slot(names_.size(), -1);
+  for (size_t i = 0; i < names.size(); ++i) slot[names[i]] = static_cast<int>(i);
+  struct Cell {
+    uint64_t count = 0;
+    double bytes = 0;
+    std::vector<double> lat, bw;
+  };
+  std::vector<std::vector<Cell>> cells(names.size(), std::vector<Cell>(nw));
+  std::vector<bool> has_bytes(names.size(), false);
+  std::vector<uint64_t> total(nw, 0);
+  for (const Call& c : calls_) {
+    ++total[c.window];
+    if (slot[c.name] < 0) continue;
+    const auto s = static_cast<size_t>(slot[c.name]);
+    Cell& cell = cells[s][c.window];
+    ++cell.count;
+    if (c.bytes >= 0) {
+      has_bytes[s] = true;
+      cell.bytes += c.bytes;
+    }
+    if (!std::isnan(c.log10_latency_ns)) cell.lat.push_back(c.log10_latency_ns);
+    if (!std::isnan(c.log10_bandwidth)) cell.bw.push_back(c.log10_bandwidth);
+  }
+
+  std::vector<ColumnBuilder> cols;
+  std::vector<size_t> filled;
+  // Per-window statistic of a list of values; windows without values get the median over the recording.
+  auto add_stat = [&](const std::string& col, std::vector<Cell>& row, std::vector<double> Cell::*list, double q) {
+    std::vector<double> all;
+    for (const Cell& cell : row) all.insert(all.end(), (cell.*list).begin(), (cell.*list).end());
+    if (all.empty()) return;  // no finished call carries this quantity: no column
+    const double overall = median_of(std::move(all));
+    ColumnBuilder b{col, std::vector<double>(nw)};
+    size_t f = 0;
+    for (size_t w = 0; w < nw; ++w) {
+      const auto& v = row[w].*list;
+      if (v.empty()) {
+        b.values[w] = overall;
+        ++f;
+      } else {
+        b.values[w] = threshold_at_quantile(std::span<const double>(v), q);
+      }
+    }
+    cols.push_back(std::move(b));
+    filled.push_back(f);
+  };
+  std::vector<std::string> subjects;
+  for (size_t i = 0; i < names.size(); ++i) {
+    const std::string& n = names_[names[i]];
+    subjects.push_back(n);
+    std::vector<Cell>& row = cells[i];
+    ColumnBuilder cnt{n + ".log10_count", std::vector<double>(nw)};
+    for (size_t w = 0; w < nw; ++w) cnt.values[w] = std::log10(1.0 + static_cast<double>(row[w].count));
+    cols.push_back(std::move(cnt));
+    filled.push_back(0);
+    add_stat(n + ".median_log10_lat_ns", row, &Cell::lat, 0.5);
+    add_stat(n + ".p95_log10_lat_ns", row, &Cell::lat, 0.95);
+    if (has_bytes[i]) {
+      ColumnBuilder b{n + ".log10_bytes", std::vector<double>(nw)};
+      for (size_t w = 0; w < nw; ++w) b.values[w] = std::log10(1.0 + row[w].bytes);
+      cols.push_back(std::move(b));
+      filled.push_back(0);
+      if (nccl) add_stat(n + ".median_log10_bw_Bps", row, &Cell::bw, 0.5);
+    }
+  }
+  ColumnBuilder calls{layer + ".log10_calls", std::vector<double>(nw)};
+  ColumnBuilder busy{layer + ".busy_fraction", std::vector<double>(nw)};
+  for (size_t w = 0; w < nw; ++w) {
+    calls.values[w] = std::log10(1.0 + static_cast<double>(total[w]));
+    busy.values[w] = busy_ns_[w] / static_cast<double>(grid_.width_ns);
+  }
+  cols.push_back(std::move(calls));
+  cols.push_back(std::move(busy));
+  filled.push_back(0);
+  filled.push_back(0);
+  if (sampled_) {
+    const double width = static_cast<double>(grid_.width_ns);
+    ColumnBuilder on{layer + ".oncpu_fraction", std::vector<double>(nw)};
+    ColumnBuilder off{layer + ".offcpu_fraction", std::vector<double>(nw)};
+    ColumnBuilder offn{layer + ".log10_offcpu_count", std::vector<double>(nw)};
+    for (size_t w = 0; w < nw; ++w) {
+      on.values[w] = oncpu_ns_[w] / width;
+      off.values[w] = offcpu_ns_[w] / width;
+      offn.values[w] = std::log10(1.0 + offcpu_n_[w]);
+    }
+    for (auto* c : {&on, &off, &offn}) {
+      cols.push_back(std::move(*c));
+      filled.push_back(0);
+    }
+  }
+  return assemble(grid_, std::move(cols), std::move(filled), std::move(subjects));
+}
+
+// ---- sampled series
+
+namespace {
+
+bool is_utilisation(const SeriesInfo& s) { return s.name.find("util") != std::string::npos; }
+
+// "gpu0/pid123" -> ("gpu0", 123)
+std::optional<std::pair<std::string, uint32_t>> process_device(const std::string& device) {
+  const auto at = device.rfind("/pid");
+  if (at == std::string::npos || at + 4 >= device.size()) return std::nullopt;
+  uint32_t pid = 0;
+  for (size_t i = at + 4; i < device.size(); ++i) {
+    if (device[i] < '0' || device[i] > '9') return std::nullopt;
+    pid = pid * 10 + static_cast<uint32_t>(device[i] - '0');
+  }
+  return std::pair{device.substr(0, at), pid};
+}
+
+}  // namespace
+
+SeriesWindowFeatures::SeriesWindowFeatures(WindowGrid grid, std::set<uint32_t> target_pids)
+    : grid_(grid), targets_(std::move(target_pids)) {}
+
+void SeriesWindowFeatures::add(const SeriesInfo& s, std::span<const int64_t> t, std::span<const double> v) {
+  if (s.kind == SeriesKind::static_value) return;
+  if (s.source == "nvml") {
+    if (auto proc = process_device(s.device)) {
+      const bool sm = s.name == "gpu.proc.sm_util", mem = s.name == "gpu.proc.mem.used";
+      if (proc_series_ids_.insert(s.id).second) ++proc_series_;
+      auto& windows = procs_[proc->first][proc->second];
+      if (windows.empty()) windows.resize(grid_.count);
+      for (size_t i = 0; i < t.size(); ++i) {
+        const auto w = grid_.index_of(t[i]);
+        if (!w || !std::isfinite(v[i])) continue;
+        ProcAcc& a = windows[*w];
+        a.seen = true;
+        Acc* acc = sm ? &a.sm : mem ? &a.mem : nullptr;
+        if (!acc) continue;
+        acc->sum += v[i];
+        acc->max = std::max(acc->max, v[i]);
+        ++acc->n;
+      }
+      return;
+    }
+  }
+  auto [it, fresh] = series_.try_emplace(s.id);
+  Track& tr = it->second;
+  if (fresh) {
+    tr.info = s;
+    tr.windows.resize(grid_.count);
+  }
+  const bool counter = s.kind == SeriesKind::counter;
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (!std::isfinite(v[i])) continue;
+    double x = v[i];
+    if (counter) {
+      const bool have_prev = tr.last_t != INT64_MIN && t[i] > tr.last_t;
+      const double prev_v = tr.last_v;
+      const int64_t prev_t = tr.last_t;
+      if (t[i] > tr.last_t) {
+        tr.last_t = t[i];
+        tr.last_v = v[i];
+      }
+      if (!have_prev || v[i] < prev_v) continue;  // the first sample, or a reset
+      x = (v[i] - prev_v) / (static_cast<double>(t[i] - prev_t) * 1e-9);
+    }
+    const auto w = grid_.index_of(t[i]);
+    if (!w) continue;
+    Acc& a = tr.windows[*w];
+    a.sum += x;
+    a.max = std::max(a.max, x);
+    ++a.n;
+  }
+}
+
+WindowFeatureTable SeriesWindowFeatures::table() const {
+  const size_t nw = grid_.count;
+  std::vector<ColumnBuilder> cols;
+  std::vector<size_t> filled;
+  std::vector<std::string> subjects;
+  auto push = [&](std::string name, std::vector<double> values) {
+    const size_t f = carry_forward(values);
+    if (std::isnan(values.front())) return;  // no value in any window
+    cols.push_back({std::move(name), std::move(values)});
+    filled.push_back(f);
+  };
+  // Stable order: by column name, whatever order the series were declared in.
+  std::vector<const Track*> tracks;
+  for (auto& [id, tr] : series_) tracks.push_back(&tr);
+  auto prefix = [](const SeriesInfo& s) { return s.device.empty() ? s.name : s.device + "." + s.name; };
+  std::sort(tracks.begin(), tracks.end(), [&](auto* a, auto* b) {
+    return std::pair(prefix(a->info), a->info.host) < std::pair(prefix(b->info), b->info.host);
+  });
+  std::set<std::string> hosts;
+  for (auto* tr : tracks) hosts.insert(tr->info.host);
+  for (const Track* tr : tracks) {
+    const SeriesInfo& s = tr->info;
+    std::string base = prefix(s) + (hosts.size() > 1 ? "@" + s.host : "");
+    subjects.push_back(s.key());
+    std::vector<double> mean(nw, kNaN), max(nw, kNaN);
+    for (size_t w = 0; w < nw; ++w) {
+      const Acc& a = tr->windows[w];
+      if (a.n == 0) continue;
+      mean[w] = a.sum / a.n;
+      max[w] = a.max;
+    }
+    push(base + (s.kind == SeriesKind::counter ? ".rate_per_s" : ".mean"), std::move(mean));
+    if (is_utilisation(s)) push(base + ".max", std::move(max));
+  }
+  for (const auto& [gpu, by_pid] : procs_) {
+    std::vector<double> count(nw, kNaN), max_sm(nw, kNaN), others(nw, kNaN), other_sm(nw, kNaN), other_mem(nw, kNaN);
+    for (size_t w = 0; w < nw; ++w) {
+      double n = 0, peak = 0, on = 0, osm = 0, omem = 0;
+      bool any = false;
+      for (const auto& [pid, windows] : by_pid) {
+        const ProcAcc& a = windows[w];
+        if (!a.seen) continue;
+        any = true;
+        ++n;
+        const double sm = a.sm.n ? a.sm.sum / a.sm.n : 0.0;
+        peak = std::max(peak, sm);
+        if (!targets_.count(pid)) {
+          ++on;
+          osm += sm;
+          omem += a.mem.n ? a.mem.sum / a.mem.n : 0.0;
+        }
+      }
+      if (!any) continue;
+      count[w] = n;
+      max_sm[w] = peak;
+      others[w] = on;
+      other_sm[w] = osm;
+      other_mem[w] = omem;
+    }
+    subjects.push_back(gpu + "/pid*");
+    push(gpu + ".procs.count", std::move(count));
+    push(gpu + ".procs.max_sm_util", std::move(max_sm));
+    if (targets_.empty()) continue;
+    push(gpu + ".other_procs.count", std::move(others));
+    push(gpu + ".other_procs.sm_util", std::move(other_sm));
+    push(gpu + ".other_procs.mem_used", std::move(other_mem));
+  }
+  return assemble(grid_, std::move(cols), std::move(filled), std::move(subjects));
+}
+
+WindowFeatureTable conform_columns(const WindowFeatureTable& table, const std::vector<std::string>& columns,
+                                   const std::map<std::string, double>& reference_median) {
+  auto ends_with = [](const std::string& s, std::string_view suffix) {
+    return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  WindowFeatureTable out;
+  out.grid = table.grid;
+  out.subjects = table.subjects;
+  out.columns = columns;
+  const auto rows = static_cast<Eigen::Index>(table.grid.count);
+  out.values.resize(rows, static_cast<Eigen::Index>(columns.size()));
+  for (size_t c = 0; c < columns.size(); ++c) {
+    const auto oc = static_cast<Eigen::Index>(c);
+    const auto it = std::find(table.columns.begin(), table.columns.end(), columns[c]);
+    if (it != table.columns.end()) {
+      const auto tc = static_cast<size_t>(it - table.columns.begin());
+      out.values.col(oc) = table.values.col(static_cast<Eigen::Index>(tc));
+      out.filled.push_back(table.filled[tc]);
+      continue;
+    }
+    const std::string& n = columns[c];
+    double v;
+    if (ends_with(n, ".log10_count") || ends_with(n, ".log10_bytes") || ends_with(n, ".log10_calls") ||
+        ends_with(n, ".busy_fraction") || ends_with(n, ".oncpu_fraction") || ends_with(n, ".offcpu_fraction") ||
+        ends_with(n, ".log10_offcpu_count")) {
+      v = 0;  // no call of that name here
+    } else if (auto m = reference_median.find(n); m != reference_median.end()) {
+      v = m->second;
+    } else {
+      throw std::invalid_argument("conform_columns: no reference value for column '" + n + "'");
+    }
+    out.values.col(oc).setConstant(v);
+    out.filled.push_back(table.grid.count);
+  }
+  return out;
+}
+
+}  // namespace stackscope::analyze
