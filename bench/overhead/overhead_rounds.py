@@ -1,0 +1,382 @@
+"""Step-time overhead of `stackscope record` by layer set, in interleaved rounds in one run (run_overhead.sh is
+the entry point; see its header). Each round starts the workload once bare and once under each recorder
+configuration, a fresh process each; the round order flips every round so drift favours no configuration.
+
+For every traced run it also measures the stop: SIGINT goes to the recorder while the job is still stepping
+(workloads of step_rounds.py hold after their timed round), then
+  stop_exit_s    SIGINT -> the recorder's exit (the recording is closed and the job has ended),
+  probes_gone_s  SIGINT -> the kernel's BPF link and program counts are back to their values before the run
+                 and the recorder's background detacher (if it started one) has exited,
+and reads the recording's event and drop counts with `stackscope info --json`.
+
+Writes OUT/WORKLOAD.json (everything) and OUT/WORKLOAD.md (the table). Needs root for the traced runs."""
+import argparse
+import ctypes
+import json
+import os
+import platform
+import re
+import shlex
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+
+# name -> (script and its fixed args, holds after its rounds (step_rounds.py), script that prints CALLS or None)
+WORKLOADS = {
+    "launch_bound": (["bench/overhead/launch_bound.py"], True, None),
+    "launch_bound_graph": (["bench/overhead/launch_bound.py", "--cuda-graph"], True, None),
+    "small_batch_infer": (["bench/overhead/small_batch_infer.py"], True, None),
+    "tiny_ops_cpu": (["bench/overhead/tiny_ops_cpu.py"], True, None),
+    # gpt2_overhead.py's worker prints RESULT {"step_s": [...]} and exits; gpt2_calls.py counts its calls.
+    "gpt2": (["bench/overhead/gpt2_overhead.py", "--worker"], False, ["bench/overhead/gpt2_calls.py"]),
+}
+
+# ---------------------------------------------------------------- kernel state: BPF links and programs
+
+
+def _bpf_counter():
+    nr = {"x86_64": 321, "aarch64": 280}.get(platform.machine())
+    if nr is None:
+        return None
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def count(cmd):  # BPF_*_GET_NEXT_ID walks the kernel's id table (as bpftool does)
+        attr = (ctypes.c_uint32 * 4)()
+        n = 0
+        while libc.syscall(nr, cmd, ctypes.byref(attr), ctypes.sizeof(attr)) == 0:
+            n += 1
+            attr[0] = attr[1]  # start_id = next_id
+        return n
+    return count
+
+
+_COUNT = _bpf_counter()
+BPF_PROG_GET_NEXT_ID, BPF_LINK_GET_NEXT_ID = 11, 31
+
+
+def kernel_probes():
+    """BPF links and programs alive in the kernel, and lines of tracefs uprobe_events (legacy uprobes only)."""
+    state = {"links": None, "progs": None, "uprobe_events": None}
+    if _COUNT:
+        state["links"] = _COUNT(BPF_LINK_GET_NEXT_ID)
+        state["progs"] = _COUNT(BPF_PROG_GET_NEXT_ID)
+    for p in ("/sys/kernel/tracing/uprobe_events", "/sys/kernel/debug/tracing/uprobe_events"):
+        try:
+            with open(p) as f:
+                state["uprobe_events"] = sum(1 for _ in f)
+            break
+        except OSError:
+            pass
+    return state
+
+
+def probes_back(now, base):
+    return all(now[k] is None or base[k] is None or now[k] <= base[k] for k in now)
+
+
+def pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+# ---------------------------------------------------------------- configurations
+
+
+def record_help(stackscope):
+    try:
+        return subprocess.run([stackscope, "record", "--help"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def default_configs(help_text):
+    """bare; nvml,host; cuda,nccl,nvml,host; default (no --layers); default --detail full where the binary has it."""
+    cfgs = [("bare", None), ("nvml,host", ["--layers", "nvml,host"]),
+            ("cuda,nccl,nvml,host", ["--layers", "cuda,nccl,nvml,host"]), ("default", [])]
+    if re.search(r"--detail\b", help_text):
+        cfgs.append(("default --detail full", ["--detail", "full"]))
+    return cfgs
+
+
+def parse_configs(spec):
+    """'bare;nvml,host=--layers nvml,host;default=' -> [(name, args or None for bare)]."""
+    out = []
+    for item in filter(None, (s.strip() for s in spec.split(";"))):
+        if item == "bare":
+            out.append(("bare", None))
+        else:
+            name, _, args = item.partition("=")
+            out.append((name.strip(), shlex.split(args)))
+    return out
+
+# ---------------------------------------------------------------- one run
+
+
+def parse_line(line):
+    for tag in ("RESULT ", "CALLS "):
+        if line.startswith(tag):
+            try:
+                return tag.strip(), json.loads(line[len(tag):])
+            except json.JSONDecodeError:
+                return None, None
+    return ("HOLDING", None) if line.strip() == "HOLDING" else (None, None)
+
+
+def run_once(a, name, rec_args, workdir, count_calls=False):
+    script, holds, _ = WORKLOADS[a.workload]
+    job = [a.python] + [os.path.join(ROOT, script[0])] + script[1:] + shlex.split(a.workload_args)
+    if holds:
+        job += ["--rounds", "1", "--hold"] + (["--count-calls"] if count_calls else [])
+    rec = os.path.join(workdir, "rec.sdb")
+    for p in (rec, rec + "-wal", rec + "-shm"):
+        if os.path.exists(p):
+            os.remove(p)
+    cmd = job if rec_args is None else [a.stackscope, "record", *rec_args, *shlex.split(a.record_args), "-o", rec,
+                                        "--", *job]
+    errlog = os.path.join(workdir, "stderr.log")
+    base = kernel_probes()
+    res = {"config": name, "cmd": shlex.join(cmd), "ok": False}
+    t_start = time.monotonic()
+    with open(errlog, "w") as err:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, cwd=ROOT,
+                                start_new_session=True)
+    deadline = t_start + a.timeout
+    t_sig = None
+    # A job that hangs without printing would block the line loop: the watchdog kills its process group.
+    watchdog = threading.Timer(a.timeout, lambda: proc.poll() is None and os.killpg(proc.pid, signal.SIGKILL))
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        for line in proc.stdout:
+            tag, obj = parse_line(line)
+            if tag == "RESULT":
+                steps = obj.get("step_s")  # gpt2_overhead.py's worker
+                res["median_step_s"] = statistics.median(steps) if steps else obj["median_step_s"]
+                res["steps"] = len(steps) if steps else obj.get("steps")
+                if not holds and rec_args is not None:
+                    res["attached"] = kernel_probes()
+                    t_sig = time.monotonic()
+                    proc.send_signal(signal.SIGINT)
+            elif tag == "CALLS":
+                res["calls"] = obj
+            elif tag == "HOLDING":
+                if rec_args is not None:
+                    res["attached"] = kernel_probes()
+                t_sig = time.monotonic()
+                proc.send_signal(signal.SIGINT)  # the recorder passes it to the job, as a user's Ctrl-C
+            if time.monotonic() > deadline:
+                break
+        remaining = max(1.0, deadline - time.monotonic())
+        rc = proc.wait(timeout=remaining)
+        t_exit = time.monotonic()
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        res["error"] = f"timed out after {a.timeout:.0f} s"
+        return res
+    finally:
+        watchdog.cancel()
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    res["rc"] = rc
+    if rc == -signal.SIGKILL and time.monotonic() >= deadline:
+        res["error"] = f"timed out after {a.timeout:.0f} s"
+        return res
+    with open(errlog) as f:
+        stderr = f.read()
+    if "median_step_s" not in res:
+        res["error"] = f"no RESULT line (rc {rc}): {stderr[-1500:]}"
+        return res
+    res["ok"] = True
+    if rec_args is None:
+        return res
+    if t_sig is not None:
+        res["stop_exit_s"] = t_exit - t_sig
+        m = re.search(r"detached in the background \(pid (\d+)\)", stderr)
+        helper = int(m.group(1)) if m else None
+        gone = None
+        while time.monotonic() - t_sig < a.probe_wait:
+            if probes_back(kernel_probes(), base) and not (helper and pid_alive(helper)):
+                gone = time.monotonic() - t_sig
+                break
+            time.sleep(0.02)
+        res["probes_gone_s"] = gone  # None: still there after --probe-wait seconds
+        res["background_detacher"] = helper is not None
+    res["base"] = base
+    res["stderr_tail"] = stderr[-600:]
+    try:
+        info = json.loads(subprocess.run([a.stackscope, "info", "--json", rec], capture_output=True, text=True,
+                                         timeout=60).stdout)
+        res["events_by_layer"] = info.get("events_by_layer", {})
+        res["events"] = sum(res["events_by_layer"].values())
+        res["drops"] = info.get("drops", {})
+        res["dropped"] = sum(v for v in res["drops"].values() if isinstance(v, (int, float)))
+        res["file_bytes"] = info.get("file_bytes")
+        res["notes"] = [n.get("text", "")[:200] for n in info.get("notes", [])][:12]
+    except (OSError, subprocess.SubprocessError, json.JSONDecodeError) as e:
+        res["info_error"] = str(e)
+    return res
+
+# ---------------------------------------------------------------- summary
+
+
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def summarise(a, configs, rounds, calls):
+    rows = []
+    bare = med(r["median_step_s"] for rnd in rounds for r in rnd if r["config"] == "bare" and r["ok"])
+    for name, args in configs:
+        runs = [r for rnd in rounds for r in rnd if r["config"] == name]
+        good = [r for r in runs if r["ok"]]
+        step = med(r["median_step_s"] for r in good)
+        row = {"config": name, "record_args": None if args is None else shlex.join(args), "rounds": len(good),
+               "failed": len(runs) - len(good), "median_step_s": step,
+               "overhead": (step / bare - 1.0) if step and bare else None,
+               "per_round_step_s": [r.get("median_step_s") for r in runs]}
+        if args is not None:
+            stops = [r.get("stop_exit_s") for r in good]
+            gones = [r.get("probes_gone_s") for r in good if "probes_gone_s" in r]
+            row.update({"stop_exit_s": med(stops), "probes_gone_s": med(gones),
+                        "probes_gone_timeouts": sum(1 for g in gones if g is None),
+                        "links_attached": med((r.get("attached") or {}).get("links", 0) - (r["base"].get("links") or 0)
+                                              for r in good if r.get("attached") and r["base"].get("links") is not None),
+                        "events": med(r.get("events") for r in good), "dropped": med(r.get("dropped") for r in good),
+                        "events_by_layer": (good[-1].get("events_by_layer") if good else None),
+                        "errors": [r.get("error") for r in runs if not r["ok"]][:2]})
+        else:
+            row["errors"] = [r.get("error") for r in runs if not r["ok"]][:2]
+        rows.append(row)
+    return {"workload": a.workload, "workload_args": a.workload_args, "record_args": a.record_args,
+            "python": a.python, "stackscope": a.stackscope, "host": platform.node(), "machine": a.machine,
+            "calls": calls, "rows": rows, "rounds": rounds}
+
+
+def fmt_s(x):
+    if x is None:
+        return "-"
+    if x < 1e-3:
+        return f"{x * 1e6:.1f} us"
+    return f"{x * 1e3:.2f} ms" if x < 1 else f"{x:.2f} s"
+
+
+def markdown(s):
+    c = s["calls"] or {}
+    lines = [f"### {s['workload']} ({s['machine']})", ""]
+    if c:
+        rate = (f"{c.get('cuda_calls_per_step', 0):.0f} CUDA calls/step, {c.get('cuda_calls_per_s', 0) / 1e3:.1f} k "
+                f"CUDA calls/s, {c.get('kernels_per_step', 0):.0f} kernels/step, " if c.get("cuda_calls_per_step")
+                else "")
+        lines += [f"Bare: {rate}{c.get('ops_per_step', 0):.0f} aten operator calls/step, "
+                  f"{c.get('ops_per_s', 0) / 1e3:.1f} k operator calls/s (torch.profiler).", ""]
+    lines += ["| config | median step | steps/s | vs bare | stop (SIGINT -> exit) | probes gone | BPF links | events "
+              "| dropped |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in s["rows"]:
+        ov = "" if r["config"] == "bare" else ("-" if r["overhead"] is None else f"{r['overhead'] * 100:+.1f} %")
+        gone = fmt_s(r.get("probes_gone_s"))
+        if r.get("probes_gone_timeouts"):
+            gone += f" ({r['probes_gone_timeouts']} not gone)"
+        fail = f" ({r['failed']} failed)" if r["failed"] else ""
+        sps = f"{1 / r['median_step_s']:.0f}" if r["median_step_s"] else "-"
+        lines.append(f"| {r['config']}{fail} | {fmt_s(r['median_step_s'])} | {sps} | {ov} | {fmt_s(r.get('stop_exit_s'))} | "
+                     f"{gone} | {r.get('links_attached', '-') if r['config'] != 'bare' else ''} | "
+                     f"{'' if r.get('events') is None else int(r['events'])} | "
+                     f"{'' if r.get('dropped') is None else int(r['dropped'])} |")
+    n = max((r["rounds"] for r in s["rows"]), default=0)
+    lines += ["", f"Median over {n} interleaved rounds; workload args `{s['workload_args']}`; "
+              f"extra record args `{s['record_args']}`."]
+    errs = [e for r in s["rows"] for e in r.get("errors", []) if e]
+    if errs:
+        lines += ["", "Errors: " + " / ".join(e.replace("\n", " ")[:300] for e in errs[:3])]
+    return "\n".join(lines) + "\n"
+
+# ---------------------------------------------------------------- main
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--workload", required=True, choices=sorted(WORKLOADS))
+    ap.add_argument("--out", required=True, help="directory for WORKLOAD.json and WORKLOAD.md")
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--stackscope", default=os.path.join(ROOT, "build/src/cli/stackscope"))
+    ap.add_argument("--python", default=sys.executable, help="the python that has torch")
+    ap.add_argument("--workload-args", default="", help="passed to the workload script (e.g. '--steps 200')")
+    ap.add_argument("--record-args", default="", help="added to every traced run's `stackscope record`")
+    ap.add_argument("--configs", default="",
+                    help="';'-separated NAME=RECORD ARGS, 'bare' for no recorder; default: bare; nvml,host; "
+                         "cuda,nccl,nvml,host; default; default --detail full (when `record --help` lists it)")
+    ap.add_argument("--timeout", type=float, default=300, help="seconds one run may take")
+    ap.add_argument("--probe-wait", type=float, default=60, help="seconds to wait for probes to go after a stop")
+    ap.add_argument("--budget-s", type=float, default=0,
+                    help="wall seconds for the whole run: no round starts that the last one says would not fit")
+    ap.add_argument("--machine", default="", help="machine description for the table")
+    a = ap.parse_args()
+    a.stackscope = os.path.abspath(a.stackscope) if os.sep in a.stackscope else a.stackscope
+    if not a.machine:
+        a.machine = f"{platform.node()}, {os.cpu_count()} cores"
+    os.makedirs(a.out, exist_ok=True)
+    help_text = record_help(a.stackscope)
+    if not help_text:
+        print(f"warning: `{a.stackscope} record --help` printed nothing", file=sys.stderr)
+    configs = parse_configs(a.configs) if a.configs else default_configs(help_text)
+    if not any(n == "bare" for n, _ in configs):
+        configs.insert(0, ("bare", None))
+    t0 = time.monotonic()
+    rounds, calls = [], None
+    json_path = os.path.join(a.out, a.workload + ".json")
+    md_path = os.path.join(a.out, a.workload + ".md")
+    calls_script = WORKLOADS[a.workload][2]
+    with tempfile.TemporaryDirectory(prefix="overhead-") as work:
+        if calls_script:  # workloads that cannot count their own calls in the first bare run
+            p = subprocess.run([a.python, os.path.join(ROOT, calls_script[0])] + calls_script[1:] +
+                               shlex.split(a.workload_args), capture_output=True, text=True, cwd=ROOT,
+                               timeout=a.timeout)
+            for line in p.stdout.splitlines():
+                tag, obj = parse_line(line)
+                if tag == "CALLS":
+                    calls = obj
+        for i in range(a.rounds):
+            elapsed = time.monotonic() - t0
+            if a.budget_s and rounds and elapsed + elapsed / len(rounds) > a.budget_s:
+                print(f"budget: {elapsed:.0f} of {a.budget_s:.0f} s used, stopping after {len(rounds)} rounds",
+                      flush=True)
+                break
+            order = configs if i % 2 == 0 else list(reversed(configs))
+            rnd = []
+            for name, args in order:
+                r = run_once(a, name, args, work, count_calls=(calls is None and args is None))
+                if r.get("calls") and calls is None:
+                    calls = r["calls"]
+                rnd.append(r)
+                print(json.dumps({"round": i, **{k: r.get(k) for k in ("config", "ok", "median_step_s",
+                                                                         "stop_exit_s", "probes_gone_s", "events",
+                                                                         "dropped", "error")}}), flush=True)
+            rounds.append(rnd)
+            s = summarise(a, configs, rounds, calls)  # written every round: a later kill keeps the rounds done
+            with open(json_path, "w") as f:
+                json.dump(s, f, indent=1)
+            with open(md_path, "w") as f:
+                f.write(markdown(s))
+    if not rounds:
+        print("no round ran", file=sys.stderr)
+        return 1
+    print(open(md_path).read())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
