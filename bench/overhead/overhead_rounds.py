@@ -263,7 +263,7 @@ def summarise(a, configs, rounds, calls):
         rows.append(row)
     return {"workload": a.workload, "workload_args": a.workload_args, "record_args": a.record_args,
             "python": a.python, "stackscope": a.stackscope, "host": platform.node(), "machine": a.machine,
-            "calls": calls, "rows": rows, "rounds": rounds}
+            "probe_wait_s": a.probe_wait, "calls": calls, "rows": rows, "rounds": rounds}
 
 
 def fmt_s(x):
@@ -288,8 +288,9 @@ def markdown(s):
     for r in s["rows"]:
         ov = "" if r["config"] == "bare" else ("-" if r["overhead"] is None else f"{r['overhead'] * 100:+.1f} %")
         gone = fmt_s(r.get("probes_gone_s"))
-        if r.get("probes_gone_timeouts"):
-            gone += f" ({r['probes_gone_timeouts']} not gone)"
+        if r.get("probes_gone_timeouts"):  # rounds whose probes were still there after --probe-wait
+            wait = f"> {s.get('probe_wait_s', 0):.0f} s"
+            gone = wait if r.get("probes_gone_s") is None else f"{gone} ({r['probes_gone_timeouts']} rounds {wait})"
         fail = f" ({r['failed']} failed)" if r["failed"] else ""
         sps = f"{1 / r['median_step_s']:.0f}" if r["median_step_s"] else "-"
         lines.append(f"| {r['config']}{fail} | {fmt_s(r['median_step_s'])} | {sps} | {ov} | {fmt_s(r.get('stop_exit_s'))} | "
