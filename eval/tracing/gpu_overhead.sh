@@ -59,8 +59,13 @@ overhead() {  # overhead NAME BOX ROUNDS CONFIGS WORKLOAD_ARGS
 few="bare;default="
 "$STACKSCOPE" record --help 2>/dev/null | grep -q -- '--detail' && few="$few;default --detail full=--detail full"
 
-[[ -x build/bench/uprobe_cost ]] && part uprobe_cost 40 build/bench/uprobe_cost --calls 300000 --json "$w/uprobe_cost.json" \
-  || echo "- uprobe_cost: build/bench/uprobe_cost missing" >> "$w/failures.md"
+# The instruction each real probe target begins with (emulated push: one trap; endbr64 and others: two).
+targets=$(timeout 60 "$PYTHON" bench/overhead/probe_targets.py 2>"$w/probe_targets.err" | sed 's/^/--first-insn /')
+if [[ -x build/bench/uprobe_cost ]]; then
+  part uprobe_cost 50 build/bench/uprobe_cost --calls 300000 --json "$w/uprobe_cost.json" $targets
+else
+  echo "- uprobe_cost: build/bench/uprobe_cost missing" >> "$w/failures.md"
+fi
 overhead launch_bound 230 "${ROUNDS_LAUNCH:-4}" "" "--pause 1"
 overhead gpt2 100 "${ROUNDS_GPT2:-3}" "$few" "--steps 30 --warmup 8 --pause 1"
 overhead small_batch_infer 50 "${ROUNDS_SMALL:-2}" "$few" "--pause 1"
@@ -68,7 +73,7 @@ overhead launch_bound_graph 50 "${ROUNDS_SMALL:-2}" "$few" "--pause 1"
 
 {
   if [[ -s $w/uprobe_cost.log ]]; then
-    echo "### uprobe_cost (per call, 300 k calls of a noinline function)"; echo; echo '```'
+    echo "### uprobe_cost (per call, 300 k calls of a tiny function)"; echo; echo '```'
     cat "$w/uprobe_cost.log"; echo '```'; echo
   fi
   for n in launch_bound gpt2 small_batch_infer launch_bound_graph; do
