@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -30,10 +31,6 @@
 
 #include "trace/elf_symbols.h"
 #include "uprobe_cost.skel.h"
-
-#ifndef UPROBE_COST_BPF_DIR
-#define UPROBE_COST_BPF_DIR "gen"
-#endif
 
 // The probed functions. What a uprobe costs depends on the probed instruction: the kernel emulates a few (push,
 // nop, jmp, call) at the breakpoint, and runs any other out of line, single-stepped, which is a second trap. Real
@@ -234,12 +231,16 @@ nlohmann::json first_instruction(const std::string& spec) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Cost per call of a uprobe, a uretprobe and stackscope's probe programs on one noinline function"};
+  CLI::App app{"Cost per call of a uprobe, a uretprobe and stackscope's probe programs on one tiny function"};
   uint64_t calls = 1'000'000;
-  std::string bpf_dir = UPROBE_COST_BPF_DIR, json_out;
+  // The build tree's gen/ (BUILD/bench/uprobe_cost -> BUILD/gen), else gen/ beside a copied binary.
+  std::string exe_dir = self_path().substr(0, self_path().rfind('/'));
+  std::string bpf_dir = exe_dir + "/../gen";
+  if (::access((bpf_dir + "/cuda.bpf.o").c_str(), R_OK) != 0) bpf_dir = exe_dir + "/gen";
+  std::string json_out;
   std::vector<std::string> probes = {"cuda.bpf.o:call_entry,call_return", "torch.bpf.o:op_entry,op_return"};
   app.add_option("-n,--calls", calls, "Calls per measurement (default 1000000)")->check(CLI::PositiveNumber);
-  app.add_option("--bpf-dir", bpf_dir, "Where stackscope's built *.bpf.o are (default the build's gen/)");
+  app.add_option("--bpf-dir", bpf_dir, "Where stackscope's *.bpf.o are (default: ../gen or gen/ beside this binary)");
   app.add_option("--probe", probes, "OBJECT:ENTRY[,RETURN] of stackscope's programs to time (repeatable)");
   app.add_option("--json", json_out, "Write the figures as JSON here");
   std::vector<std::string> first_insn;
@@ -268,10 +269,30 @@ int main(int argc, char** argv) {
     if (!json_out.empty()) std::ofstream(json_out) << nlohmann::json{{"first_instructions", insns}}.dump(1) << "\n";
     return 0;
   }
-  std::vector<Row> rows;
+  // Each row is printed (and the JSON rewritten) as soon as it is measured: a run cut short keeps what it had.
+  nlohmann::json j = {{"calls", calls}, {"rows", nlohmann::json::array()}, {"first_instructions", insns}};
+  PerCall bare;
+  std::printf("%-64s %12s %14s %12s %14s %10s\n", "probe", "wall ns/call", "added (wall)", "cpu ns/call",
+              "added (cpu)", "hits");
+  auto report = [&](const Row& r) {
+    if (!r.error.empty()) {
+      std::printf("%-64s %s\n", r.name.c_str(), ("not measured: " + r.error).c_str());
+      j["rows"].push_back({{"name", r.name}, {"error", r.error}});
+    } else {
+      std::printf("%-64s %12.1f %14.1f %12.1f %14.1f %10llu\n", r.name.c_str(), r.ns.wall_ns,
+                  r.ns.wall_ns - bare.wall_ns, r.ns.cpu_ns, r.ns.cpu_ns - bare.cpu_ns,
+                  static_cast<unsigned long long>(r.hits));
+      j["rows"].push_back({{"name", r.name}, {"wall_ns_per_call", r.ns.wall_ns},
+                           {"added_wall_ns_per_call", r.ns.wall_ns - bare.wall_ns}, {"cpu_ns_per_call", r.ns.cpu_ns},
+                           {"added_cpu_ns_per_call", r.ns.cpu_ns - bare.cpu_ns}, {"hits", r.hits}});
+    }
+    std::fflush(stdout);
+    if (!json_out.empty()) std::ofstream(json_out) << j.dump(1) << "\n";
+  };
   const auto& [first_name, first_fn] = kTargets.front();
   ns_per_call(first_fn, calls / 10 + 1);  // page in, settle the clock
-  rows.emplace_back("bare", ns_per_call(first_fn, calls));
+  bare = ns_per_call(first_fn, calls);
+  report(Row("bare", bare));
   if (auto* skel = uprobe_cost_bpf__open_and_load()) {
     auto run = [&](const std::string& name, const char* target, Target fn, bool entry, bool ret) {
       Row r{name};
@@ -282,16 +303,18 @@ int main(int argc, char** argv) {
       if (r.error.empty()) r.ns = ns_per_call(fn, calls);
       r.hits = std::max(skel->bss->entry_hits, skel->bss->return_hits);
       for (auto* l : links) bpf_link__destroy(l);
-      rows.push_back(r);
+      report(r);
     };
+    auto first_insn_of = [](const char* target) { return std::string(target + std::strlen("ss_target_")); };
     for (const auto& [target, fn] : kTargets)
-      run(std::string("uprobe (minimal) on ") + target, target, fn, true, false);
-    run(std::string("uretprobe (minimal) on ") + first_name, first_name, first_fn, false, true);
-    run(std::string("uprobe + uretprobe (minimal) on ") + first_name, first_name, first_fn, true, true);
+      run("uprobe (minimal), function starts with " + first_insn_of(target), target, fn, true, false);
+    run("uretprobe (minimal), " + first_insn_of(first_name), first_name, first_fn, false, true);
+    run("uprobe + uretprobe (minimal), " + first_insn_of(first_name), first_name, first_fn, true, true);
     uprobe_cost_bpf__destroy(skel);
   } else {
-    rows.emplace_back("uprobe (minimal program)");
-    rows.back().error = "cannot load uprobe_cost.bpf.o: " + std::to_string(-errno);
+    Row r("uprobe (minimal program)");
+    r.error = "cannot load uprobe_cost.bpf.o: " + std::to_string(-errno);
+    report(r);
   }
   for (const auto& spec : probes) {
     auto colon = spec.find(':');
@@ -300,27 +323,10 @@ int main(int argc, char** argv) {
     std::string entry = progs.substr(0, comma), ret = comma == std::string::npos ? "" : progs.substr(comma + 1);
     if (object.find('/') == std::string::npos) object = bpf_dir + "/" + object;
     for (bool woken : {true, false}) {
-      rows.push_back(measure_object(object, entry, ret, calls, woken));
-      rows.back().name = "stackscope " + spec + (woken ? " (reader woken)" : " (reader every 10ms)");
+      Row r = measure_object(object, entry, ret, calls, woken);
+      r.name = "stackscope " + spec + (woken ? ", reader woken" : ", reader every 10ms");
+      report(r);
     }
   }
-
-  PerCall bare = rows.front().ns;
-  nlohmann::json j = {{"calls", calls}, {"rows", nlohmann::json::array()}, {"first_instructions", insns}};
-  std::printf("%-64s %12s %14s %12s %14s %10s\n", "probe", "wall ns/call", "added (wall)", "cpu ns/call",
-              "added (cpu)", "hits");
-  for (const auto& r : rows) {
-    if (!r.error.empty()) {
-      std::printf("%-64s %s\n", r.name.c_str(), ("not measured: " + r.error).c_str());
-      j["rows"].push_back({{"name", r.name}, {"error", r.error}});
-      continue;
-    }
-    std::printf("%-64s %12.1f %14.1f %12.1f %14.1f %10llu\n", r.name.c_str(), r.ns.wall_ns, r.ns.wall_ns - bare.wall_ns,
-                r.ns.cpu_ns, r.ns.cpu_ns - bare.cpu_ns, static_cast<unsigned long long>(r.hits));
-    j["rows"].push_back({{"name", r.name}, {"wall_ns_per_call", r.ns.wall_ns},
-                         {"added_wall_ns_per_call", r.ns.wall_ns - bare.wall_ns}, {"cpu_ns_per_call", r.ns.cpu_ns},
-                         {"added_cpu_ns_per_call", r.ns.cpu_ns - bare.cpu_ns}, {"hits", r.hits}});
-  }
-  if (!json_out.empty()) std::ofstream(json_out) << j.dump(1) << "\n";
   return 0;
 }

@@ -8,7 +8,8 @@
 # table), OUT/overhead.tgz (the JSON and logs of every part), OUT/overhead_vs_calls.svg (if drawn).
 # Usage (GPU machine, repo root, build/ carried): bash eval/tracing/gpu_overhead.sh OUT
 #   environment: STACKSCOPE (default build/src/cli/stackscope), PYTHON (default /opt/torch/.venv/bin/python3, else
-#   the first python3 with torch), ROUNDS_LAUNCH (4), ROUNDS_GPT2 (3), ROUNDS_SMALL (2)
+#   the first python3 with torch), ROUNDS_LAUNCH (4), ROUNDS_GPT2 (3), ROUNDS_SMALL (2); workload arguments
+#   LAUNCH_ARGS ("--pause 1"), GPT2_ARGS ("--steps 30 --warmup 8 --pause 1"), INFER_ARGS ("--pause 1")
 set -uo pipefail
 out=${1:?OUT}
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -26,8 +27,8 @@ export PYTHON=${PYTHON:-python3} PYTHONUNBUFFERED=1
 mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
 ulimit -l unlimited 2>/dev/null || true
 t0=$SECONDS
-gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.used,utilization.gpu --format=csv,noheader 2>&1 | head -1)
-machine="$gpu, $(nproc) cores"
+gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.used,utilization.gpu --format=csv,noheader 2>/dev/null | head -1)
+machine="${gpu:-no GPU seen by nvidia-smi}, $(nproc) cores"
 {
   echo "# Tracing overhead on one GPU ($(date -u +%FT%TZ))"
   echo
@@ -66,10 +67,10 @@ if [[ -x build/bench/uprobe_cost ]]; then
 else
   echo "- uprobe_cost: build/bench/uprobe_cost missing" >> "$w/failures.md"
 fi
-overhead launch_bound 230 "${ROUNDS_LAUNCH:-4}" "" "--pause 1"
-overhead gpt2 100 "${ROUNDS_GPT2:-3}" "$few" "--steps 30 --warmup 8 --pause 1"
-overhead small_batch_infer 50 "${ROUNDS_SMALL:-2}" "$few" "--pause 1"
-overhead launch_bound_graph 50 "${ROUNDS_SMALL:-2}" "$few" "--pause 1"
+overhead launch_bound 230 "${ROUNDS_LAUNCH:-4}" "" "${LAUNCH_ARGS:---pause 1}"
+overhead gpt2 100 "${ROUNDS_GPT2:-3}" "$few" "${GPT2_ARGS:---steps 30 --warmup 8 --pause 1}"
+overhead small_batch_infer 50 "${ROUNDS_SMALL:-2}" "$few" "${INFER_ARGS:---pause 1}"
+overhead launch_bound_graph 50 "${ROUNDS_SMALL:-2}" "$few" "${LAUNCH_ARGS:---pause 1}"
 
 {
   if [[ -s $w/uprobe_cost.log ]]; then
