@@ -56,6 +56,7 @@ def main():
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     seen_cfg = set()
     plotted = 0
+    xs, ys = [], []
     for i, s in enumerate(results):
         x, unit = rate(s)
         if not x:
@@ -73,11 +74,19 @@ def main():
             ax.scatter([x], [r["overhead"] * 100], marker=m, color=color, s=40, label=label, edgecolors="black",
                        linewidths=0.4)
             plotted += 1
+            xs.append(x)
+            ys.append(r["overhead"] * 100)
+    if not plotted:
+        raise SystemExit("no point to draw (no call rates or no traced rows)")
     ax.set_xscale("log")
-    ax.set_yscale("symlog", linthresh=5)
+    ax.set_yscale("symlog", linthresh=1)
+    ax.set_xlim(min(xs) / 3, max(xs) * 3)
+    ax.set_ylim(min(-5.0, min(ys) * 1.5), max(10.0, max(ys) * 2))
     ax.axhline(0, color="grey", lw=0.6)
-    for target in (1, 2, 5):
+    for target in (1, 2, 5):  # issue 14's targets: GPT-2, launch-bound, CPU tiny operators
         ax.axhline(target, color="grey", lw=0.4, ls=":")
+        ax.annotate(f"{target} %", (min(xs) / 3, target), fontsize=6, color="grey", xytext=(2, 1),
+                    textcoords="offset points")
     ax.set_xlabel("calls/s of the workload, bare (CUDA API calls on GPU, aten operator calls on CPU)")
     ax.set_ylabel("median step time vs bare (%)")
     ax.set_title(a.title, fontsize=10)
