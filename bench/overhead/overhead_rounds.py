@@ -206,13 +206,22 @@ def run_once(a, name, rec_args, workdir, count_calls=False):
         res["stop_exit_s"] = t_exit - t_sig
         m = re.search(r"detached in the background \(pid (\d+)\)", stderr)
         helper = int(m.group(1)) if m else None
-        gone = None
+        # Gone: the background detacher (the last holder of the probes' fds) has exited, or, where the recorder
+        # started none, the kernel's BPF link/program counts are back to their values before the run. The counts
+        # are machine-wide (another tracer on the machine moves them), so they only decide without a detacher.
+        gone = helper_gone = links_back = None
         while time.monotonic() - t_sig < a.probe_wait:
-            if probes_back(kernel_probes(), base) and not (helper and pid_alive(helper)):
-                gone = time.monotonic() - t_sig
+            now = time.monotonic() - t_sig
+            if helper and helper_gone is None and not pid_alive(helper):
+                helper_gone = now
+            if links_back is None and probes_back(kernel_probes(), base):
+                links_back = now
+            if (helper_gone is not None) if helper else (links_back is not None):
+                gone = now
                 break
             time.sleep(0.02)
         res["probes_gone_s"] = gone  # None: still there after --probe-wait seconds
+        res["detacher_exit_s"], res["kernel_counts_back_s"] = helper_gone, links_back
         res["background_detacher"] = helper is not None
     res["base"] = base
     res["stderr_tail"] = stderr[-600:]
@@ -343,13 +352,18 @@ def main():
     calls_script = WORKLOADS[a.workload][2]
     with tempfile.TemporaryDirectory(prefix="overhead-") as work:
         if calls_script:  # workloads that cannot count their own calls in the first bare run
-            p = subprocess.run([a.python, os.path.join(ROOT, calls_script[0])] + calls_script[1:] +
-                               shlex.split(a.workload_args), capture_output=True, text=True, cwd=ROOT,
-                               timeout=a.timeout)
-            for line in p.stdout.splitlines():
-                tag, obj = parse_line(line)
-                if tag == "CALLS":
-                    calls = obj
+            try:
+                p = subprocess.run([a.python, os.path.join(ROOT, calls_script[0])] + calls_script[1:] +
+                                   shlex.split(a.workload_args), capture_output=True, text=True, cwd=ROOT,
+                                   timeout=a.timeout)
+                for line in p.stdout.splitlines():
+                    tag, obj = parse_line(line)
+                    if tag == "CALLS":
+                        calls = obj
+                if calls is None:
+                    print(f"no CALLS line from {calls_script[0]}: {p.stderr[-500:]}", file=sys.stderr)
+            except (OSError, subprocess.SubprocessError) as e:  # the timing rounds go on without the call rate
+                print(f"{calls_script[0]}: {e}", file=sys.stderr)
         for i in range(a.rounds):
             elapsed = time.monotonic() - t0
             if a.budget_s and rounds and elapsed + elapsed / len(rounds) > a.budget_s:
