@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Tracing overhead on one GPU (issue 14, item 5), one call under the device tool's 10 minutes (about 8 min):
+# Tracing overhead on one GPU (issue 14, item 5), one call under the device tool's 10 minutes (8 min, TOTAL_S):
 #   1. build/bench/uprobe_cost: ns per call bare, under a minimal uprobe / uretprobe, under stackscope's programs
 #   2. launch_bound (small kernels, 4 rounds x every layer set), 3. GPT-2 (3 rounds), 4. small-batch inference and
 #   5. the CUDA-graph replay of the launch-bound step (2 rounds each), all by bench/overhead/run_overhead.sh,
@@ -7,9 +7,15 @@
 # Each part has its own time box and a failing part does not stop the others. Results: OUT/summary.md (every
 # table), OUT/overhead.tgz (the JSON and logs of every part), OUT/overhead_vs_calls.svg (if drawn).
 # Usage (GPU machine, repo root, build/ carried): bash eval/tracing/gpu_overhead.sh OUT
-#   environment: STACKSCOPE (default build/src/cli/stackscope), PYTHON (default /opt/torch/.venv/bin/python3, else
-#   the first python3 with torch), ROUNDS_LAUNCH (4), ROUNDS_GPT2 (3), ROUNDS_SMALL (2); workload arguments
-#   LAUNCH_ARGS ("--pause 1"), GPT2_ARGS ("--steps 30 --warmup 8 --pause 1"), INFER_ARGS ("--pause 1")
+#   environment: STACKSCOPE (default build/src/cli/stackscope), UPROBE_COST (default build/bench/uprobe_cost; a
+#   copy elsewhere finds stackscope's *.bpf.o in gen/ beside it), TOTAL_S (480: seconds for the whole), PYTHON
+#   (default /opt/torch/.venv/bin/python3, else the first python3 with torch), ROUNDS_LAUNCH (4), ROUNDS_GPT2 (3),
+#   ROUNDS_SMALL (2); workload arguments LAUNCH_ARGS ("--pause 1"), GPT2_ARGS ("--steps 30 --warmup 8 --pause 1"),
+#   INFER_ARGS ("--pause 1")
+# Stripped copies fit the device tool's carry (64 MiB):
+#   mkdir -p .carry/gen && strip -o .carry/stackscope build/src/cli/stackscope &&
+#   strip -o .carry/uprobe_cost build/bench/uprobe_cost && cp build/gen/cuda.bpf.o build/gen/torch.bpf.o .carry/gen/
+#   STACKSCOPE=.carry/stackscope UPROBE_COST=.carry/uprobe_cost bash eval/tracing/gpu_overhead.sh "$OUT"
 set -uo pipefail
 out=${1:?OUT}
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -53,24 +59,28 @@ part() {
 overhead() {  # overhead NAME BOX ROUNDS CONFIGS WORKLOAD_ARGS
   local name=$1 box=$2 rounds=$3 configs=$4 wargs=$5
   part "$name" "$box" "$PYTHON" bench/overhead/overhead_rounds.py --workload "$name" --out "$w" --rounds "$rounds" \
-    --stackscope "$STACKSCOPE" --python "$PYTHON" --machine "$machine" --budget-s $((box - 25)) --timeout 90 \
-    --probe-wait 10 ${configs:+--configs "$configs"} --workload-args "$wargs"
+    --stackscope "$STACKSCOPE" --python "$PYTHON" --machine "$machine" --budget-s $((box - 8)) --timeout 90 \
+    --probe-wait 8 ${configs:+--configs "$configs"} --workload-args "$wargs"
 }
 # The configurations of the smaller parts: bare, the default recording, and --detail full where it exists.
 few="bare;default="
 "$STACKSCOPE" record --help 2>/dev/null | grep -q -- '--detail' && few="$few;default --detail full=--detail full"
 
 # The instruction each real probe target begins with (emulated push: one trap; endbr64 and others: two).
-targets=$(timeout 60 "$PYTHON" bench/overhead/probe_targets.py 2>"$w/probe_targets.err" | sed 's/^/--first-insn /')
-if [[ -x build/bench/uprobe_cost ]]; then
-  part uprobe_cost 50 build/bench/uprobe_cost --calls 300000 --json "$w/uprobe_cost.json" $targets
+targets=$(timeout 30 "$PYTHON" bench/overhead/probe_targets.py 2>"$w/probe_targets.err" | sed 's/^/--first-insn /')
+uprobe_cost=${UPROBE_COST:-build/bench/uprobe_cost}
+if [[ -x $uprobe_cost ]]; then
+  part uprobe_cost 45 "$uprobe_cost" --calls 300000 --json "$w/uprobe_cost.json" $targets
 else
-  echo "- uprobe_cost: build/bench/uprobe_cost missing" >> "$w/failures.md"
+  echo "- uprobe_cost: $uprobe_cost missing" >> "$w/failures.md"
 fi
-overhead launch_bound 230 "${ROUNDS_LAUNCH:-4}" "" "${LAUNCH_ARGS:---pause 1}"
-overhead gpt2 100 "${ROUNDS_GPT2:-3}" "$few" "${GPT2_ARGS:---steps 30 --warmup 8 --pause 1}"
-overhead small_batch_infer 50 "${ROUNDS_SMALL:-2}" "$few" "${INFER_ARGS:---pause 1}"
-overhead launch_bound_graph 50 "${ROUNDS_SMALL:-2}" "$few" "${LAUNCH_ARGS:---pause 1}"
+# share W OF: a part's time box, W/OF of what is left of $total (what a part leaves unused goes to the later ones).
+total=${TOTAL_S:-480}
+share() { local left=$(( total - (SECONDS - t0) )); (( left < 30 )) && left=30; echo $(( left * $1 / $2 )); }
+overhead launch_bound "$(share 220 430)" "${ROUNDS_LAUNCH:-4}" "" "${LAUNCH_ARGS:---pause 1}"
+overhead gpt2 "$(share 110 210)" "${ROUNDS_GPT2:-3}" "$few" "${GPT2_ARGS:---steps 30 --warmup 8 --pause 1}"
+overhead small_batch_infer "$(share 50 100)" "${ROUNDS_SMALL:-2}" "$few" "${INFER_ARGS:---pause 1}"
+overhead launch_bound_graph "$(share 50 50)" "${ROUNDS_SMALL:-2}" "$few" "${LAUNCH_ARGS:---pause 1}"
 
 {
   if [[ -s $w/uprobe_cost.log ]]; then
