@@ -1,12 +1,13 @@
-// Per-hit cost of a uprobe on this machine: a tiny function called N times (default 1 M), timed bare, under
-// a minimal uprobe (on functions whose first instruction is a push, endbr64, or one the kernel must single-step),
-// a minimal uretprobe, both, and under stackscope's own probe programs (loaded from the built
-// bpf objects: the CUDA/NCCL call pair and the PyTorch operator pair), each attached to the same function the way
-// the tracer attaches them (libbpf uprobe links with a bpf_cookie, records drained from the ring buffer by a
-// thread). Prints ns per call and the added cost per call; --json writes the same.
+// Per-hit cost of a uprobe on this machine: a tiny function called N times (default 1 M), timed bare, under a
+// minimal uprobe (functions that begin with push, endbr64 or lea), a minimal uretprobe, both, and under
+// stackscope's own programs loaded from its built bpf objects (the CUDA/NCCL call pair, the PyTorch operator pair),
+// attached as the tracer attaches them (libbpf uprobe links with a bpf_cookie), their ring buffer drained by a
+// thread woken per record (as `record` polls) or every 10 ms. Prints wall and thread-CPU ns per call and what the
+// probe adds; --json writes the same. --first-insn says which instruction a real target's uprobe traps on.
 //
 //   sudo build/bench/uprobe_cost [--calls 1000000] [--bpf-dir build/gen] [--json out.json]
 //   sudo build/bench/uprobe_cost --probe cuda.bpf.o:call_entry,call_return --probe torch.bpf.o:op_entry,op_return
+//   sudo build/bench/uprobe_cost --first-insn-only --first-insn /usr/bin/python3.11:PyObject_Call
 #include <bpf/libbpf.h>
 #include <linux/limits.h>
 #include <sys/resource.h>
