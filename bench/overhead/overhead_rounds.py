@@ -77,6 +77,23 @@ def kernel_probes():
     return state
 
 
+def links_held_by(pid):
+    """BPF links whose file descriptors `pid` holds (its fdinfo names a link_id): what the recorder attached,
+    whatever else the machine runs. One per probe with single uprobe links, one per family with uprobe_multi."""
+    n = 0
+    try:
+        fds = os.listdir(f"/proc/{pid}/fdinfo")
+    except OSError:
+        return None
+    for fd in fds:
+        try:
+            with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                n += "link_id:" in f.read()
+        except OSError:
+            pass
+    return n
+
+
 def probes_back(now, base):
     return all(now[k] is None or base[k] is None or now[k] <= base[k] for k in now)
 
@@ -165,14 +182,14 @@ def run_once(a, name, rec_args, workdir, count_calls=False):
                 res["median_step_s"] = statistics.median(steps) if steps else obj["median_step_s"]
                 res["steps"] = len(steps) if steps else obj.get("steps")
                 if not holds and rec_args is not None:
-                    res["attached"] = kernel_probes()
+                    res["links_held"] = links_held_by(proc.pid)
                     t_sig = time.monotonic()
                     proc.send_signal(signal.SIGINT)
             elif tag == "CALLS":
                 res["calls"] = obj
             elif tag == "HOLDING":
                 if rec_args is not None:
-                    res["attached"] = kernel_probes()
+                    res["links_held"] = links_held_by(proc.pid)
                 t_sig = time.monotonic()
                 proc.send_signal(signal.SIGINT)  # the recorder passes it to the job, as a user's Ctrl-C
             if time.monotonic() > deadline:
@@ -262,8 +279,7 @@ def summarise(a, configs, rounds, calls):
             gones = [r.get("probes_gone_s") for r in good if "probes_gone_s" in r]
             row.update({"stop_exit_s": med(stops), "probes_gone_s": med(gones),
                         "probes_gone_timeouts": sum(1 for g in gones if g is None),
-                        "links_attached": med((r.get("attached") or {}).get("links", 0) - (r["base"].get("links") or 0)
-                                              for r in good if r.get("attached") and r["base"].get("links") is not None),
+                        "links_attached": med(r.get("links_held") for r in good),
                         "events": med(r.get("events") for r in good), "dropped": med(r.get("dropped") for r in good),
                         "events_by_layer": (good[-1].get("events_by_layer") if good else None),
                         "errors": [r.get("error") for r in runs if not r["ok"]][:2]})
@@ -302,8 +318,10 @@ def markdown(s):
             gone = wait if r.get("probes_gone_s") is None else f"{gone} ({r['probes_gone_timeouts']} rounds {wait})"
         fail = f" ({r['failed']} failed)" if r["failed"] else ""
         sps = f"{1 / r['median_step_s']:.0f}" if r["median_step_s"] else "-"
+        links = "" if r["config"] == "bare" else \
+            ("-" if r.get("links_attached") is None else f"{r['links_attached']:.0f}")
         lines.append(f"| {r['config']}{fail} | {fmt_s(r['median_step_s'])} | {sps} | {ov} | {fmt_s(r.get('stop_exit_s'))} | "
-                     f"{gone} | {r.get('links_attached', '-') if r['config'] != 'bare' else ''} | "
+                     f"{gone} | {links} | "
                      f"{'' if r.get('events') is None else int(r['events'])} | "
                      f"{'' if r.get('dropped') is None else int(r['dropped'])} |")
     n = max((r["rounds"] for r in s["rows"]), default=0)
@@ -311,7 +329,7 @@ def markdown(s):
               f"extra record args `{s['record_args']}`."]
     errs = [e for r in s["rows"] for e in r.get("errors", []) if e]
     if errs:
-        lines += ["", "Errors: " + " / ".join(e.replace("\n", " ")[:300] for e in errs[:3])]
+        lines += ["", "Errors (ends of stderr): " + " / ".join(e.replace("\n", " ")[-300:] for e in errs[:3])]
     return "\n".join(lines) + "\n"
 
 # ---------------------------------------------------------------- main
