@@ -8,6 +8,7 @@
 //   sudo build/bench/uprobe_cost [--calls 1000000] [--bpf-dir build/gen] [--json out.json]
 //   sudo build/bench/uprobe_cost --probe cuda.bpf.o:call_entry,call_return --probe torch.bpf.o:op_entry,op_return
 //   sudo build/bench/uprobe_cost --first-insn-only --first-insn /usr/bin/python3.11:PyObject_Call
+#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <linux/limits.h>
 #include <sys/resource.h>
@@ -25,6 +26,7 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <utility>
@@ -130,19 +132,81 @@ struct Row {
   std::string error;
 };
 
+// One --probe: OBJECT:ENTRY[,RETURN][@cookie=N][@GLOBAL=VALUE]... (a global: a const volatile or .data/.bss
+// variable of the object, set before load, e.g. torch.bpf.o's `aggregate`).
+struct ProbeSpec {
+  std::string text, object, entry, ret;
+  uint64_t cookie = 0;
+  std::vector<std::pair<std::string, uint64_t>> globals;
+};
+
+ProbeSpec parse_probe(const std::string& text, const std::string& bpf_dir) {
+  ProbeSpec p;
+  p.text = text;
+  std::string head = text.substr(0, text.find('@'));
+  for (size_t at = text.find('@'); at != std::string::npos;) {
+    size_t next = text.find('@', at + 1);
+    std::string kv = text.substr(at + 1, next == std::string::npos ? std::string::npos : next - at - 1);
+    auto eq = kv.find('=');
+    if (eq == std::string::npos) throw std::invalid_argument("--probe " + text + ": want NAME=VALUE after @");
+    uint64_t v = std::stoull(kv.substr(eq + 1), nullptr, 0);
+    if (kv.substr(0, eq) == "cookie") p.cookie = v;
+    else p.globals.emplace_back(kv.substr(0, eq), v);
+    at = next;
+  }
+  auto colon = head.find(':');
+  p.object = head.substr(0, colon);
+  std::string progs = colon == std::string::npos ? "" : head.substr(colon + 1);
+  auto comma = progs.find(',');
+  p.entry = progs.substr(0, comma);
+  p.ret = comma == std::string::npos ? "" : progs.substr(comma + 1);
+  if (p.object.find('/') == std::string::npos) p.object = bpf_dir + "/" + p.object;
+  return p;
+}
+
+// Sets global NAME of an opened (not yet loaded) object through its BTF: the variable's section map and offset.
+std::string set_global(bpf_object* obj, const std::string& name, uint64_t value) {
+  const btf* b = bpf_object__btf(obj);
+  if (!b) return "no BTF in the object";
+  for (uint32_t id = 1; id < btf__type_cnt(b); ++id) {
+    const btf_type* t = btf__type_by_id(b, id);
+    if (!btf_is_datasec(t)) continue;
+    std::string sec = btf__name_by_offset(b, t->name_off);
+    const btf_var_secinfo* vs = btf_var_secinfos(t);
+    for (uint16_t i = 0; i < btf_vlen(t); ++i, ++vs) {
+      const btf_type* var = btf__type_by_id(b, vs->type);
+      if (name != btf__name_by_offset(b, var->name_off)) continue;
+      bpf_map* m = nullptr;
+      bpf_object__for_each_map(m, obj) {
+        std::string mn = bpf_map__name(m);
+        if (mn.size() >= sec.size() && mn.compare(mn.size() - sec.size(), sec.size(), sec) == 0) break;
+      }
+      size_t size = 0;
+      const auto* data = m ? static_cast<const uint8_t*>(bpf_map__initial_value(m, &size)) : nullptr;
+      if (!data || vs->offset + vs->size > size || vs->size > sizeof value) return "cannot write " + name;
+      std::vector<uint8_t> image(data, data + size);
+      std::memcpy(image.data() + vs->offset, &value, vs->size);  // little-endian: the low bytes
+      return bpf_map__set_initial_value(m, image.data(), size) == 0 ? "" : "cannot set " + name;
+    }
+  }
+  return "no global " + name + " in the object";
+}
+
 // stackscope's programs from its built object: ENTRY (and RETURN) attached to the target with cookie 0 (call id 0,
 // no argument captures), the object's `events` ring buffer drained by a thread. woken: the thread sleeps in epoll as
 // the recorder's poller does, so a record that finds it caught up wakes it (an irq_work, a self-IPI: a VM exit in
 // a VM); otherwise it drains every 10 ms without sleeping in epoll and records wake nobody.
-Row measure_object(const std::string& object, const std::string& entry, const std::string& ret, uint64_t calls,
-                   bool woken) {
+Row measure_object(const ProbeSpec& spec, uint64_t calls, bool woken) {
   const auto& [target, fn] = kTargets.front();
-  Row row{object + ":" + entry + (ret.empty() ? "" : "," + ret)};
+  const std::string &object = spec.object, &entry = spec.entry, &ret = spec.ret;
+  Row row{spec.text};
   bpf_object* obj = bpf_object__open_file(object.c_str(), nullptr);
   if (!obj) {
     row.error = "cannot open " + object;
     return row;
   }
+  for (const auto& [name, value] : spec.globals)
+    if (std::string e = set_global(obj, name, value); !e.empty() && row.error.empty()) row.error = e;
   bpf_program *pe = nullptr, *pr = nullptr, *p = nullptr;
   bpf_object__for_each_program(p, obj) {
     std::string n = bpf_program__name(p);
@@ -155,7 +219,9 @@ Row measure_object(const std::string& object, const std::string& entry, const st
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> records{0};
   std::thread poller;
-  if (!pe || (!ret.empty() && !pr)) {
+  if (!row.error.empty()) {
+    // a global could not be set: nothing is attached
+  } else if (!pe || (!ret.empty() && !pr)) {
     std::string names;
     bpf_object__for_each_program(p, obj) names += std::string(names.empty() ? "" : ",") + bpf_program__name(p);
     row.error = "program not in " + object + " (it has: " + names + ")";
@@ -164,7 +230,7 @@ Row measure_object(const std::string& object, const std::string& entry, const st
   } else {
     for (auto [prog, is_ret] : {std::pair{pe, false}, std::pair{pr, true}}) {
       if (!prog) continue;
-      if (bpf_link* l = attach(prog, target, is_ret, 0, row.error)) links.push_back(l);
+      if (bpf_link* l = attach(prog, target, is_ret, spec.cookie, row.error)) links.push_back(l);
     }
     if (bpf_map* m = bpf_object__find_map_by_name(obj, "events"); m && bpf_map__type(m) == BPF_MAP_TYPE_RINGBUF) {
       rb = ring_buffer__new(
@@ -242,7 +308,9 @@ int main(int argc, char** argv) {
   std::vector<std::string> probes = {"cuda.bpf.o:call_entry,call_return", "torch.bpf.o:op_entry,op_return"};
   app.add_option("-n,--calls", calls, "Calls per measurement (default 1000000)")->check(CLI::PositiveNumber);
   app.add_option("--bpf-dir", bpf_dir, "Where stackscope's *.bpf.o are (default: ../gen or gen/ beside this binary)");
-  app.add_option("--probe", probes, "OBJECT:ENTRY[,RETURN] of stackscope's programs to time (repeatable)");
+  app.add_option("--probe", probes,
+                 "OBJECT:ENTRY[,RETURN][@cookie=N][@GLOBAL=VALUE] of stackscope's programs to time (repeatable; "
+                 "e.g. torch.bpf.o:op_entry,op_return@aggregate=1)");
   app.add_option("--json", json_out, "Write the figures as JSON here");
   std::vector<std::string> first_insn;
   app.add_option("--first-insn", first_insn,
@@ -317,15 +385,19 @@ int main(int argc, char** argv) {
     r.error = "cannot load uprobe_cost.bpf.o: " + std::to_string(-errno);
     report(r);
   }
-  for (const auto& spec : probes) {
-    auto colon = spec.find(':');
-    std::string object = spec.substr(0, colon), progs = colon == std::string::npos ? "" : spec.substr(colon + 1);
-    auto comma = progs.find(',');
-    std::string entry = progs.substr(0, comma), ret = comma == std::string::npos ? "" : progs.substr(comma + 1);
-    if (object.find('/') == std::string::npos) object = bpf_dir + "/" + object;
+  for (const auto& text : probes) {
+    ProbeSpec spec;
+    try {
+      spec = parse_probe(text, bpf_dir);
+    } catch (const std::exception& e) {
+      Row r("stackscope " + text);
+      r.error = std::string("bad --probe: ") + e.what();
+      report(r);
+      continue;
+    }
     for (bool woken : {true, false}) {
-      Row r = measure_object(object, entry, ret, calls, woken);
-      r.name = "stackscope " + spec + (woken ? ", reader woken" : ", reader every 10ms");
+      Row r = measure_object(spec, calls, woken);
+      r.name = "stackscope " + text + (woken ? ", reader woken" : ", reader every 10ms");
       report(r);
     }
   }

@@ -69,8 +69,14 @@ few="bare;default="
 # The instruction each real probe target begins with (emulated push: one trap; endbr64 and others: two).
 targets=$(timeout 30 "$PYTHON" bench/overhead/probe_targets.py 2>"$w/probe_targets.err" | sed 's/^/--first-insn /')
 uprobe_cost=${UPROBE_COST:-build/bench/uprobe_cost}
+# With the budgeted tracer (record --detail): also its entry-only CUDA probe (cookie bit 34) and in-kernel torch counts.
+probes=()
+if [[ $few == *detail* ]]; then
+  probes=(--probe cuda.bpf.o:call_entry,call_return --probe cuda.bpf.o:call_entry@cookie=0x400000000
+          --probe torch.bpf.o:op_entry,op_return --probe torch.bpf.o:op_entry,op_return@aggregate=1)
+fi
 if [[ -x $uprobe_cost ]]; then
-  part uprobe_cost 45 "$uprobe_cost" --calls 300000 --json "$w/uprobe_cost.json" $targets
+  part uprobe_cost 45 "$uprobe_cost" --calls 300000 --json "$w/uprobe_cost.json" $targets "${probes[@]}"
 else
   echo "- uprobe_cost: $uprobe_cost missing" >> "$w/failures.md"
 fi
