@@ -94,6 +94,13 @@ def links_held_by(pid):
     return n
 
 
+def kill_group(proc):
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
 def probes_back(now, base):
     return all(now[k] is None or base[k] is None or now[k] <= base[k] for k in now)
 
@@ -171,7 +178,7 @@ def run_once(a, name, rec_args, workdir, count_calls=False):
     deadline = t_start + a.timeout
     t_sig = None
     # A job that hangs without printing would block the line loop: the watchdog kills its process group.
-    watchdog = threading.Timer(a.timeout, lambda: proc.poll() is None and os.killpg(proc.pid, signal.SIGKILL))
+    watchdog = threading.Timer(a.timeout, lambda: proc.poll() is None and kill_group(proc))
     watchdog.daemon = True
     watchdog.start()
     try:
@@ -198,14 +205,14 @@ def run_once(a, name, rec_args, workdir, count_calls=False):
         rc = proc.wait(timeout=remaining)
         t_exit = time.monotonic()
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+        kill_group(proc)
         proc.wait()
         res["error"] = f"timed out after {a.timeout:.0f} s"
         return res
     finally:
         watchdog.cancel()
         if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+            kill_group(proc)
             proc.wait()
     res["rc"] = rc
     if rc == -signal.SIGKILL and time.monotonic() >= deadline:

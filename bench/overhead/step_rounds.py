@@ -1,5 +1,5 @@
-"""The timing protocol every bench/overhead workload shares (launch_bound.py, tiny_ops_cpu.py), so that
-run_overhead.sh can drive any of them the same way:
+"""The timing protocol every bench/overhead workload shares (launch_bound.py, small_batch_infer.py, tiny_ops_cpu.py,
+gpt2_calls.py), so that run_overhead.sh can drive any of them the same way:
 
   RESULT {"workload": ..., "round": i, "median_step_s": ..., ...}   one line per timed round
   CALLS {"cuda_calls_per_step": ..., "ops_per_step": ..., ...}     with --count-calls: torch.profiler's counts
