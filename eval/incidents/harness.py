@@ -21,6 +21,7 @@ import socket
 import statistics
 import struct
 import sys
+import threading
 import time
 
 import torch
@@ -251,7 +252,8 @@ def run(workload_name, args, ctx, loader, stall, step):
     log(f"{workload_name}: rank {ctx.rank}: {len(plan)} episodes over {args.seconds:.0f} s; warm step "
         f"{median_ms(warm)} ms")
 
-    nxt, active, started_ns, on_reply, steps = 0, None, 0, None, 0
+    episode = None  # the one in progress: its class, phase (starting, on, stopping), the injector's call
+    nxt, steps = 0, 0
     stop = torch.zeros(1, device=ctx.device)
     last = time.monotonic()
     while True:
@@ -263,29 +265,36 @@ def run(workload_name, args, ctx, loader, stall, step):
             if stop.item() > 0:
                 break
         rel = (now - t0_ns) / 1e9
-        if active is not None and rel >= plan[nxt - 1][2]:
-            cls = plan[nxt - 1][0]
-            off_reply = fault_off(cls, ctx, client, stall)
-            end = time.monotonic_ns()
-            if out:
-                write_episode(out, cls, started_ns, end, times, stall_s, on_reply, off_reply)
-            log(f"rank {ctx.rank}: t={rel:.1f}s {cls} off")
-            active = None
-        if active is None and nxt < len(plan) and rel >= plan[nxt][1]:
-            cls = plan[nxt][0]
-            on_reply = fault_on(cls, ctx, client, stall, stall_s)
-            started_ns = time.monotonic_ns()
-            active, nxt = cls, nxt + 1
+        if episode is None and nxt < len(plan) and rel >= plan[nxt][1]:
+            cls, p0, p1 = plan[nxt]
+            nxt += 1
+            episode = {"class": cls, "length": p1 - p0, "on": Call(fault_on, cls, ctx, client, stall, stall_s)}
             log(f"rank {ctx.rank}: t={rel:.1f}s {cls} on")
+        elif episode and "started_ns" not in episode and episode["on"].done():
+            # In effect from when the injector answered (a memory hog's fill comes first); the planned length
+            # counts from then.
+            episode["started_ns"] = episode["on"].finished_ns
+            episode["end_rel"] = (episode["started_ns"] - t0_ns) / 1e9 + episode["length"]
+        elif episode and "end_rel" in episode and "off" not in episode and rel >= episode["end_rel"]:
+            episode["off"] = Call(fault_off, episode["class"], ctx, client, stall)
+            log(f"rank {ctx.rank}: t={rel:.1f}s {episode['class']} off")
+        elif episode and "off" in episode and episode["off"].done():
+            if out:
+                write_episode(out, episode, times)
+            episode = None
         step(next(it)).item()
         t = time.monotonic()
         times.append((t, t - last))
         last = t
         steps += 1
-    if active is not None:
-        off_reply = fault_off(active, ctx, client, stall)
+    if episode is not None:  # the run ended inside an episode: close it as it stands
+        episode["on"].wait()
+        episode.setdefault("started_ns", episode["on"].finished_ns)
+        if "off" not in episode:
+            episode["off"] = Call(fault_off, episode["class"], ctx, client, stall)
+        episode["off"].wait()
         if out:
-            write_episode(out, active, started_ns, time.monotonic_ns(), times, stall_s, on_reply, off_reply)
+            write_episode(out, episode, times)
     if out:
         out.write(json.dumps({"kind": "end", "end_ns": time.monotonic_ns(), "steps": steps,
                               "step_ms_median": median_ms([d for _, d in times])}) + "\n")
@@ -314,16 +323,50 @@ def fault_off(cls, ctx, client, stall):
     return {}
 
 
-def write_episode(out, cls, start_ns, end_ns, times, stall_s, on_reply, off_reply):
+class Call:
+    """A call to the injector in a thread, so that the job keeps stepping while a hog ramps up or winds down (a
+    blocked training loop would itself look like a stall); finished_ns is when it returned."""
+
+    def __init__(self, fn, *args):
+        self.result, self.error, self.finished_ns = None, None, None
+        self.thread = threading.Thread(target=self._run, args=(fn, args), daemon=True)
+        self.thread.start()
+
+    def _run(self, fn, args):
+        try:
+            self.result = fn(*args)
+        except BaseException as e:  # noqa: BLE001  (re-raised in the loop's thread by wait/done)
+            self.error = e
+        self.finished_ns = time.monotonic_ns()
+
+    def done(self):
+        if self.thread.is_alive():
+            return False
+        if self.error is not None:
+            raise self.error
+        return True
+
+    def wait(self):
+        self.thread.join()
+        return self.done()
+
+
+def write_episode(out, episode, times):
     """One episode line, with the job's step time before (the 15 s of normal work ahead of it) and during it."""
+    cls, start_ns, end_ns = episode["class"], episode["started_ns"], episode["off"].finished_ns
+    on_reply, off_reply = episode["on"].result or {}, episode["off"].result or {}
     s0, s1 = start_ns / 1e9, end_ns / 1e9
     before = [d for t, d in times if s0 - 15 <= t < s0]
     during = [d for t, d in times if s0 <= t < s1]
     b, d = median_ms(before), median_ms(during)
+    mean_b = sum(before) / len(before) if before else None
+    mean_d = sum(during) / len(during) if during else None
     params = dict(on_reply.get("params", {}))
-    params.update(off_reply.get("params", {}) if off_reply else {})
+    params.update(off_reply.get("params", {}))
+    # slowdown: mean step time during / before, i.e. throughput lost (rare long stalls count, as they cost time);
+    # the medians show whether every step slowed or a few stalled.
     params.update(step_ms_before=b, step_ms_during=d, steps_during=len(during),
-                  slowdown=round(d / b, 3) if b and d else None)
+                  slowdown=round(mean_d / mean_b, 3) if mean_b and mean_d else None)
     out.write(json.dumps({"fault": FAULT_OF_CLASS[cls], "class": cls, "start_ns": start_ns, "end_ns": end_ns,
                           "culprits": on_reply.get("culprits", []), "params": params}) + "\n")
     out.flush()

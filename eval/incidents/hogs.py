@@ -88,6 +88,18 @@ def run_mem(args):
     state = {"reached_s": None}
     stop_on_sigterm()  # exiting frees every chunk at once
 
+    reserved = [0]  # chunks taken or being taken: the limit holds however the threads interleave
+
+    def reserve():
+        with lock:
+            if limit is not None and (reserved[0] + 1) * chunk > limit:
+                return False
+            # Several threads take at once: leave each a chunk of headroom so that together they stop at the floor.
+            if meminfo()["MemAvailable"] <= floor + args.threads * chunk:
+                return False
+            reserved[0] += 1
+            return True
+
     def take():
         m = mmap.mmap(-1, chunk, flags=flags)
         if not populate:  # touch one byte a page
@@ -96,16 +108,8 @@ def run_mem(args):
         with lock:
             chunks.append(m)
 
-    def room():
-        with lock:
-            held = len(chunks) * chunk
-        if limit is not None and held + chunk > limit:
-            return False
-        # Several threads take at once: leave each a chunk of headroom so that together they stop at the floor.
-        return meminfo()["MemAvailable"] > floor + args.threads * chunk
-
     def filler():
-        while room():
+        while reserve():
             take()
 
     threads = [threading.Thread(target=filler, daemon=True) for _ in range(args.threads)]
@@ -122,7 +126,9 @@ def run_mem(args):
         if avail < floor // 2 and chunks:
             with lock:
                 chunks.pop().close()
-        elif avail > floor + chunk and (limit is None or (len(chunks) + 1) * chunk <= limit):
+                reserved[0] -= 1
+        elif avail > floor + chunk and (limit is None or (reserved[0] + 1) * chunk <= limit):
+            reserved[0] += 1
             take()
         time.sleep(0.05)
 

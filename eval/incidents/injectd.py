@@ -4,7 +4,7 @@ job (run_v2.sh starts it before `stackscope record`, so the interfering processe
 real neighbour is not), and serves the job's loader its TCP data path.
 
   python3 eval/incidents/injectd.py --socket /tmp/x.sock [--classes LIST] [--gpu N] [--netfault BIN] \
-      [--data-dir D] [--data-port 10000] [--loss-percent 5]
+      [--data-dir D] [--data-port 10000] [--loader-loss-percent 15] [--nccl-loss-percent 5]
 prints "ready" once its helpers are up. A workload (eval/incidents/harness.py) sends one JSON line per request on
 the Unix socket: {"cmd": "on"|"off", "class": C} or {"cmd": "quit"}; the answer is one JSON line with the culprits
 (kind, name, pid) and what the injector measured.
@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import random
+import select
 import signal
 import socket
 import struct
@@ -70,7 +71,10 @@ class DataServer:
             while True:
                 head = b""
                 while len(head) < 4:
-                    part = conn.recv(4 - len(head))
+                    try:
+                        part = conn.recv(4 - len(head))
+                    except OSError:  # the loader's workers close with RST (no TIME_WAIT)
+                        return
                     if not part:
                         return
                     head += part
@@ -105,10 +109,10 @@ class Injectors:
     def spawn(self, argv, n=1, **kw):
         return [subprocess.Popen([sys.executable, HOGS] + argv, **kw) for _ in range(n)]
 
-    def netfault(self, ports):
+    def netfault(self, ports, percent):
         if not self.args.netfault:
             raise RuntimeError("no --netfault binary: network classes cannot be injected")
-        return subprocess.Popen([self.args.netfault, "--dev", "lo", "--drop-percent", str(self.args.loss_percent),
+        return subprocess.Popen([self.args.netfault, "--dev", "lo", "--drop-percent", str(percent),
                                  "--ports", ports, "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     def on(self, cls):
@@ -121,8 +125,19 @@ class Injectors:
             procs = self.spawn(["cpu"], n)
             params["procs"] = n
         elif cls == "memory_pressure":
-            procs = self.spawn(["mem"] + (["--floor-mib", str(a.mem_floor_mib)] if a.mem_floor_mib else []),
+            procs = self.spawn(["mem"] + (["--floor-mib", str(a.mem_floor_mib)] if a.mem_floor_mib else []) +
+                               (["--max-mib", str(a.mem_max_mib)] if a.mem_max_mib else []),
                                stdout=subprocess.PIPE, text=True)
+            # The episode starts once the memory is taken (its fill, seconds on a large machine, is the ramp):
+            # wait for the hog's report, at most --mem-ramp-max s.
+            r, _, _ = select.select([procs[0].stdout], [], [], a.mem_ramp_max)
+            params["ramp_s"] = None
+            if r:
+                try:
+                    params.update(json.loads(procs[0].stdout.readline()))
+                    params["ramp_s"] = params.pop("reached_s", None)
+                except ValueError:
+                    pass
         elif cls == "storage_stall":
             procs = self.spawn(["fsync", "--dir", a.data_dir], a.fsync_procs)
             params.update(procs=a.fsync_procs, dir=a.data_dir)
@@ -140,8 +155,9 @@ class Injectors:
                 ports = f"{a.data_port}-{a.data_port + DATA_PORTS - 1}"
             else:
                 ports = "%d-%d" % ephemeral_ports()
-            procs = [self.netfault(ports)]
-            params.update(loss_percent=a.loss_percent, ports=ports)
+            loss = a.loader_loss_percent if cls == "network" else a.nccl_loss_percent
+            procs = [self.netfault(ports, loss)]
+            params.update(loss_percent=loss, ports=ports)
         else:
             raise RuntimeError(f"no injector for class {cls!r}")
         self.active[cls] = procs
@@ -153,8 +169,11 @@ class Injectors:
             culprits = [{"kind": "process", "name": comm_of(self.second.p.pid), "pid": self.second.p.pid}]
         if cls in ("network", "collective_slowdown"):
             culprits = [{"kind": "link", "name": "lo"}]
-        time.sleep(0.05)  # the hogs' own renames (prctl) land first
-        for c in culprits:
+        for c in culprits:  # the name the hog gives itself (prctl) once its interpreter is up
+            if c.get("pid") and cls in ("cpu_interference", "memory_pressure", "storage_stall"):
+                deadline = time.monotonic() + 5
+                while comm_of(c["pid"]).startswith("python") and time.monotonic() < deadline:
+                    time.sleep(0.02)
             if c.get("pid"):
                 c["name"] = comm_of(c["pid"])
         return {"ok": True, "culprits": culprits, "params": params}
@@ -210,10 +229,16 @@ def main():
     ap.add_argument("--netfault", default="", help="the packet-loss injector (eval/netfault)")
     ap.add_argument("--data-dir", default="/var/tmp/stackscope-v2")
     ap.add_argument("--data-port", type=int, default=10000)
-    ap.add_argument("--loss-percent", type=float, default=5.0)
+    # Loopback recovers a lost segment within milliseconds (tail-loss probes, fast retransmit at microsecond RTTs),
+    # so the loader's request-sized transfers need heavy loss to stall; NCCL's long streams suffer at a few %.
+    ap.add_argument("--loader-loss-percent", type=float, default=15.0, help="network: loss on the loader's path")
+    ap.add_argument("--nccl-loss-percent", type=float, default=5.0, help="collective_slowdown: loss on NCCL's ports")
     ap.add_argument("--cpu-procs", type=int, default=0, help="cpu_interference spinners (default: one per CPU)")
     ap.add_argument("--fsync-procs", type=int, default=2)
-    ap.add_argument("--mem-floor-mib", type=int, default=0)
+    ap.add_argument("--mem-floor-mib", type=int, default=0, help="memory_pressure: MemAvailable to leave (default "
+                                                                 "1 %% of RAM, at least 1 GiB)")
+    ap.add_argument("--mem-max-mib", type=int, default=0, help="memory_pressure: take at most this (tests)")
+    ap.add_argument("--mem-ramp-max", type=float, default=45, help="memory_pressure: longest wait for the fill")
     args = ap.parse_args()
     os.makedirs(args.data_dir, exist_ok=True)
     DataServer(args.data_port)

@@ -13,7 +13,8 @@ Per run and overall:
   runs; the rate is per hour of clean time (the recording's length less every episode with its slack);
 - detection delay: the earliest detected_at_s of the overlapping incidents less the episode's onset; cause delay:
   the earliest cause_at_s of those naming the right class less the onset (only from `record --detect`; null
-  otherwise, reported as not measured);
+  otherwise, reported as not measured); where the analysis has none, X.online.jsonl (the JSON lines that
+  `record --detect` printed, kept by run_v2.sh --detect) is read for them;
 - a confusion table: true class by the primary incident's class ("missed" when none).
 Targets (issue 13): found >= 95 %, class right >= 90 %, <= 1 false incident per clean hour, detection <= 5 s,
 cause <= 8 s. --check: exit status 1 when one is missed. Exit status 2: bad input, or an analysis without
@@ -109,16 +110,58 @@ def delays_summary(values):
             "p90_s": round(v[min(len(v) - 1, int(0.9 * len(v)))], 3), "max_s": round(v[-1], 3)}
 
 
-def score_run(name, faults_path, analysis_path, slack_s):
+def load_online(path):
+    """Incidents that `record --detect` printed as it went (JSON lines: an incident each, or an object holding
+    "incidents" or "recordings"); only their detection and cause times are used."""
+    out = []
+    with open(path) as f:
+        for line in f:
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(rec, dict):
+                continue
+            found = [rec]
+            if isinstance(rec.get("incidents"), list):
+                found = rec["incidents"]
+            elif isinstance(rec.get("recordings"), list):
+                found = [i for r in rec["recordings"] for i in r.get("incidents", [])]
+            out += [i for i in found if isinstance(i.get("start_ns"), int) and isinstance(i.get("end_ns"), int)]
+    return out
+
+
+def origin_of(incidents):
+    """The recording's CLOCK_MONOTONIC origin (ns), from an incident that carries both its relative and its
+    absolute start: what turns detected_at_s / cause_at_s into times comparable with the fault log."""
+    for inc in incidents:
+        if isinstance(inc.get("start_s"), (int, float)):
+            return inc["start_ns"] - int(inc["start_s"] * 1e9)
+    return None
+
+
+def delays(hits, onset_ns, origin, cls):
+    """(detection delay, cause delay) in s after the onset: the earliest detection among the incidents over the
+    episode, and the earliest cause among those naming the episode's class. Absolute detected_ns / cause_ns are
+    taken too; None where nothing carries the time."""
+    def at(inc, rel_key, abs_key):
+        if isinstance(inc.get(abs_key), int):
+            return (inc[abs_key] - onset_ns) / 1e9
+        if origin is not None and isinstance(inc.get(rel_key), (int, float)):
+            return inc[rel_key] - (onset_ns - origin) / 1e9
+        return None
+    det = [d for d in (at(i, "detected_at_s", "detected_ns") for i in hits) if d is not None]
+    cause = [c for c in (at(i, "cause_at_s", "cause_ns") for i in hits if cause_class(i) == cls) if c is not None]
+    return (round(min(det), 3) if det else None), (round(min(cause), 3) if cause else None)
+
+
+def score_run(name, faults_path, analysis_path, slack_s, online_path=None):
     meta, end, episodes = load_faults(faults_path)
     incidents, seconds, schema = load_analysis(analysis_path)
     slack = int(slack_s * 1e9)
-    # The recording's CLOCK_MONOTONIC origin, for the relative times of online detection (detected_at_s).
-    origin = None
-    for inc in incidents:
-        if isinstance(inc.get("start_s"), (int, float)):
-            origin = inc["start_ns"] - int(inc["start_s"] * 1e9)
-            break
+    origin = origin_of(incidents)
+    online = load_online(online_path) if online_path and os.path.exists(online_path) else []
+    online_origin = origin_of(online) if online else None
     if not seconds:  # no length in the analysis: the workload's own span
         if meta.get("start_ns") and end.get("end_ns"):
             seconds = (end["end_ns"] - meta["start_ns"]) / 1e9
@@ -147,16 +190,10 @@ def score_run(name, faults_path, analysis_path, slack_s):
                 pids = {p for p, _ in want}
                 names = {n for _, n in want}
                 row["culprit_named"] = any(c.get("pid") in pids or c.get("name") in names for c in got)
-            if origin is not None:
-                onset = (e0 - origin) / 1e9
-                det = [incidents[i].get("detected_at_s") for i in hits]
-                det = [d for d in det if isinstance(d, (int, float))]
-                if det:
-                    row["detection_s"] = round(min(det) - onset, 3)
-                cause = [incidents[i].get("cause_at_s") for i in hits if cause_class(incidents[i]) == ep["class"]]
-                cause = [c for c in cause if isinstance(c, (int, float))]
-                if cause:
-                    row["cause_s"] = round(min(cause) - onset, 3)
+            row["detection_s"], row["cause_s"] = delays([incidents[i] for i in hits], e0, origin, ep["class"])
+        if row["detection_s"] is None and online:  # from record --detect's own output, when it printed one
+            near = [inc for inc in online if inc["start_ns"] - slack <= e1 and inc["end_ns"] + slack >= e0]
+            row["detection_s"], row["cause_s"] = delays(near, e0, online_origin, ep["class"])
         out_eps.append(row)
     false = []
     for i, inc in enumerate(incidents):
@@ -315,7 +352,7 @@ def find_runs(args_runs):
         faults = prefix + ".faults.jsonl"
         if not os.path.exists(faults):
             raise InputError(f"{faults}: missing (every X.analysis.json needs the X.faults.jsonl of its run)")
-        out.append((os.path.basename(prefix), faults, prefix + ".analysis.json"))
+        out.append((os.path.basename(prefix), faults, prefix + ".analysis.json", prefix + ".online.jsonl"))
     return out
 
 
@@ -328,7 +365,7 @@ def main(argv=None):
     ap.add_argument("--check", action="store_true", help="exit status 1 when a target is missed")
     args = ap.parse_args(argv)
     try:
-        runs = [score_run(name, f, a, args.slack) for name, f, a in find_runs(args.runs)]
+        runs = [score_run(name, f, a, args.slack, o) for name, f, a, o in find_runs(args.runs)]
     except InputError as e:
         print(f"score.py: {e}", file=sys.stderr)
         return 2

@@ -66,12 +66,15 @@ class ScoreFixtures(unittest.TestCase):
         # Recording origin: incident 1 starts at 1021 s monotonic, 26 s into the recording -> 995 s. Onsets: 25 s
         # (cpu), 65 s (host_stall). Detection: 28 - 25 = 3; min(71, 75.5) - 65 = 6. Cause (right class only):
         # 30 - 25 = 5; host_stall's right-class incident 3 has its cause at 76 -> 11. storage_stall: null (offline).
-        self.assertEqual([e["detection_s"] for e in self.eps], [3.0, 6.0, None, None])
-        self.assertEqual([e["cause_s"] for e in self.eps], [5.0, 11.0, None, None])
+        # storage_stall (onset 135 s) from fault_run.online.jsonl, record --detect's output: detected at 139 s
+        # (relative) and at 1134.5 s (absolute ns) -> 4.0 and 4.5, the earlier counts: 4.0; cause: 141 - 135 = 6
+        # (the other line names memory_pressure, the wrong class).
+        self.assertEqual([e["detection_s"] for e in self.eps], [3.0, 6.0, None, 4.0])
+        self.assertEqual([e["cause_s"] for e in self.eps], [5.0, 11.0, None, 6.0])
         t = self.doc["targets"]
         self.assertFalse(t["detection_s"]["met"])
         self.assertFalse(t["cause_s"]["met"])
-        self.assertEqual(self.doc["overall"]["detection"]["measured"], 2)
+        self.assertEqual(self.doc["overall"]["detection"]["measured"], 3)
 
     def test_targets_and_confusion(self):
         t = self.doc["targets"]

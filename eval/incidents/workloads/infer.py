@@ -39,7 +39,7 @@ def main():
     args = ap.parse_args()
     ctx = harness.Context(args)
     batch = args.batch or (4 if ctx.gpu else 2)
-    tokens, dim, depth = (196, 512, 8) if ctx.gpu else (64, 128, 2)
+    tokens, dim, depth = (196, 512, 8) if ctx.gpu else (32, 64, 2)
     torch.manual_seed(1234 + ctx.rank)
     model = Mixer(tokens, dim, depth).to(ctx.device).eval()
     loader, stall = harness.make_loader(args, ctx, batch * tokens * dim)

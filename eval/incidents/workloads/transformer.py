@@ -19,15 +19,15 @@ import harness  # noqa: E402
 def main():
     ap = harness.parser(__doc__)
     ap.add_argument("--layers", type=int, default=0, help="default 8 GPU, 2 CPU")
-    ap.add_argument("--d-model", type=int, default=0, help="default 768 GPU, 128 CPU")
-    ap.add_argument("--seq", type=int, default=0, help="default 512 GPU, 64 CPU")
+    ap.add_argument("--d-model", type=int, default=0, help="default 768 GPU, 64 CPU")
+    ap.add_argument("--seq", type=int, default=0, help="default 512 GPU, 32 CPU")
     ap.add_argument("--batch", type=int, default=0, help="default 16 GPU, 4 CPU")
-    ap.add_argument("--vocab", type=int, default=0, help="default 32768 GPU, 4096 CPU")
+    ap.add_argument("--vocab", type=int, default=0, help="default 32768 GPU, 512 CPU")
     args = ap.parse_args()
     ctx = harness.Context(args)
     gpu = ctx.gpu
-    layers, d, seq = args.layers or (8 if gpu else 2), args.d_model or (768 if gpu else 128), args.seq or (512 if gpu else 64)
-    batch, vocab = args.batch or (16 if gpu else 4), args.vocab or (32768 if gpu else 4096)
+    layers, d, seq = args.layers or (8 if gpu else 2), args.d_model or (768 if gpu else 64), args.seq or (512 if gpu else 32)
+    batch, vocab = args.batch or (16 if gpu else 4), args.vocab or (32768 if gpu else 512)
     torch.manual_seed(1234 + ctx.rank)
     model = ctx.wrap(gpt2_model.GPT(vocab, seq, d, layers, max(2, d // 64)).to(ctx.device))
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
@@ -39,7 +39,7 @@ def main():
         tok = raw.view(torch.int16).to(ctx.device, non_blocking=True).view(batch, seq + 1).long() % vocab
         opt.zero_grad(set_to_none=True)
         with torch.autocast(ctx.device.type, dtype=torch.bfloat16, enabled=gpu):
-            loss = model(tok[:, :-1], tok[:, 1:])
+            loss = model(tok[:, :-1].contiguous(), tok[:, 1:].contiguous())
         loss.backward()
         opt.step()
         return loss
