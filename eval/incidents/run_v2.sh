@@ -177,7 +177,7 @@ one_run() {  # $1 workload, $2 seed, $3 fault classes (or none), $4 seconds, $5 
   local size; size=$(stat -c %s "$x.sdb")
   echo "{\"run\": \"$name\", \"record_wall_s\": $rec_s, \"analyze_s\": $a_s, \"analyze_rc\": $rc, \"sdb_bytes\": $size}" \
     > "$x.timing.json"
-  echo "   $name: recorded ${rec_s}s ($((size >> 20)) MiB), analyze ${a_s}s rc=$rc; $(grep -c '"class"' "$x.faults.jsonl") episodes"
+  echo "   $name: recorded ${rec_s}s ($((size >> 20)) MiB), analyze ${a_s}s rc=$rc; $(grep -c '"fault":' "$x.faults.jsonl") episodes"
   ((rc != 0)) && { echo "   $name: analyze failed:"; tail -3 "$x.analyze.err"; failed=1; }
   [[ ${KEEP_SDB:-0} == 1 ]] || rm -f "$x.sdb" "$x.sdb-wal" "$x.sdb-shm"
   overhead=$(( (SECONDS - t0) - secs + 10 ))

@@ -23,6 +23,7 @@ cause <= 8 s. --check: exit status 1 when one is missed. Exit status 2: bad inpu
 import argparse
 import glob
 import json
+import math
 import os
 import statistics
 import sys
@@ -218,6 +219,22 @@ def score_run(name, faults_path, analysis_path, slack_s, online_path=None):
             "incidents": len(incidents), "episodes": out_eps, "false_incidents": false}
 
 
+def poisson_upper(k, conf=0.95):
+    """The rate (events per unit time) below which k or fewer events would be seen with probability 1 - conf:
+    the one-sided upper confidence bound of a Poisson count (k = 0: about 3, the rule of three)."""
+    def cdf(lam):
+        term, total = math.exp(-lam), math.exp(-lam)
+        for i in range(1, k + 1):
+            term *= lam / i
+            total += term
+        return total
+    lo, hi = 0.0, 10.0 + 10 * k
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if cdf(mid) > 1 - conf else (lo, mid)
+    return hi
+
+
 def summarise(runs):
     eps = [e for r in runs for e in r["episodes"]]
     n, found = len(eps), sum(e["found"] for e in eps)
@@ -235,6 +252,8 @@ def summarise(runs):
         "false_incidents": false_n,
         "false_in_clean_runs": sum(len(r["false_incidents"]) for r in runs if r["clean_run"]),
         "clean_hours": round(clean_h, 4), "false_per_hour": (false_n / clean_h) if clean_h else None,
+        # What the clean time can show: the rate that this count would still be consistent with (95 %).
+        "false_per_hour_upper95": round(poisson_upper(false_n) / clean_h, 3) if clean_h else None,
         "detection": delays_summary(det), "cause": delays_summary(cause),
         "culprit_named": sum(culprit), "culprit_checked": len(culprit),
     }
@@ -291,7 +310,10 @@ def markdown(runs, overall, targets, per_class, confusion):
         ("root-cause class right", f"{o['class_right']}/{o['episodes']} ({fmt_ratio(o['class_right_ratio'])}; "
                                    f"{fmt_ratio(o['class_right_of_found'])} of those found)", targets["class_right"]),
         ("false incidents per clean hour", f"{o['false_incidents']} in {o['clean_hours']:.3f} h = "
-                                           f"{fmt(o['false_per_hour'])} ({o['false_in_clean_runs']} in clean runs)",
+                                           f"{fmt(o['false_per_hour'])} ({o['false_in_clean_runs']} in clean runs; "
+                                           f"95 % upper bound {fmt(o['false_per_hour_upper95'])}/h"
+                                           + (": too little clean time to show <= 1/h)"
+                                              if (o['false_per_hour_upper95'] or 0) > 1 else ")"),
          targets["false_per_hour"]),
         ("detection delay", f"median {fmt(det['median_s'], ' s')}, p90 {fmt(det['p90_s'], ' s')}, max "
                             f"{fmt(det['max_s'], ' s')} ({det['measured']} measured)", targets["detection_s"]),

@@ -61,6 +61,13 @@ class ScoreFixtures(unittest.TestCase):
         self.assertEqual(len(self.doc["runs"][0]["false_incidents"]), 2)
         self.assertEqual((o["false_incidents"], o["false_in_clean_runs"]), (3, 1))
         self.assertAlmostEqual(o["false_per_hour"], 3 / ((89 + 1800) / 3600), places=6)
+        # 3 events: the 95 % one-sided Poisson upper bound is 7.754 events.
+        self.assertAlmostEqual(o["false_per_hour_upper95"], 7.754 / ((89 + 1800) / 3600), places=2)
+
+    def test_poisson_upper_bound(self):
+        self.assertAlmostEqual(score.poisson_upper(0), 2.996, places=3)  # the rule of three
+        self.assertAlmostEqual(score.poisson_upper(1), 4.744, places=3)
+        self.assertAlmostEqual(score.poisson_upper(10), 16.962, places=2)  # chi2(0.95, 22) / 2
 
     def test_delays(self):
         # Recording origin: incident 1 starts at 1021 s monotonic, 26 s into the recording -> 995 s. Onsets: 25 s
