@@ -257,6 +257,7 @@ def run(workload_name, args, ctx, loader, stall, step):
 
     episode = None  # the one in progress: its class, phase (starting, on, stopping), the injector's call
     nxt, steps = 0, 0
+    normal_since = 0.0  # monotonic s from which the job's steps are normal again (2 s after the last episode)
     stop = torch.zeros(1, device=ctx.device)
     last = time.monotonic()
     while True:
@@ -283,7 +284,8 @@ def run(workload_name, args, ctx, loader, stall, step):
             log(f"rank {ctx.rank}: t={rel:.1f}s {episode['class']} off")
         elif episode and "off" in episode and episode["off"].done():
             if out:
-                write_episode(out, episode, times)
+                write_episode(out, episode, times, normal_since)
+            normal_since = episode["off"].finished_ns / 1e9 + 2
             episode = None
         step(next(it)).item()
         t = time.monotonic()
@@ -297,7 +299,7 @@ def run(workload_name, args, ctx, loader, stall, step):
             episode["off"] = Call(fault_off, episode["class"], ctx, client, stall)
         episode["off"].wait()
         if out:
-            write_episode(out, episode, times)
+            write_episode(out, episode, times, normal_since)
     if out:
         out.write(json.dumps({"kind": "end", "end_ns": time.monotonic_ns(), "steps": steps,
                               "step_ms_median": median_ms([d for _, d in times])}) + "\n")
@@ -354,12 +356,13 @@ class Call:
         return self.done()
 
 
-def write_episode(out, episode, times):
-    """One episode line, with the job's step time before (the 15 s of normal work ahead of it) and during it."""
+def write_episode(out, episode, times, normal_since):
+    """One episode line, with the job's step time before it (up to 15 s of normal work: after the previous
+    episode's end and 2 s of recovery) and during it."""
     cls, start_ns, end_ns = episode["class"], episode["started_ns"], episode["off"].finished_ns
     on_reply, off_reply = episode["on"].result or {}, episode["off"].result or {}
     s0, s1 = start_ns / 1e9, end_ns / 1e9
-    before = [d for t, d in times if s0 - 15 <= t < s0]
+    before = [d for t, d in times if max(s0 - 15, normal_since) <= t < s0]
     during = [d for t, d in times if s0 <= t < s1]
     b, d = median_ms(before), median_ms(during)
     mean_b = sum(before) / len(before) if before else None
