@@ -274,11 +274,11 @@ def run(workload_name, args, ctx, loader, stall, step):
             nxt += 1
             episode = {"class": cls, "length": p1 - p0, "on": Call(fault_on, cls, ctx, client, stall, stall_s)}
             log(f"rank {ctx.rank}: t={rel:.1f}s {cls} on")
-        elif episode and "started_ns" not in episode and episode["on"].done():
-            # In effect from when the injector answered (a memory hog's fill comes first); the planned length
-            # counts from then.
-            episode["started_ns"] = episode["on"].finished_ns
-            episode["end_rel"] = (episode["started_ns"] - t0_ns) / 1e9 + episode["length"]
+        elif episode and "end_rel" not in episode and episode["on"].done():
+            # The episode starts when the injector was called (a memory hog's fill is part of it) and lasts its
+            # planned length from when the injector answered (the fill done, the hog holding its memory).
+            episode["started_ns"] = episode["on"].started_ns
+            episode["end_rel"] = (episode["on"].finished_ns - t0_ns) / 1e9 + episode["length"]
         elif episode and "end_rel" in episode and "off" not in episode and rel >= episode["end_rel"]:
             episode["off"] = Call(fault_off, episode["class"], ctx, client, stall)
             log(f"rank {ctx.rank}: t={rel:.1f}s {episode['class']} off")
@@ -294,7 +294,7 @@ def run(workload_name, args, ctx, loader, stall, step):
         steps += 1
     if episode is not None:  # the run ended inside an episode: close it as it stands
         episode["on"].wait()
-        episode.setdefault("started_ns", episode["on"].finished_ns)
+        episode.setdefault("started_ns", episode["on"].started_ns)
         if "off" not in episode:
             episode["off"] = Call(fault_off, episode["class"], ctx, client, stall)
         episode["off"].wait()
@@ -330,10 +330,11 @@ def fault_off(cls, ctx, client, stall):
 
 class Call:
     """A call to the injector in a thread, so that the job keeps stepping while a hog ramps up or winds down (a
-    blocked training loop would itself look like a stall); finished_ns is when it returned."""
+    blocked training loop would itself look like a stall); started_ns and finished_ns bound the call."""
 
     def __init__(self, fn, *args):
         self.result, self.error, self.finished_ns = None, None, None
+        self.started_ns = time.monotonic_ns()
         self.thread = threading.Thread(target=self._run, args=(fn, args), daemon=True)
         self.thread.start()
 

@@ -128,8 +128,8 @@ class Injectors:
             procs = self.spawn(["mem"] + (["--floor-mib", str(a.mem_floor_mib)] if a.mem_floor_mib else []) +
                                (["--max-mib", str(a.mem_max_mib)] if a.mem_max_mib else []),
                                stdout=subprocess.PIPE, text=True)
-            # The episode starts once the memory is taken (its fill, seconds on a large machine, is the ramp):
-            # wait for the hog's report, at most --mem-ramp-max s.
+            # Answer once the memory is taken (the fill takes seconds on a large machine; the workload counts the
+            # episode's length from this answer): wait for the hog's report, at most --mem-ramp-max s.
             r, _, _ = select.select([procs[0].stdout], [], [], a.mem_ramp_max)
             params["ramp_s"] = None
             if r:
