@@ -147,11 +147,14 @@ one_run() {  # $1 workload, $2 seed, $3 fault classes (or none), $4 seconds, $5 
   "$S" record "${record_opts[@]}" -o "$x.sdb" -- "${launch[@]}" "$here/workloads/$w.py" --seconds "$secs" \
     --seed "$seed" --faults "$faults" --fault-log "$x.faults.jsonl" --injector "$sock" --data-port "$data_port" \
     --data-dir "$data_dir" --lead "$lead" --min-len "$minlen" --max-len "$maxlen" --min-gap "$mingap" \
-    > "$x.log" 2>&1 &
+    > "$x.log" 2>&1 < /dev/null &
   local rec=$! limit=$((secs + 240)) t=0
   # The job is done when its fault log has its end line (or it died); then the recorder gets DETACH_GRACE s.
   while kill -0 "$rec" 2>/dev/null; do
     if grep -q '"kind": "end"' "$x.faults.jsonl" 2>/dev/null || ((t >= limit)); then
+      # A job that overran its time is stopped through the recorder (which passes SIGTERM on to it), so that
+      # nothing of it runs on into the next run.
+      ((t >= limit)) && { echo "   $name: still running after ${limit}s: SIGTERM"; kill -TERM "$rec"; }
       local g=0
       while kill -0 "$rec" 2>/dev/null && ((g < grace)); do sleep 1; g=$((g + 1)); done
       kill -0 "$rec" 2>/dev/null && { echo "   $name: recorder still detaching after ${grace}s: SIGKILL"; kill -KILL "$rec"; }
@@ -168,7 +171,7 @@ one_run() {  # $1 workload, $2 seed, $3 fault classes (or none), $4 seconds, $5 
     grep -E '^\{.*"detected_at_s"' "$x.log" > "$x.online.jsonl" || rm -f "$x.online.jsonl"
   fi
   local a0=$SECONDS
-  timeout "$analyze_timeout" "$S" analyze "$x.sdb" --json > "$x.analysis.json" 2> "$x.analyze.err"
+  timeout "$analyze_timeout" "$S" analyze "$x.sdb" --json > "$x.analysis.json" 2> "$x.analyze.err" < /dev/null
   local rc=$? a_s=$((SECONDS - a0))
   if ! "$py" -c "import json,sys; json.load(open(sys.argv[1]))" "$x.analysis.json" 2>/dev/null; then
     ((rc == 0)) && rc=1
@@ -187,11 +190,13 @@ IFS=, read -ra seed_list <<< "${seeds// /,}"
 IFS=, read -ra wl_list <<< "$workloads"
 k=0
 for seed in "${seed_list[@]}"; do
-  while read -r w cls; do
-    [[ -z $w ]] && continue
+  mapfile -t dealt < <("$py" "$here/schedule.py" deal --seed "$seed" --workloads "$workloads" \
+                         --classes "$classes" --episodes "$episodes" --each "$each")
+  ((${#dealt[@]})) || { echo "run_v2.sh: no schedule for seed $seed" >&2; exit 2; }
+  for line in "${dealt[@]}"; do
+    read -r w cls <<< "$line"
     one_run "$w" "$seed" "$cls" "$seconds" "${w}_s${seed}"
-  done < <("$py" "$here/schedule.py" deal --seed "$seed" --workloads "$workloads" --classes "$classes" \
-             --episodes "$episodes" --each "$each")
+  done
   if [[ $clean_seconds != 0 ]]; then
     w=${wl_list[$((k % ${#wl_list[@]}))]}; k=$((k + 1))
     one_run "$w" "$seed" none "$clean_seconds" "${w}_s${seed}_clean"
