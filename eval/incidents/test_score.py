@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""Unit tests of incident benchmark v2's scorer and schedules, on hand-written JSON (eval/incidents/testdata/):
+  python3 -m unittest discover -s eval/incidents -p 'test_*.py'
+The expected figures are worked out by hand in the comments from the fixture files."""
+import io
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+from contextlib import redirect_stderr, redirect_stdout
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import schedule  # noqa: E402
+import score  # noqa: E402
+
+DATA = os.path.join(HERE, "testdata")
+
+
+def run_score(*argv):
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        rc = score.main(list(argv))
+    return rc, out.getvalue(), err.getvalue()
+
+
+class ScoreFixtures(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.json_path = os.path.join(cls.tmp.name, "score.json")
+        rc, cls.md, _ = run_score(os.path.join(DATA, "fault_run"), os.path.join(DATA, "clean_run"),
+                                  "--json", cls.json_path)
+        assert rc == 0
+        with open(cls.json_path) as f:
+            cls.doc = json.load(f)
+        cls.eps = cls.doc["runs"][0]["episodes"]
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_found_and_class(self):
+        o = self.doc["overall"]
+        # cpu_interference: incident 1 overlaps, right class. host_stall: incidents 2 (15 s overlap, memory_pressure)
+        # and 3 (2 s, host_stall) overlap; the primary is 2, so the class is wrong. network: nothing. storage_stall:
+        # incident 4 starts 1.5 s after the episode ends, inside the 2 s slack: found, right.
+        self.assertEqual((o["episodes"], o["found"], o["class_right"]), (4, 3, 2))
+        self.assertEqual([e["found"] for e in self.eps], [True, True, False, True])
+        self.assertEqual([e["predicted"] for e in self.eps], ["cpu_interference", "memory_pressure", None,
+                                                             "storage_stall"])
+        self.assertEqual(o["extra_incidents_in_episodes"], 1)
+
+    def test_false_incidents_and_clean_time(self):
+        o = self.doc["overall"]
+        # fault run: 170 s less the episodes widened by 2 s each side (24 + 19 + 14 + 24 = 81 s) = 89 s; false:
+        # incident 5 (a normal stretch) and 6 (start-up). Clean run: 1800 s, one false incident.
+        self.assertAlmostEqual(self.doc["runs"][0]["clean_s"], 89.0)
+        self.assertEqual(len(self.doc["runs"][0]["false_incidents"]), 2)
+        self.assertEqual((o["false_incidents"], o["false_in_clean_runs"]), (3, 1))
+        self.assertAlmostEqual(o["false_per_hour"], 3 / ((89 + 1800) / 3600), places=6)
+        # 3 events: the 95 % one-sided Poisson upper bound is 7.754 events.
+        self.assertAlmostEqual(o["false_per_hour_upper95"], 7.754 / ((89 + 1800) / 3600), places=2)
+
+    def test_poisson_upper_bound(self):
+        self.assertAlmostEqual(score.poisson_upper(0), 2.996, places=3)  # the rule of three
+        self.assertAlmostEqual(score.poisson_upper(1), 4.744, places=3)
+        self.assertAlmostEqual(score.poisson_upper(10), 16.962, places=2)  # chi2(0.95, 22) / 2
+
+    def test_delays(self):
+        # Recording origin: incident 1 starts at 1021 s monotonic, 26 s into the recording -> 995 s. Onsets: 25 s
+        # (cpu), 65 s (host_stall). Detection: 28 - 25 = 3; min(71, 75.5) - 65 = 6. Cause (right class only):
+        # 30 - 25 = 5; host_stall's right-class incident 3 has its cause at 76 -> 11. storage_stall: null (offline).
+        # storage_stall (onset 135 s) from fault_run.online.jsonl, record --detect's output: detected at 139 s
+        # (relative) and at 1134.5 s (absolute ns) -> 4.0 and 4.5, the earlier counts: 4.0; cause: 141 - 135 = 6
+        # (the other line names memory_pressure, the wrong class).
+        self.assertEqual([e["detection_s"] for e in self.eps], [3.0, 6.0, None, 4.0])
+        self.assertEqual([e["cause_s"] for e in self.eps], [5.0, 11.0, None, 6.0])
+        t = self.doc["targets"]
+        self.assertFalse(t["detection_s"]["met"])
+        self.assertFalse(t["cause_s"]["met"])
+        self.assertEqual(self.doc["overall"]["detection"]["measured"], 3)
+
+    def test_targets_and_confusion(self):
+        t = self.doc["targets"]
+        self.assertFalse(t["found"]["met"])
+        self.assertAlmostEqual(t["found"]["value"], 0.75)
+        self.assertEqual(self.doc["confusion"]["host_stall"], {"memory_pressure": 1})
+        self.assertEqual(self.doc["confusion"]["network"], {"missed": 1})
+        self.assertEqual(self.doc["per_class"]["host_stall"]["median_slowdown"], 3.0)
+        # The culprit: ss_cpuhog pid 4242 named for the cpu episode; storage's process culprit not named.
+        self.assertEqual([e["culprit_named"] for e in self.eps], [True, None, None, False])
+
+    def test_markdown_reports_every_figure(self):
+        for text in ("| episodes found | 3/4 (75.0 %) |", "network at 100 s for 10.0 s", "no incident",
+                     "reported as memory_pressure", "start-up reported as an incident",
+                     "| host_stall | 0 | 1 | 0 | 0 |"):
+            self.assertIn(text, self.md)
+
+    def test_check_fails_on_missed_targets(self):
+        rc, _, _ = run_score(os.path.join(DATA, "fault_run"), "--check")
+        self.assertEqual(rc, 1)
+
+    def test_folder_input(self):
+        with tempfile.TemporaryDirectory() as d:
+            for name in ("fault_run.faults.jsonl", "fault_run.analysis.json"):
+                with open(os.path.join(DATA, name)) as src, open(os.path.join(d, name), "w") as dst:
+                    dst.write(src.read())
+            rc, md, _ = run_score(d)
+            self.assertEqual(rc, 0)
+            self.assertIn("| fault_run | cnn | 7 |", md)
+
+
+class ScoreErrors(unittest.TestCase):
+    def test_engine_not_landed(self):
+        rc, _, err = run_score(os.path.join(DATA, "old_engine"))
+        self.assertEqual(rc, 2)
+        self.assertIn('no "incidents"', err)
+        self.assertIn("gmm, reveal", err)
+
+    def test_missing_fault_log(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "x.analysis.json")
+            with open(path, "w") as f:
+                f.write("{}")
+            rc, _, err = run_score(path)
+            self.assertEqual(rc, 2)
+            self.assertIn("x.faults.jsonl: missing", err)
+
+    def test_bad_json_and_bad_episode(self):
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "x.analysis.json"), "w") as f:
+                f.write("{not json")
+            with open(os.path.join(d, "x.faults.jsonl"), "w") as f:
+                f.write('{"class": "network", "start_ns": 5}\n')
+            rc, _, err = run_score(os.path.join(d, "x"))
+            self.assertEqual(rc, 2)
+            self.assertIn("without integer end_ns", err)
+
+    def test_slack_boundary(self):
+        # An incident ending 1.5 s before the episode counts (slack 2 s); one ending 2.5 s before does not.
+        def analysis(end_s):
+            return {"schema": "stackscope.incidents/1", "recordings": [{"seconds": 100.0, "incidents": [
+                {"id": 1, "start_s": 5.0, "end_s": end_s, "start_ns": 5_000_000_000, "end_ns": int(end_s * 1e9),
+                 "cause": {"class": "host_stall"}}]}]}
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "x.faults.jsonl"), "w") as f:
+                f.write(json.dumps({"fault": "loader_sleep", "class": "host_stall", "start_ns": 20_000_000_000,
+                                    "end_ns": 30_000_000_000}) + "\n")
+            for end_s, found in ((18.5, True), (17.5, False)):
+                with open(os.path.join(d, "x.analysis.json"), "w") as f:
+                    json.dump(analysis(end_s), f)
+                run = score.score_run("x", os.path.join(d, "x.faults.jsonl"), os.path.join(d, "x.analysis.json"), 2.0)
+                self.assertEqual(run["episodes"][0]["found"], found, end_s)
+                self.assertEqual(len(run["false_incidents"]), 0 if found else 1)
+
+    def test_command_line_exit_status(self):
+        p = subprocess.run([sys.executable, os.path.join(HERE, "score.py"), os.path.join(DATA, "old_engine")],
+                           capture_output=True, text=True)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("incident engine", p.stderr)
+
+
+class Schedules(unittest.TestCase):
+    def test_deterministic_and_bounded(self):
+        faults = ["cpu_interference", "host_stall", "network", "storage_stall"]
+        a = schedule.make_schedule(7, 140, faults)
+        self.assertEqual(a, schedule.make_schedule(7, 140, faults))
+        self.assertNotEqual(a, schedule.make_schedule(8, 140, faults))
+        self.assertEqual([c for c, _, _ in a], faults)
+        prev_end = 0.0
+        for _, start, end in a:
+            self.assertGreaterEqual(end - start, 10.0 - 1e-6)
+            self.assertLessEqual(end - start, 30.0 + 1e-6)
+            self.assertGreaterEqual(start - prev_end, 8.0 - 1e-3 if prev_end else 20.0)
+            prev_end = end
+        self.assertLessEqual(prev_end, 140 - 5 + 1e-6)
+
+    def test_too_short_drops_episodes(self):
+        self.assertEqual(len(schedule.make_schedule(1, 60, ["cpu_interference", "host_stall", "network"],
+                                                    lead_s=10)), 2)
+        self.assertEqual(schedule.make_schedule(1, 20, ["cpu_interference"]), [])
+
+    def test_deal_spreads_classes(self):
+        plan = schedule.deal(3, schedule.GPU_CLASSES, ["cnn", "transformer", "infer"], 4)
+        dealt = [c for cs in plan.values() for c in cs]
+        self.assertEqual(len(dealt), 12)
+        self.assertEqual(set(dealt), set(schedule.GPU_CLASSES))  # 7 classes in 12 slots: each at least once
+        both = schedule.deal(3, schedule.MULTI_GPU_CLASSES, ["cnn", "transformer"], 5, each=["collective_slowdown"])
+        for cs in both.values():
+            self.assertEqual(cs.count("collective_slowdown"), 1)
+            self.assertEqual(len(cs), 5)
+
+
+if __name__ == "__main__":
+    unittest.main()
