@@ -18,8 +18,8 @@ struct EpisodeOptions {
   double z = 3.0;                // and this many robust deviations
   size_t merge_gap = 2;          // low stretches separated by at most this many windows are one episode
   size_t min_windows = 2;        // shorter low stretches are noise
-  double max_edge_fraction = 0.2;  // start-up / shutdown take at most this share of the run...
-  size_t max_edge_windows = 60;    // ...and at most this many windows
+  double max_edge_fraction = 0.3;  // start-up / shutdown take at most this share of the run...
+  size_t max_edge_windows = 120;   // ...and at most this many windows
   size_t min_periodic = 3;       // recurring dips needed to call them periodic
   double idle_level = 0.05;      // progress below this fraction of steady is no progress
   size_t min_idle_windows = 30;  // a stretch of no progress this long (and unexplained) is idle
