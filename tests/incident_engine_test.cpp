@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
 
 #include "analyze/incidents/incident_engine.h"
 
@@ -249,4 +250,35 @@ TEST(JobProgress, ChoosesTheMostRegularSignal) {
   const auto p = choose_progress({{"launches", bursty}, {"python_samples", steady}}, std::nullopt);
   EXPECT_EQ(p.signal.metric, "python_samples");
   EXPECT_EQ(p.candidates.size(), 2u);
+}
+
+TEST(JobProgress, StepsFromTheOperatorSequence) {
+  // 10 steps a second for 40 s, each step the same 6 outermost operators, two of them swapped in a random fifth
+  // of the steps (recorded order varies, too often for a 90 % match): steps are still counted per window and the
+  // step time is 100 ms.
+  const WindowGrid grid{0, 1'000'000'000, 40};
+  JobProgressCounter counter(grid);
+  std::mt19937 rng(3);
+  std::bernoulli_distribution swapped(0.2);
+  const char* ops[] = {"aten::linear", "aten::relu", "aten::linear", "aten::cross_entropy_loss", "aten::mm", "aten::add_"};
+  for (int step = 0; step < 400; ++step) {
+    const bool swap = swapped(rng);
+    for (int k = 0; k < 6; ++k) {
+      Event e;
+      e.layer = Layer::torch;
+      e.pid = 7;
+      e.tid = 7;
+      e.start_ns = step * 100'000'000LL + k * 10'000'000LL;
+      e.duration_ns = 5'000'000;
+      const int slot = swap && (k == 1 || k == 2) ? 3 - k : k;
+      e.name = ops[slot];
+      e.args.push_back({"depth", int64_t{0}});
+      counter.add(e);
+    }
+  }
+  const JobProgress p = counter.finish();
+  EXPECT_EQ(p.signal.metric, "steps");
+  ASSERT_TRUE(p.steps.has_value());
+  EXPECT_NEAR(p.steps->median_ms, 100, 5);
+  EXPECT_NEAR(p.signal.per_window[20], 10, 0.5);
 }

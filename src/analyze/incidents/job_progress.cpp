@@ -87,7 +87,9 @@ void JobProgressCounter::add(const Event& e) {
       break;
     case Layer::torch:
       counts_[kTorch][*w] += 1;
-      op = !instant;
+      // Outermost operators only: nested ones start within microseconds of each other and their recorded order
+      // varies, which hides the step's period.
+      op = !instant && e.arg_int("depth", 0) == 0;
       break;
     case Layer::python: {
       const ArgValue* s = e.arg("sample");
@@ -99,6 +101,9 @@ void JobProgressCounter::add(const Event& e) {
       break;
   }
   if (!op) return;
+  auto& per_window = ops_per_window_[e.pid];
+  if (per_window.empty()) per_window.assign(grid_.count, 0.0f);
+  per_window[*w] += 1;
   const uint32_t name = ops_.intern(e.name);
   auto it = name_counts_.find(name);
   if (it == name_counts_.end() && name_counts_.size() < kMaxCountedNames)
@@ -136,6 +141,11 @@ JobProgress JobProgressCounter::finish() {
     const WorkerTimeline* main = nullptr;
     for (const auto& w : ops_.workers)
       if (!main || w.ops.size() > main->ops.size()) main = &w;
+    if (main) {
+      for (size_t i = 0; i < main->ops.size() && i < 20000; ++i) main_ops_.push_back(main->ops[i].name);
+      for (const auto& [pid, wi] : worker_of_pid_)
+        if (&ops_.workers[wi] == main) main_pid_ = pid;
+    }
     if (det.source != StepSource::none && det.steps >= kMinSteps && main) {
       // Each step's first operation: its name marks a step everywhere in the recording.
       std::map<int32_t, const TimelineOp*> first;
@@ -167,6 +177,33 @@ JobProgress JobProgressCounter::finish() {
         st.from_prefix = capped_;
         ProgressSignal sig{"steps", std::vector<double>(grid_.count)};
         for (size_t w = 0; w < grid_.count; ++w) sig.per_window[w] = counted->second[w] / uses;
+        candidates.push_back(std::move(sig));
+        steps = st;
+      }
+    }
+  }
+  // No step boundary, but the operation sequence repeats at a looser match than assign_steps asks for (some
+  // operators' order varies): a step is `period` operations, so the operations per window give steps per window.
+  if (!steps && main_ops_.size() >= 40) {
+    const int period = sequence_period(main_ops_, std::min<int>(2000, static_cast<int>(main_ops_.size() / 4)), 0.75);
+    const std::vector<float>& ops = ops_per_window_[main_pid_];
+    if (period >= 2) {
+      ProgressSignal sig{"steps", std::vector<double>(grid_.count)};
+      std::vector<double> step_ms;
+      const double width_ms = static_cast<double>(grid_.width_ns) * 1e-6;
+      double total = 0;
+      for (size_t w = 0; w < grid_.count; ++w) {
+        sig.per_window[w] = w < ops.size() ? ops[w] / period : 0.0;
+        total += sig.per_window[w];
+        if (sig.per_window[w] >= 1) step_ms.push_back(width_ms / sig.per_window[w]);
+      }
+      if (total >= kMinSteps) {
+        StepStats st;
+        st.steps = static_cast<int>(std::round(total));
+        st.source = "autocorrelation";
+        st.median_ms = median(step_ms);
+        st.p95_ms = quantile(step_ms, 0.95);
+        st.from_prefix = false;
         candidates.push_back(std::move(sig));
         steps = st;
       }

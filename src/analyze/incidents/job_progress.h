@@ -62,6 +62,9 @@ class JobProgressCounter {
   size_t buffered_ = 0;
   bool capped_ = false;
   std::unordered_map<uint32_t, std::vector<float>> name_counts_;  // name id -> per window
+  std::unordered_map<uint32_t, std::vector<float>> ops_per_window_;  // pid -> its operations per window
+  std::vector<uint64_t> main_ops_;  // the main process's first operation names, in order
+  uint32_t main_pid_ = 0;
 };
 
 }  // namespace stackscope::analyze::incidents
