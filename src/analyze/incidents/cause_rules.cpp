@@ -176,7 +176,9 @@ std::vector<Culprit> culprits_for(CauseClass cls, const ClassScore& score, const
       auto p = parse_pid_device(e.device);
       if (!p || job_pids.count(static_cast<uint32_t>(p->first)) || p->second == "stackscope") continue;
       const double rise = mean_over(e.values, ws.episode) - mean_over(e.values, ws.baseline);
-      if (rise >= 0.2) out.push_back({"process", p->second, p->first, rise});
+      // pid 0: the recorder summed processes beyond its series budget by name.
+      if (rise >= 0.2)
+        out.push_back({"process", p->second, p->first > 0 ? std::optional<int64_t>(p->first) : std::nullopt, rise});
     }
   } else if (cls == C::gpu_contention) {
     std::map<std::pair<std::string, int64_t>, std::string> names;
