@@ -130,7 +130,10 @@ Reported report_recording(const std::string& path, const AnalyzeOptions& opt) {
                               rel(p.start_ns), rel(p.end_ns));
   const std::string phases_text =
       rep.phases.empty() ? "" : fmt::format(", {} phase{}: {}", rep.phases.size(), rep.phases.size() > 1 ? "s" : "", phase_list);
-  std::string progress_text = rep.progress_metric.empty() ? "no progress signal" : "progress: " + rep.progress_metric;
+  std::string progress_text =
+      rep.progress_metric.empty()
+          ? "no progress signal to judge the job by: record an event layer such as python, torch, cuda or nccl"
+          : "progress: " + rep.progress_metric;
   if (rep.steps && std::isfinite(rep.steps->median_ms))
     progress_text += fmt::format(", step {:.3g} ms median, {:.3g} ms p95", rep.steps->median_ms, rep.steps->p95_ms);
   if (rep.incidents.empty()) {
