@@ -46,7 +46,7 @@ TEST(IncidentCli, HealthyCpuTrainingHasNoIncidents) {
   TempDir dir;
   const std::string rec = dir.file("healthy.sdb");
   std::string out;
-  ASSERT_EQ(run_prioritised(dir, record_cmd(rec, 22) + "\n", &out), 0) << out;
+  ASSERT_EQ(run_prioritised(dir, record_cmd(rec, 16) + "\n", &out), 0) << out;
   ASSERT_EQ(run_command(kBin + " analyze " + rec, &out), 0) << out;
   EXPECT_NE(out.find("no incidents"), std::string::npos) << out;
   EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;  // one line
@@ -65,7 +65,7 @@ TEST(IncidentCli, CpuHogsInTheMiddleAreOneCpuInterferenceIncident) {
   if (!have_torch()) GTEST_SKIP() << "python3-torch missing";
   TempDir dir;
   const std::string rec = dir.file("hogged.sdb"), times = dir.file("hog_times");
-  // Three busy loops named "cpuhog" (prctl PR_SET_NAME), started 10 s into the run for 10 s, outside the
+  // Three busy loops named "cpuhog" (prctl PR_SET_NAME), started 8 s into the run for 10 s, outside the
   // recorded command (so they are not the job), at the job's priority; each writes its CLOCK_MONOTONIC span.
   write_file(dir.file("hog.py"),
              "import ctypes, time\n"
@@ -75,8 +75,8 @@ TEST(IncidentCli, CpuHogsInTheMiddleAreOneCpuInterferenceIncident) {
              "open('" + times + "', 'a').write(f'{t0} {time.monotonic_ns()}\\n')\n");
   std::string out;
   ASSERT_EQ(run_prioritised(dir,
-                            "(sleep 10; for i in 1 2 3; do /usr/bin/python3 " + dir.file("hog.py") +
-                                " & done; wait) &\n" + record_cmd(rec, 28) + "\nrc=$?\nwait\nexit $rc\n",
+                            "(sleep 8; for i in 1 2 3; do /usr/bin/python3 " + dir.file("hog.py") +
+                                " & done; wait) &\n" + record_cmd(rec, 24) + "\nrc=$?\nwait\nexit $rc\n",
                             &out),
             0)
       << out;
