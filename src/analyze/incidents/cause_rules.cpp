@@ -259,7 +259,9 @@ CauseVerdict explain_episode(const std::map<std::string, WindowFeatureTable>& ta
       supports.push_back(*s);
     }
     if (!required_ok || supports.empty() || cs.score <= 0) continue;
-    std::sort(supports.begin(), supports.end(), [](auto& a, auto& b) { return a.strength > b.strength; });
+    std::sort(supports.begin(), supports.end(), [](auto& a, auto& b) {
+      return a.strength != b.strength ? a.strength > b.strength : std::abs(a.evidence.z) > std::abs(b.evidence.z);
+    });
     for (auto& s : supports) {
       cs.evidence.push_back(s.evidence);
       cs.columns.push_back(s.column);
