@@ -1,5 +1,6 @@
 // `stackscope analyze`: one command, several analyses over recordings. Each analysis lives in its own file
-// (analyze_gmm.cpp: eACGM per-layer GMM; analyze_reveal.cpp: Reveal host-telemetry pipeline).
+// (analyze_incidents.cpp: incidents, the default; analyze_gmm.cpp: eACGM per-layer GMM; analyze_reveal.cpp:
+// Reveal host-telemetry pipeline).
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
@@ -10,7 +11,9 @@ namespace stackscope::cli {
 struct AnalyzeOptions {
   std::vector<std::string> recordings;
   std::vector<std::string> layers;  // empty: all
-  std::string detector = "all";     // gmm | reveal | all
+  std::string detector = "incidents";  // incidents | gmm | reveal | all
+  bool verbose = false;             // incidents: phases, progress candidates, class scores; and the per-layer detail
+  double incident_window_s = 1.0;   // incidents: window length
   bool json = false;
   bool store = true;                // write findings back into the recording(s)
   bool quiet = false;               // no progress on stderr
@@ -30,6 +33,7 @@ struct AnalysisOutput {
 };
 
 // Throw RecordingError / std::invalid_argument on bad input; the command turns them into a clear error.
+AnalysisOutput analyze_incidents(const AnalyzeOptions& options);
 AnalysisOutput analyze_gmm(const AnalyzeOptions& options);
 AnalysisOutput analyze_reveal(const AnalyzeOptions& options);
 

@@ -1,9 +1,13 @@
-// stackscope analyze REC... : what was abnormal, where and why.
+// stackscope analyze REC... : what was abnormal, when, where and why. By default the incidents an operator acts
+// on (analyze_incidents.cpp); the per-layer detectors (gmm, reveal) on request or with --verbose.
 #include <cstdio>
 #include <iostream>
 
+#include <fmt/format.h>
+
 #include "cli/analyze.h"
 #include "cli/registry.h"
+#include "store/errors.h"
 
 namespace stackscope::cli {
 namespace {
@@ -11,37 +15,55 @@ namespace {
 int run_analyze(const AnalyzeOptions& opt) {
   nlohmann::json all = nlohmann::json::object();
   int status = 0;
+  const bool only_incidents = opt.detector == "incidents";
   auto run_one = [&](const char* name, AnalysisOutput (*fn)(const AnalyzeOptions&)) {
     AnalysisOutput out = fn(opt);
     all[name] = out.json;
     if (!opt.json) std::cout << out.text;
     if (out.status) status = out.status;
   };
-  if (opt.detector == "gmm" || opt.detector == "all") run_one("gmm", analyze_gmm);
-  if (opt.detector == "reveal" || opt.detector == "all") run_one("reveal", analyze_reveal);
-  if (opt.json) std::cout << all.dump(2) << "\n";
+  if (opt.detector == "incidents" || opt.detector == "all") run_one("incidents", analyze_incidents);
+  // --verbose: the per-layer detail behind the incidents, in the text report.
+  const bool detail = opt.detector == "all" || (only_incidents && opt.verbose && !opt.json);
+  if (opt.detector == "gmm" || detail) run_one("gmm", analyze_gmm);
+  if (opt.detector == "reveal" || detail) run_one("reveal", analyze_reveal);
+  // The incidents alone print the documented object itself (docs/INCIDENTS.md); several analyses, one key each.
+  if (opt.json) std::cout << (only_incidents ? all["incidents"] : all).dump(2) << "\n";
   return status;
 }
 
 RegisterCommand reg("analyze", 30, [](CLI::App& app, int& exit_code) {
   auto opt = std::make_shared<AnalyzeOptions>();
-  auto* cmd = app.add_subcommand("analyze", "Find anomalies in recordings and say where and why");
+  auto* cmd = app.add_subcommand("analyze", "Find incidents in recordings: when the job slowed down, by how much, and why");
   cmd->add_option("recordings", opt->recordings, "Recording file(s); several for cross-host analysis")
       ->required()
       ->check(CLI::ExistingFile);
-  cmd->add_option("--layers", opt->layers, "Layers to analyse (cuda,nccl,torch,python,nvml,host)")->delimiter(',');
-  cmd->add_option("--detector", opt->detector, "gmm (eACGM, per layer), reveal (host telemetry), all")
-      ->check(CLI::IsMember({"gmm", "reveal", "all"}));
+  cmd->add_option("--layers", opt->layers, "gmm: layers to analyse (cuda,nccl,torch,python,nvml,host)")->delimiter(',');
+  cmd->add_option("--detector", opt->detector,
+                  "incidents (default: episodes of lost progress with root cause), gmm (eACGM, per layer), reveal "
+                  "(host telemetry), all")
+      ->check(CLI::IsMember({"incidents", "gmm", "reveal", "all"}));
+  cmd->add_flag("-v,--verbose", opt->verbose,
+                "incidents: also phases, progress signals and class scores, then the per-layer GMM and Reveal report");
+  cmd->add_option("--incident-window", opt->incident_window_s, "incidents: window length in seconds (default 1)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--window", opt->reveal_window, "reveal: sliding window length (default 3s)");
   cmd->add_option("--stride", opt->reveal_stride, "reveal: sliding window stride (default 1s)");
   cmd->add_option("--reveal-baseline", opt->reveal_baseline,
                   "reveal: fit on the windows of this first stretch only (a clean warm-up, e.g. 30s); default all");
   cmd->add_option("--reveal-metrics", opt->reveal_metrics,
                   "reveal: pruned metric list; reused when the file exists, else the pruning result is saved there");
-  cmd->add_flag("--json", opt->json, "Print one JSON object instead of the report");
+  cmd->add_flag("--json", opt->json, "Print one JSON object instead of the report (schema: docs/INCIDENTS.md)");
   cmd->add_flag("!--no-store", opt->store, "Do not write findings back into the recording");
   cmd->add_flag("-q,--quiet", opt->quiet, "No progress on stderr");
-  cmd->callback([opt, &exit_code] { exit_code = run_analyze(*opt); });
+  cmd->callback([opt, &exit_code] {
+    try {
+      exit_code = run_analyze(*opt);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "stackscope analyze: error: %s\n", e.what());
+      exit_code = 1;
+    }
+  });
 });
 
 }  // namespace

@@ -1,0 +1,293 @@
+#include "analyze/incidents/cause_rules.h"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <regex>
+
+#include "analyze/incidents/robust_stats.h"
+
+namespace stackscope::analyze::incidents {
+
+namespace {
+
+using C = CauseClass;
+
+bool ends_with(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+bool is_log10_column(const std::string& c) { return c.find("log10") != std::string::npos; }
+
+}  // namespace
+
+// The one place where causes are decided (docs/INCIDENTS.md explains each row). Column names are those of
+// window_layer_features.h: DEVICE.NAME.mean / .rate_per_s for series, NAME.log10_count / .median_log10_lat_ns /
+// .log10_bytes for calls; cpu.busy_fraction and proc.cpu.others_top_util are derived by the engine.
+const std::vector<CauseRule>& cause_rules() {
+  static const std::vector<CauseRule> rules{
+      {C::cpu_interference,
+       {{"host", R"(^cpu\.busy_fraction$)", +1, 0.10, 0, 1, false, "ratio"},
+        {"host", R"(^proc\.cpu\.others_util\.mean$)", +1, 0.30, 0, 1, false, "cpus"},
+        {"host", R"(^proc\.cpu\.others_top_util$)", +1, 0.30, 0, 1, false, "cpus"},
+        {"host", R"(^proc\.cpu\.runq_wait\.mean$)", +1, 0.05, 0, 1, false, "s/s"},
+        {"kernel", R"(^pid\d+\.kernel\.sched\.runq_wait_time\.rate_per_s$)", +1, 5e7, 0, 1, false, "ns/s"},
+        {"kernel", R"(^pid\d+\.kernel\.sched\.involuntary_switches\.rate_per_s$)", +1, 10, 0, 0.5, false, "1/s"},
+        {"host", R"(^pressure\.cpu\.some\.total\.rate_per_s$)", +1, 5e4, 0, 1, false, "us/s"},
+        {"host", R"(^proc\.running\.mean$)", +1, 1.0, 0, 0.5, false, "threads"},
+        {"host", R"(^cpu\.load\.1m\.mean$)", +1, 0.5, 0, 0.25, false, "threads"}}},
+      {C::gpu_contention,
+       {{"nvml", R"(^gpu\d+\.other_procs\.count$)", +1, 0.5, 0, 1, false, "processes"},
+        {"nvml", R"(^gpu\d+\.other_procs\.sm_util$)", +1, 0.05, 0, 1, false, "ratio"},
+        {"nvml", R"(^gpu\d+\.procs\.count$)", +1, 0.5, 0, 0.5, false, "processes"}}},
+      {C::host_stall,
+       {{"python", R"(^python\.offcpu_fraction$)", +1, 0.10, 0, 1, true, "ratio"},
+        {"python", R"(\(off-cpu\)\.log10_count$)", +1, 0.15, 0, 0.25, false, "log10(1+samples)"},
+        {"nvml", R"(^gpu\d+\.gpu\.util\.mean$)", -1, 0.05, 0, 0.5, false, "ratio"},
+        {"cuda", R"(^cuda\.log10_calls$)", -1, 0.05, 0, 0.5, false, "log10(1+calls)"},
+        // Waiting for a CPU is off-CPU time too: contention speaks for cpu_interference instead.
+        {"host", R"(^pressure\.cpu\.some\.total\.rate_per_s$)", +1, 5e4, 0, -0.75, false, "us/s"},
+        {"host", R"(^proc\.cpu\.runq_wait\.mean$)", +1, 0.05, 0, -0.75, false, "s/s"},
+        {"kernel", R"(^pid\d+\.kernel\.sched\.runq_wait_time\.rate_per_s$)", +1, 5e7, 0, -0.75, false, "ns/s"}}},
+      {C::pcie_pressure,
+       {{"cuda", R"(^cu(da)?Memcpy.*\.log10_bytes$)", +1, 0.3, 0, 1, false, "log10(1+bytes)"},
+        {"cuda", R"(^cu(da)?Memcpy.*\.log10_count$)", +1, 0.3, 0, 0.5, false, "log10(1+calls)"},
+        {"nvml", R"(^gpu\d+\.gpu\.pcie\.(rx|tx)\.mean$)", +1, 1e8, 0.5, 1, false, "bytes/s"}}},
+      {C::network,
+       {{"host", R"(^net\.Tcp\.RetransSegs\.rate_per_s$)", +1, 1.0, 0, 1, false, "1/s"},
+        {"kernel", R"(^kernel\.net\.tcp\.retransmits\.rate_per_s$)", +1, 1.0, 0, 1, false, "1/s"},
+        {"host", R"(^net\.TcpExt\.(TCPLostRetransmit|TCPTimeouts|TCPFastRetrans|TCPSlowStartRetrans)\.rate_per_s$)",
+         +1, 1.0, 0, 0.5, false, "1/s"},
+        {"host", R"(^(?!lo\.)[^.]+\.net\.(rx|tx)\.(drop|errs)\.rate_per_s$)", +1, 1.0, 0, 0.5, false, "1/s"},
+        {"host", R"(^(?!lo\.)[^.]+\.net\.(rx|tx)\.bytes\.rate_per_s$)", +1, 1e6, 1.0, 0.5, false, "bytes/s"},
+        {"nccl", R"(\.median_log10_bw_Bps$)", -1, 0.1, 0, 0.5, false, "log10(B/s)"}}},
+      {C::memory_pressure,
+       {{"host", R"(^pressure\.memory\.some\.total\.rate_per_s$)", +1, 1e4, 0, 1, false, "us/s"},
+        {"host", R"(^vm\.(pgscan_direct|pgscan_kswapd|pgsteal_direct|pgsteal_kswapd|allocstall_\w+)\.rate_per_s$)",
+         +1, 100, 0, 1, false, "pages/s"},
+        {"host", R"(^vm\.(pswpin|pswpout)\.rate_per_s$)", +1, 10, 0, 1, false, "pages/s"},
+        {"host", R"(^vm\.pgmajfault\.rate_per_s$)", +1, 50, 0, 0.5, false, "1/s"},
+        {"host", R"(^mem\.MemAvailable\.mean$)", -1, 0, 0.10, 0.5, false, "bytes"},
+        {"host", R"(cgroup\.memory\.(refault_anon|refault_file|pgmajfault)\.rate_per_s$)", +1, 50, 0, 0.5, false,
+         "1/s"}}},
+      {C::storage_stall,
+       {{"host", R"(^pressure\.io\.some\.total\.rate_per_s$)", +1, 5e4, 0, 1, false, "us/s"},
+        {"host", R"(^[^.]+\.disk\.(io_time|io_weighted_time)\.rate_per_s$)", +1, 100, 0, 1, false, "ms/s"},
+        {"host", R"(^cpu\.time\.iowait\.rate_per_s$)", +1, 10, 0, 0.5, false, "jiffies/s"},
+        {"kernel", R"(^block.*\.p95_log10_lat_ns$)", +1, 0.3, 0, 0.5, false, "log10(ns)"},
+        {"kernel", R"(^kernel\.block\.latency_time\.rate_per_s$)", +1, 1e8, 0, 0.5, false, "ns/s"}}},
+      {C::gpu_throttling,
+       {{"nvml", R"(^gpu\d+\.gpu\.clock\.sm\.mean$)", -1, 0, 0.10, 1, false, "hertz"},
+        {"nvml", R"(^gpu\d+\.gpu\.throttle\.(thermal|power|hw_slowdown)\.mean$)", +1, 0.3, 0, 1, false, "bool"},
+        {"nvml", R"(^gpu\d+\.gpu\.temp\.mean$)", +1, 5, 0, 0.5, false, "celsius"}}},
+      {C::collective_slowdown,
+       {{"nccl", R"(\.median_log10_lat_ns$)", +1, 0.1, 0, 1, false, "log10(ns)"},
+        {"nccl", R"(^nccl\.busy_fraction$)", +1, 0.1, 0, 0.5, false, "ratio"}},
+       true},
+  };
+  return rules;
+}
+
+Shift column_shift(const Eigen::MatrixXd& values, Eigen::Index column, const WindowSet& ws, bool log10_column) {
+  std::vector<double> base, ep;
+  for (size_t w : ws.baseline) base.push_back(values(static_cast<Eigen::Index>(w), column));
+  for (size_t w : ws.episode) ep.push_back(values(static_cast<Eigen::Index>(w), column));
+  Shift s;
+  s.expected = median(base);
+  s.observed = median(ep);
+  if (!std::isfinite(s.expected) || !std::isfinite(s.observed)) return s;
+  // Resolution floor: a feature that never moves in the baseline must not put a tiny change many deviations away.
+  const double floor = log10_column ? 0.025 : std::max(0.01 * std::abs(s.expected), 1e-9);
+  s.z = (s.observed - s.expected) / std::max(robust_sd(base, s.expected), floor);
+  return s;
+}
+
+namespace {
+
+struct Support {
+  double strength = 0;
+  IncidentEvidence evidence;
+  std::string column;
+};
+
+// The best-supporting column of one signal (nullopt: none supports).
+std::optional<Support> signal_support(const SignalRule& sig, const WindowFeatureTable& t, const WindowSet& ws,
+                                      double z_min) {
+  const std::regex re(sig.pattern, std::regex::ECMAScript | std::regex::optimize);
+  std::optional<Support> best;
+  for (size_t c = 0; c < t.columns.size(); ++c) {
+    if (!std::regex_search(t.columns[c], re)) continue;
+    const Shift s = column_shift(t.values, static_cast<Eigen::Index>(c), ws, is_log10_column(t.columns[c]));
+    const double change = sig.direction * (s.observed - s.expected);
+    const double dz = sig.direction * s.z;
+    if (!(dz >= z_min)) continue;
+    if (sig.min_change > 0 && change < sig.min_change) continue;
+    if (sig.min_ratio > 0 && change < sig.min_ratio * std::abs(s.expected)) continue;
+    const double strength = std::abs(sig.weight) * std::min(dz / z_min, 3.0) / 3.0 * 0.5 + std::abs(sig.weight) * 0.5;
+    if (best && best->strength >= strength) continue;
+    best = Support{strength, {t.columns[c], sig.unit, sig.layer, s.expected, s.observed, s.z}, t.columns[c]};
+  }
+  return best;
+}
+
+// "pid:4242:stress" -> (4242, "stress")
+std::optional<std::pair<int64_t, std::string>> parse_pid_device(const std::string& d) {
+  if (d.rfind("pid:", 0) != 0) return std::nullopt;
+  const auto colon = d.find(':', 4);
+  try {
+    const int64_t pid = std::stoll(d.substr(4, colon == std::string::npos ? std::string::npos : colon - 4));
+    return std::pair{pid, colon == std::string::npos ? std::string() : d.substr(colon + 1)};
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+// "gpu0/pid42" or "gpu0/pid42/python" -> ("gpu0", 42, "python")
+struct GpuProc {
+  std::string gpu, comm;
+  int64_t pid = 0;
+};
+std::optional<GpuProc> parse_gpu_proc(const std::string& d) {
+  const auto at = d.find("/pid");
+  if (at == std::string::npos) return std::nullopt;
+  const auto slash = d.find('/', at + 4);
+  try {
+    GpuProc g{d.substr(0, at), slash == std::string::npos ? "" : d.substr(slash + 1),
+              std::stoll(d.substr(at + 4, slash == std::string::npos ? std::string::npos : slash - at - 4))};
+    return g;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+double mean_over(const std::vector<double>& v, const std::vector<size_t>& windows) {
+  double s = 0;
+  for (size_t w : windows) s += w < v.size() && std::isfinite(v[w]) ? v[w] : 0.0;
+  return windows.empty() ? 0 : s / static_cast<double>(windows.size());
+}
+
+std::vector<Culprit> culprits_for(CauseClass cls, const ClassScore& score, const std::vector<EntitySeries>& entities,
+                                  const std::set<uint32_t>& job_pids, const WindowSet& ws) {
+  std::vector<Culprit> out;
+  if (cls == C::cpu_interference) {
+    // Other processes whose CPU use rose the most from the steady windows to the episode.
+    for (const auto& e : entities) {
+      if (e.name != "proc.cpu.util") continue;
+      auto p = parse_pid_device(e.device);
+      if (!p || job_pids.count(static_cast<uint32_t>(p->first)) || p->second == "stackscope") continue;
+      const double rise = mean_over(e.values, ws.episode) - mean_over(e.values, ws.baseline);
+      // pid 0: the recorder summed processes beyond its series budget by name.
+      if (rise >= 0.2)
+        out.push_back({"process", p->second, p->first > 0 ? std::optional<int64_t>(p->first) : std::nullopt, rise});
+    }
+  } else if (cls == C::gpu_contention) {
+    std::map<std::pair<std::string, int64_t>, std::string> names;
+    for (const auto& e : entities)
+      if (e.name == "gpu.proc.present")
+        if (auto g = parse_gpu_proc(e.device); g && !g->comm.empty()) names[{g->gpu, g->pid}] = g->comm;
+    for (const auto& e : entities) {
+      if (e.name != "gpu.proc.sm_util") continue;
+      auto g = parse_gpu_proc(e.device);
+      if (!g || job_pids.count(static_cast<uint32_t>(g->pid))) continue;
+      const double during = mean_over(e.values, ws.episode), before = mean_over(e.values, ws.baseline);
+      size_t present = 0;
+      for (size_t w : ws.episode) present += w < e.values.size() && std::isfinite(e.values[w]);
+      if (present * 2 < ws.episode.size() || during < before) continue;
+      auto n = names.find({g->gpu, g->pid});
+      out.push_back({"process", n != names.end() ? n->second : "pid " + std::to_string(g->pid), g->pid,
+                     during - before});
+    }
+  } else if (cls == C::host_stall) {
+    // The Python function the job blocked in: its off-CPU samples rose the most.
+    for (const auto& ev : score.evidence) {
+      const std::string suffix = "_(off-cpu).log10_count";
+      if (ends_with(ev.metric, suffix)) {
+        out.push_back({"function", ev.metric.substr(0, ev.metric.size() - suffix.size()), std::nullopt,
+                       ev.observed - ev.expected});
+        break;
+      }
+    }
+  } else if (cls == C::pcie_pressure || cls == C::gpu_throttling || cls == C::network || cls == C::storage_stall) {
+    // The device named in the strongest per-device column (gpu0.gpu.clock.sm.mean -> gpu0, eth0.net... -> eth0).
+    for (const auto& ev : score.evidence) {
+      const auto dot = ev.metric.find('.');
+      const std::string dev = ev.metric.substr(0, dot);
+      if (dev.rfind("gpu", 0) == 0 || ev.metric.find(".net.") != std::string::npos ||
+          ev.metric.find(".disk.") != std::string::npos) {
+        out.push_back({cls == C::network ? "link" : "device", dev, std::nullopt, 0});
+        break;
+      }
+    }
+  } else if (cls == C::collective_slowdown) {
+    for (const auto& ev : score.evidence)
+      if (const auto at = ev.metric.find(".median_log10_lat_ns"); at != std::string::npos) {
+        out.push_back({"function", ev.metric.substr(0, at), std::nullopt, 0});
+        break;
+      }
+  }
+  std::sort(out.begin(), out.end(), [](const Culprit& a, const Culprit& b) { return a.share > b.share; });
+  if (out.size() > 3) out.resize(3);
+  return out;
+}
+
+}  // namespace
+
+CauseVerdict explain_episode(const std::map<std::string, WindowFeatureTable>& tables,
+                             const std::vector<EntitySeries>& entities, const std::set<uint32_t>& job_pids,
+                             const WindowSet& ws, const CauseOptions& opt) {
+  CauseVerdict v;
+  if (ws.episode.empty() || ws.baseline.size() < 3) return v;
+  std::vector<ClassScore> scores;
+  for (const CauseRule& rule : cause_rules()) {
+    ClassScore cs;
+    cs.cls = rule.cls;
+    bool required_ok = true;
+    std::vector<Support> supports;
+    for (const SignalRule& sig : rule.signals) {
+      auto t = tables.find(sig.layer);
+      std::optional<Support> s;
+      if (t != tables.end()) s = signal_support(sig, t->second, ws, opt.z);
+      if (!s) {
+        required_ok = required_ok && !sig.required;
+        continue;
+      }
+      if (sig.weight < 0) {
+        cs.score -= s->strength;
+        continue;
+      }
+      cs.score += s->strength;
+      supports.push_back(*s);
+    }
+    if (!required_ok || supports.empty() || cs.score <= 0) continue;
+    std::sort(supports.begin(), supports.end(), [](auto& a, auto& b) {
+      return a.strength != b.strength ? a.strength > b.strength : std::abs(a.evidence.z) > std::abs(b.evidence.z);
+    });
+    for (auto& s : supports) {
+      cs.evidence.push_back(s.evidence);
+      cs.columns.push_back(s.column);
+    }
+    scores.push_back(std::move(cs));
+  }
+  // A class claimed only when nothing else explains the episode.
+  const bool others = std::any_of(scores.begin(), scores.end(), [](const ClassScore& s) {
+    const auto& rules = cause_rules();
+    return !std::find_if(rules.begin(), rules.end(), [&](const CauseRule& r) { return r.cls == s.cls; })->only_alone;
+  });
+  if (others)
+    std::erase_if(scores, [](const ClassScore& s) {
+      const auto& rules = cause_rules();
+      return std::find_if(rules.begin(), rules.end(), [&](const CauseRule& r) { return r.cls == s.cls; })->only_alone;
+    });
+  std::sort(scores.begin(), scores.end(), [](auto& a, auto& b) { return a.score > b.score; });
+  v.scores = scores;
+  if (scores.empty()) return v;
+  const double best = scores[0].score, second = scores.size() > 1 ? scores[1].score : 0.0;
+  v.cause.cls = scores[0].cls;
+  v.cause.confidence = std::clamp(best / (best + second + 0.5), 0.05, 0.99);
+  v.cause.evidence = scores[0].evidence;
+  v.cause.culprits = culprits_for(scores[0].cls, scores[0], entities, job_pids, ws);
+  for (size_t i = 1; i < scores.size(); ++i) v.also.push_back(scores[i].cls);
+  return v;
+}
+
+}  // namespace stackscope::analyze::incidents

@@ -1,0 +1,76 @@
+// Root cause of one episode: every class of the contract is one row of a table (cause_rules.cpp) listing the
+// window features that support it, each with the direction it must move in, the smallest change that matters
+// and its weight. A feature supports when, in the episode against the steady windows around it, it moved by at
+// least `z` robust deviations (floored at the feature's resolution) AND by a material amount; a class scores
+// the weighted strength of its supporting features (less those that speak against it); the best class wins,
+// others with support are "also", no support is "unexplained". Culprits come from per-process series. Pure.
+#pragma once
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "analyze/features/window_layer_features.h"
+#include "model/incident.h"
+
+namespace stackscope::analyze::incidents {
+
+// A per-entity series on the grid (per process: proc.cpu.util "pid:<pid>:<comm>", gpu.proc.sm_util
+// "gpu0/pid42", gpu.proc.present "gpu0/pid42/<comm>"): NaN in windows without a sample.
+struct EntitySeries {
+  std::string name, device;
+  std::vector<double> values;
+};
+
+struct SignalRule {
+  std::string layer;    // which table: host, nvml, cuda, nccl, torch, python, kernel
+  std::string pattern;  // ECMAScript regex on the column name
+  int direction = 1;    // +1: a rise supports the class, -1: a fall
+  double min_change = 0;  // material change in the column's units (0: none asked)
+  double min_ratio = 0;   // material change relative to the steady value (0: none asked)
+  double weight = 1;      // < 0: speaks against the class
+  bool required = false;  // the class is supported only when this signal is
+  std::string unit;
+};
+
+struct CauseRule {
+  CauseClass cls;
+  std::vector<SignalRule> signals;
+  bool only_alone = false;  // claimed only when no other class has support (collective_slowdown)
+};
+
+const std::vector<CauseRule>& cause_rules();
+
+struct WindowSet {
+  std::vector<size_t> episode, baseline;  // window indices
+};
+
+struct ClassScore {
+  CauseClass cls;
+  double score = 0;
+  std::vector<IncidentEvidence> evidence;  // supporting features, strongest first
+  std::vector<std::string> columns;        // their column names (for culprits)
+};
+
+struct CauseVerdict {
+  IncidentCause cause;
+  std::vector<CauseClass> also;
+  std::vector<ClassScore> scores;  // every class with support, best first
+};
+
+struct CauseOptions {
+  double z = 3.0;
+};
+
+// `tables`: per-layer window features on one grid. `job_pids`: the job's processes (never culprits).
+CauseVerdict explain_episode(const std::map<std::string, WindowFeatureTable>& tables,
+                             const std::vector<EntitySeries>& entities, const std::set<uint32_t>& job_pids,
+                             const WindowSet& windows, const CauseOptions& options = {});
+
+// Robust comparison of one column in the episode against the baseline: z and the two medians.
+struct Shift {
+  double expected = 0, observed = 0, z = 0;
+};
+Shift column_shift(const Eigen::MatrixXd& values, Eigen::Index column, const WindowSet& windows, bool log10_column);
+
+}  // namespace stackscope::analyze::incidents

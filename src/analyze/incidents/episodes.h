@@ -1,0 +1,48 @@
+// From the job's progress per window to its phases and its episodes. The steady level is the median of the
+// central windows; a window is low when its progress is materially below it (a relative drop of at least
+// `material_drop`, and `z` robust deviations of the steady windows). Low stretches at the start are start-up
+// (and the climb after it warm-up), at the end shutdown, dips recurring at a regular period are periodic
+// (checkpoints, evaluation), long stretches with no progress at all are idle; what is left, merged across short
+// gaps and at least `min_windows` long, are the episodes that become incidents. Pure.
+#pragma once
+#include <cstddef>
+#include <vector>
+
+#include "analyze/features/window_layer_features.h"
+#include "model/incident.h"
+
+namespace stackscope::analyze::incidents {
+
+struct EpisodeOptions {
+  double material_drop = 0.15;   // progress at least this fraction below steady
+  double z = 3.0;                // and this many robust deviations
+  size_t merge_gap = 2;          // low stretches separated by at most this many windows are one episode
+  size_t min_windows = 2;        // shorter low stretches are noise
+  double max_edge_fraction = 0.3;  // start-up / shutdown take at most this share of the run...
+  size_t max_edge_windows = 120;   // ...and at most this many windows
+  size_t min_periodic = 3;       // recurring dips needed to call them periodic
+  double idle_level = 0.05;      // progress below this fraction of steady is no progress
+  size_t min_idle_windows = 30;  // a stretch of no progress this long (and unexplained) is idle
+};
+
+struct Episode {
+  size_t first = 0, last = 0;  // windows, inclusive
+};
+
+struct ProgressAnalysis {
+  double steady = 0;        // steady progress per window
+  double steady_sd = 0;     // robust deviation of the steady windows
+  std::vector<bool> low;    // per window: materially below steady
+  std::vector<Phase> phases;
+  std::vector<bool> in_phase;  // per window: part of a phase
+  std::vector<Episode> episodes;
+};
+
+ProgressAnalysis analyze_progress(const std::vector<double>& progress, const WindowGrid& grid,
+                                  const EpisodeOptions& options = {});
+
+// Job time lost in windows [first, last]: sum of (1 - progress/steady) x window length, at most the stretch.
+double impact_seconds(const std::vector<double>& progress, double steady, const WindowGrid& grid, size_t first,
+                      size_t last);
+
+}  // namespace stackscope::analyze::incidents

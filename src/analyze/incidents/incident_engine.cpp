@@ -1,0 +1,203 @@
+#include "analyze/incidents/incident_engine.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "analyze/incidents/robust_stats.h"
+
+namespace stackscope::analyze::incidents {
+
+namespace {
+
+void append_column(WindowFeatureTable& t, const std::string& name, const std::vector<double>& v) {
+  const auto rows = static_cast<Eigen::Index>(t.grid.count);
+  const Eigen::Index c = t.values.cols();
+  t.values.conservativeResize(rows, c + 1);
+  for (Eigen::Index w = 0; w < rows; ++w) t.values(w, c) = v[static_cast<size_t>(w)];
+  t.columns.push_back(name);
+  t.filled.push_back(0);
+  t.subjects.push_back(name);
+}
+
+std::string_view class_title(CauseClass c) {
+  constexpr std::string_view titles[] = {"CPU interference", "GPU contention",  "Host stall",
+                                         "PCIe pressure",    "Network",         "Memory pressure",
+                                         "Storage stall",    "GPU throttling",  "Collective slowdown",
+                                         "Unexplained slowdown"};
+  return titles[static_cast<int>(c)];
+}
+
+bool is_per_process_column(const std::string& c) {
+  return c.rfind("pid:", 0) == 0 || c.find("/pid") != std::string::npos;
+}
+
+// The steady windows nearest the episode, those before it first (what the job did before it went wrong).
+std::vector<size_t> baseline_windows(const std::vector<bool>& steady, size_t first, size_t last, size_t want) {
+  std::vector<size_t> before, after;
+  for (size_t w = first; w-- > 0 && before.size() < want;)
+    if (steady[w]) before.push_back(w);
+  for (size_t w = last + 1; w < steady.size() && before.size() + after.size() < want; ++w)
+    if (steady[w]) after.push_back(w);
+  // Enough windows before: the episode is judged against its past only.
+  if (before.size() >= std::min<size_t>(want, 10)) after.clear();
+  before.insert(before.end(), after.begin(), after.end());
+  std::sort(before.begin(), before.end());
+  return before;
+}
+
+std::string culprit_text(const Culprit& c) {
+  if (c.pid) return fmt::format("{} (pid {})", c.name, *c.pid);
+  return fmt::format("{} {}", c.kind, c.name);
+}
+
+}  // namespace
+
+void add_derived_columns(std::map<std::string, WindowFeatureTable>& tables, const std::vector<EntitySeries>& entities,
+                         const std::set<uint32_t>& job_pids) {
+  auto host = tables.find("host");
+  if (host == tables.end()) return;
+  WindowFeatureTable& t = host->second;
+  const size_t n = t.grid.count;
+  auto has = [&](const std::string& c) { return std::find(t.columns.begin(), t.columns.end(), c) != t.columns.end(); };
+  // Host CPU busy share: 1 - (idle + iowait) / all jiffies, from the machine-wide cpu.time.* rates.
+  if (!has("cpu.busy_fraction")) {
+    std::vector<double> total(n, 0), idle(n, 0);
+    bool any = false;
+    for (size_t c = 0; c < t.columns.size(); ++c) {
+      const std::string& col = t.columns[c];
+      if (col.rfind("cpu.time.", 0) != 0 || col.find(".rate_per_s") == std::string::npos) continue;
+      any = true;
+      const bool idle_col = col == "cpu.time.idle.rate_per_s" || col == "cpu.time.iowait.rate_per_s";
+      for (size_t w = 0; w < n; ++w) {
+        const double v = t.values(static_cast<Eigen::Index>(w), static_cast<Eigen::Index>(c));
+        if (!std::isfinite(v)) continue;
+        total[w] += v;
+        if (idle_col) idle[w] += v;
+      }
+    }
+    if (any) {
+      std::vector<double> busy(n);
+      for (size_t w = 0; w < n; ++w) busy[w] = total[w] > 0 ? 1.0 - idle[w] / total[w] : NAN;
+      append_column(t, "cpu.busy_fraction", busy);
+    }
+  }
+  // CPU of the top other processes, when the recorder did not write the aggregate.
+  if (!has("proc.cpu.others_util.mean") && !has("proc.cpu.others_top_util")) {
+    std::vector<double> others(n, 0);
+    bool any = false;
+    for (const auto& e : entities) {
+      if (e.name != "proc.cpu.util" || e.device.rfind("pid:", 0) != 0) continue;
+      const auto colon = e.device.find(':', 4);
+      uint32_t pid = 0;
+      try {
+        pid = static_cast<uint32_t>(std::stoul(e.device.substr(4, colon - 4)));
+      } catch (const std::exception&) {
+        continue;
+      }
+      if (job_pids.count(pid) || (colon != std::string::npos && e.device.substr(colon + 1) == "stackscope")) continue;
+      any = true;
+      for (size_t w = 0; w < n && w < e.values.size(); ++w)
+        if (std::isfinite(e.values[w])) others[w] += e.values[w];
+    }
+    if (any) append_column(t, "proc.cpu.others_top_util", others);
+  }
+}
+
+IncidentReport find_incidents(const IncidentInput& in, const IncidentOptions& opt) {
+  IncidentReport rep;
+  rep.windows = in.grid.count;
+  rep.steps = in.progress.steps;
+  rep.progress_metric = in.progress.signal.metric;
+  for (const auto& [layer, t] : in.layers) rep.layers.push_back(layer);
+  const std::vector<double>& progress = in.progress.signal.per_window;
+  if (rep.progress_metric.empty() || progress.size() != in.grid.count) return rep;
+
+  std::map<std::string, WindowFeatureTable> tables = in.layers;
+  add_derived_columns(tables, in.entities, in.job_pids);
+
+  const ProgressAnalysis pa = analyze_progress(progress, in.grid, opt.episodes);
+  rep.steady_per_window = pa.steady;
+  rep.phases = pa.phases;
+  std::vector<bool> steady(progress.size());
+  for (size_t w = 0; w < progress.size(); ++w) steady[w] = !pa.low[w] && !pa.in_phase[w];
+  for (const Episode& e : pa.episodes)
+    for (size_t w = e.first; w <= e.last; ++w) steady[w] = false;
+
+  const double width_s = static_cast<double>(in.grid.width_ns) * 1e-9;
+  const bool steps = rep.progress_metric == "steps";
+  for (const Episode& ep : pa.episodes) {
+    WindowSet ws;
+    for (size_t w = ep.first; w <= ep.last; ++w) ws.episode.push_back(w);
+    ws.baseline = baseline_windows(steady, ep.first, ep.last, opt.baseline_windows);
+    CauseVerdict verdict = explain_episode(tables, in.entities, in.job_pids, ws, opt.cause);
+
+    double done = 0;
+    bool idle = true;
+    for (size_t w : ws.episode) {
+      done += progress[w];
+      idle = idle && progress[w] < opt.episodes.idle_level * pa.steady;
+    }
+    // A long stretch with no progress at all and no cause is the job waiting, not something slowing it.
+    if (idle && ws.episode.size() >= opt.episodes.min_idle_windows && verdict.cause.cls == CauseClass::unexplained) {
+      rep.phases.push_back({PhaseKind::idle, in.grid.start(ep.first), in.grid.end(ep.last), "no progress"});
+      continue;
+    }
+
+    Incident inc;
+    inc.start_ns = in.grid.start(ep.first);
+    inc.end_ns = in.grid.end(ep.last);
+    inc.impact_s = impact_seconds(progress, pa.steady, in.grid, ep.first, ep.last);
+    const double mean_done = done / static_cast<double>(ws.episode.size());
+    if (steps) {
+      const double expected = in.progress.steps && std::isfinite(in.progress.steps->median_ms)
+                                  ? in.progress.steps->median_ms
+                                  : 1e3 * width_s / pa.steady;
+      inc.symptom = {"step_time_ms", "ms", expected, mean_done > 0 ? 1e3 * width_s / mean_done : INFINITY};
+    } else {
+      inc.symptom = {rep.progress_metric + "_per_s", "1/s", pa.steady / width_s, mean_done / width_s};
+    }
+    inc.cause = std::move(verdict.cause);
+    inc.also = std::move(verdict.also);
+
+    // Layers whose features moved (the per-process columns are culprits' detail, not a layer's behaviour).
+    std::set<std::string> moved;
+    for (const auto& ev : inc.cause.evidence) moved.insert(ev.layer);
+    if (ws.baseline.size() >= 3)
+      for (const auto& [layer, t] : tables) {
+        if (moved.count(layer)) continue;
+        for (size_t c = 0; c < t.columns.size() && !moved.count(layer); ++c) {
+          if (is_per_process_column(t.columns[c])) continue;
+          const bool log10 = t.columns[c].find("log10") != std::string::npos;
+          const Shift s = column_shift(t.values, static_cast<Eigen::Index>(c), ws, log10);
+          const double change = std::abs(s.observed - s.expected);
+          if (std::abs(s.z) >= opt.layer_z && change > 1e-6 &&
+              change >= (log10 ? 0.1 : opt.layer_ratio * std::abs(s.expected)))
+            moved.insert(layer);
+        }
+      }
+    inc.layers.assign(moved.begin(), moved.end());
+
+    std::string why;
+    if (!inc.cause.culprits.empty()) {
+      why += ": ";
+      for (size_t i = 0; i < inc.cause.culprits.size(); ++i)
+        why += (i ? ", " : "") + culprit_text(inc.cause.culprits[i]);
+    }
+    if (!inc.cause.evidence.empty()) {
+      const auto& e = inc.cause.evidence.front();
+      why += fmt::format("; {} {:.3g} -> {:.3g} {}", e.metric, e.expected, e.observed, e.unit);
+    }
+    inc.summary = fmt::format("{}{}; {} {:.3g} -> {:.3g} {}", class_title(inc.cause.cls), why, inc.symptom.metric,
+                              inc.symptom.expected, inc.symptom.observed, inc.symptom.unit);
+    rep.incidents.push_back(std::move(inc));
+  }
+  std::stable_sort(rep.incidents.begin(), rep.incidents.end(),
+                   [](const Incident& a, const Incident& b) { return a.impact_s > b.impact_s; });
+  for (size_t i = 0; i < rep.incidents.size(); ++i) rep.incidents[i].id = static_cast<int>(i + 1);
+  std::sort(rep.phases.begin(), rep.phases.end(), [](const Phase& a, const Phase& b) { return a.start_ns < b.start_ns; });
+  return rep;
+}
+
+}  // namespace stackscope::analyze::incidents

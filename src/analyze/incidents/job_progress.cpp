@@ -1,0 +1,219 @@
+#include "analyze/incidents/job_progress.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "analyze/incidents/robust_stats.h"
+#include "analyze/stragglers/straggler.h"
+
+namespace stackscope::analyze::incidents {
+
+namespace {
+
+constexpr size_t kMaxCountedNames = 1024;
+constexpr int kMinSteps = 8;
+
+bool is_sync(const std::string& n) { return n.find("Synchronize") != std::string::npos; }
+bool is_launch(const std::string& n) {
+  return n.rfind("cudaLaunch", 0) == 0 || n.rfind("cuLaunch", 0) == 0 || n == "cudaGraphLaunch";
+}
+
+// Robust CV of the central 80 % of windows (start-up and shutdown are not the job's rhythm).
+double regularity(const std::vector<double>& v) {
+  if (v.size() < 3) return NAN;
+  const size_t skip = v.size() / 10;
+  std::vector<double> mid(v.begin() + static_cast<std::ptrdiff_t>(skip), v.end() - static_cast<std::ptrdiff_t>(skip));
+  const double m = median(mid);
+  if (!(m > 0)) return NAN;
+  return robust_sd(mid, m) / m;
+}
+
+}  // namespace
+
+JobProgress choose_progress(std::vector<ProgressSignal> candidates, std::optional<StepStats> steps,
+                            double min_per_window) {
+  JobProgress out;
+  out.steps = steps;
+  for (auto& c : candidates) c.regularity_cv = regularity(c.per_window);
+  const ProgressSignal* best = nullptr;
+  for (const auto& c : candidates) {
+    if (!std::isfinite(c.regularity_cv)) continue;
+    const size_t skip = c.per_window.size() / 10;
+    const double typical = median(std::vector<double>(c.per_window.begin() + static_cast<std::ptrdiff_t>(skip),
+                                                      c.per_window.end() - static_cast<std::ptrdiff_t>(skip)));
+    // Steps are what the job is for: taken whenever they are regular enough to judge a slowdown by.
+    const double need = c.metric == "steps" ? 1 : min_per_window;
+    if (typical < need) continue;
+    if (c.metric == "steps" && c.regularity_cv < 0.5) {
+      best = &c;
+      break;
+    }
+    if (!best || c.regularity_cv < best->regularity_cv) best = &c;
+  }
+  if (best) out.signal = *best;
+  out.candidates = std::move(candidates);
+  return out;
+}
+
+JobProgressCounter::JobProgressCounter(WindowGrid grid, std::set<uint32_t> job_pids, size_t max_step_ops)
+    : grid_(grid), pids_(std::move(job_pids)), max_ops_(max_step_ops) {
+  for (auto& c : counts_) c.assign(grid_.count, 0.0);
+}
+
+void JobProgressCounter::add(const Event& e) {
+  if (!pids_.empty() && !pids_.count(e.pid)) return;
+  const auto w = grid_.index_of(e.start_ns);
+  if (!w) return;
+  const bool instant = e.flags & kEventInstant;
+  OpKind kind = OpKind::compute;
+  bool op = false;
+  switch (e.layer) {
+    case Layer::nccl:
+      if (instant) return;
+      counts_[kCollectives][*w] += 1;
+      kind = (e.name.find("Send") != std::string::npos || e.name.find("Recv") != std::string::npos) ? OpKind::p2p
+                                                                                                    : OpKind::collective;
+      op = true;
+      break;
+    case Layer::cuda:
+      if (is_sync(e.name)) {
+        counts_[kSyncs][*w] += 1;
+        kind = OpKind::sync;
+        op = !instant;
+      } else if (is_launch(e.name)) {
+        counts_[kLaunches][*w] += 1;
+      }
+      break;
+    case Layer::torch:
+      counts_[kTorch][*w] += 1;
+      // Outermost operators only: nested ones start within microseconds of each other and their recorded order
+      // varies, which hides the step's period.
+      op = !instant && e.arg_int("depth", 0) == 0;
+      break;
+    case Layer::python: {
+      const ArgValue* s = e.arg("sample");
+      if (s && std::holds_alternative<std::string>(*s) && std::get<std::string>(*s) == "cpu")
+        counts_[kPython][*w] += 1;
+      break;
+    }
+    default:
+      break;
+  }
+  if (!op) return;
+  auto& per_window = ops_per_window_[e.pid];
+  if (per_window.empty()) per_window.assign(grid_.count, 0.0f);
+  per_window[*w] += 1;
+  const uint32_t name = ops_.intern(e.name);
+  auto it = name_counts_.find(name);
+  if (it == name_counts_.end() && name_counts_.size() < kMaxCountedNames)
+    it = name_counts_.emplace(name, std::vector<float>(grid_.count, 0.0f)).first;
+  if (it != name_counts_.end()) it->second[*w] += 1;
+  if (buffered_ >= max_ops_) {
+    capped_ = true;
+    return;
+  }
+  auto [wi, fresh] = worker_of_pid_.try_emplace(e.pid, ops_.workers.size());
+  if (fresh) {
+    ops_.workers.emplace_back();
+    ops_.workers.back().worker = "pid" + std::to_string(e.pid);
+  }
+  TimelineOp t;
+  t.name = name;
+  t.kind = kind;
+  t.start_ns = e.start_ns;
+  t.duration_ns = std::max<int64_t>(0, e.duration_ns);
+  t.stream = static_cast<int32_t>(e.tid);
+  if (e.layer == Layer::nccl) t.bytes = e.arg_int("bytes", 0);
+  ops_.workers[wi->second].ops.push_back(t);
+  ++buffered_;
+}
+
+JobProgress JobProgressCounter::finish() {
+  static const char* kNames[kKinds] = {"collectives", "syncs", "launches", "torch_ops", "python_samples"};
+  std::vector<ProgressSignal> candidates;
+  std::optional<StepStats> steps;
+  if (buffered_ > 0) {
+    for (auto& w : ops_.workers)
+      std::stable_sort(w.ops.begin(), w.ops.end(), [](auto& a, auto& b) { return a.start_ns < b.start_ns; });
+    const StepDetection det = assign_steps(ops_);
+    // The worker with the most operations is the job's main process.
+    const WorkerTimeline* main = nullptr;
+    for (const auto& w : ops_.workers)
+      if (!main || w.ops.size() > main->ops.size()) main = &w;
+    if (main) {
+      for (size_t i = 0; i < main->ops.size() && i < 20000; ++i) main_ops_.push_back(main->ops[i].name);
+      for (const auto& [pid, wi] : worker_of_pid_)
+        if (&ops_.workers[wi] == main) main_pid_ = pid;
+    }
+    if (det.source != StepSource::none && det.steps >= kMinSteps && main) {
+      // Each step's first operation: its name marks a step everywhere in the recording.
+      std::map<int32_t, const TimelineOp*> first;
+      std::map<int32_t, std::map<uint32_t, int>> names_in_step;
+      for (const auto& op : main->ops) {
+        if (op.step < 0) continue;
+        auto [it, fresh] = first.try_emplace(op.step, &op);
+        if (!fresh && op.start_ns < it->second->start_ns) it->second = &op;
+        ++names_in_step[op.step][op.name];
+      }
+      std::map<uint32_t, int> votes;
+      for (auto& [s, op] : first) ++votes[op->name];
+      const auto boundary = std::max_element(votes.begin(), votes.end(), [](auto& a, auto& b) { return a.second < b.second; });
+      std::vector<double> per_step_uses, durations_ms;
+      int64_t prev = -1;
+      for (auto& [s, op] : first) {
+        per_step_uses.push_back(names_in_step[s][boundary->first]);
+        if (prev >= 0) durations_ms.push_back(static_cast<double>(op->start_ns - prev) * 1e-6);
+        prev = op->start_ns;
+      }
+      const double uses = median(per_step_uses);
+      auto counted = name_counts_.find(boundary->first);
+      if (boundary->second * 10 >= static_cast<int>(first.size()) * 8 && uses >= 1 && counted != name_counts_.end()) {
+        StepStats st;
+        st.steps = static_cast<int>(first.size());
+        st.source = std::string(step_source_name(det.source));
+        st.median_ms = median(durations_ms);
+        st.p95_ms = quantile(durations_ms, 0.95);
+        st.from_prefix = capped_;
+        ProgressSignal sig{"steps", std::vector<double>(grid_.count)};
+        for (size_t w = 0; w < grid_.count; ++w) sig.per_window[w] = counted->second[w] / uses;
+        candidates.push_back(std::move(sig));
+        steps = st;
+      }
+    }
+  }
+  // No step boundary, but the operation sequence repeats at a looser match than assign_steps asks for (some
+  // operators' order varies): a step is `period` operations, so the operations per window give steps per window.
+  if (!steps && main_ops_.size() >= 40) {
+    const int period = sequence_period(main_ops_, std::min<int>(2000, static_cast<int>(main_ops_.size() / 4)), 0.75);
+    const std::vector<float>& ops = ops_per_window_[main_pid_];
+    if (period >= 2) {
+      ProgressSignal sig{"steps", std::vector<double>(grid_.count)};
+      std::vector<double> step_ms;
+      const double width_ms = static_cast<double>(grid_.width_ns) * 1e-6;
+      double total = 0;
+      for (size_t w = 0; w < grid_.count; ++w) {
+        sig.per_window[w] = w < ops.size() ? ops[w] / period : 0.0;
+        total += sig.per_window[w];
+        if (sig.per_window[w] >= 1) step_ms.push_back(width_ms / sig.per_window[w]);
+      }
+      if (total >= kMinSteps) {
+        StepStats st;
+        st.steps = static_cast<int>(std::round(total));
+        st.source = "autocorrelation";
+        st.median_ms = median(step_ms);
+        st.p95_ms = quantile(step_ms, 0.95);
+        st.from_prefix = false;
+        candidates.push_back(std::move(sig));
+        steps = st;
+      }
+    }
+  }
+  for (int k = 0; k < kKinds; ++k) {
+    const bool any = std::any_of(counts_[k].begin(), counts_[k].end(), [](double c) { return c > 0; });
+    if (any) candidates.push_back({kNames[k], counts_[k]});
+  }
+  return choose_progress(std::move(candidates), steps);
+}
+
+}  // namespace stackscope::analyze::incidents

@@ -1,0 +1,70 @@
+// The job's own rate of progress per window: the symptom every incident is measured by. Fed one event at a
+// time (a recording is streamed, never held), it counts per window what the job gets done -- training steps when
+// they can be found (markers, collective sequence or operator-sequence period: stragglers/assign_steps, run on a
+// bounded prefix of the job's operations), else collectives, synchronisations, kernel launches, Torch operators
+// or Python on-CPU stack samples -- and picks the most regular signal present.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "analyze/features/window_layer_features.h"
+#include "model/event.h"
+#include "model/worker_timeline.h"
+
+namespace stackscope::analyze::incidents {
+
+// One candidate signal: progress units per window (steps, calls, samples).
+struct ProgressSignal {
+  std::string metric;  // steps | collectives | syncs | launches | torch_ops | python_samples
+  std::vector<double> per_window;
+  double regularity_cv = NAN;  // robust coefficient of variation over the central windows (lower: more regular)
+};
+
+struct StepStats {
+  int steps = 0;           // steps seen in the analysed prefix
+  std::string source;      // markers | collectives | autocorrelation
+  double median_ms = NAN, p95_ms = NAN;
+  bool from_prefix = false;  // the operations were more than the bounded prefix: times are of the prefix
+};
+
+struct JobProgress {
+  ProgressSignal signal;                 // the chosen one (empty metric: no signal)
+  std::optional<StepStats> steps;
+  std::vector<ProgressSignal> candidates;
+};
+
+// Chooses among candidate signals: steps when found and regular enough, else the most regular signal with at
+// least `min_per_window` units in a typical window. Pure; the counter below produces the candidates.
+JobProgress choose_progress(std::vector<ProgressSignal> candidates, std::optional<StepStats> steps,
+                            double min_per_window = 5);
+
+class JobProgressCounter {
+ public:
+  // `job_pids`: the traced processes (empty: every event is the job's).
+  JobProgressCounter(WindowGrid grid, std::set<uint32_t> job_pids = {}, size_t max_step_ops = 200'000);
+  void add(const Event& e);
+  JobProgress finish();
+
+ private:
+  enum Kind { kCollectives, kSyncs, kLaunches, kTorch, kPython, kKinds };
+  WindowGrid grid_;
+  std::set<uint32_t> pids_;
+  size_t max_ops_;
+  std::vector<double> counts_[kKinds];
+  // Steps: a bounded prefix of the job's operations for assign_steps, and per-window counts of every operation
+  // name (bounded) so that the step boundary found in the prefix can be counted over the whole recording.
+  TimelineSet ops_;
+  std::unordered_map<uint32_t, size_t> worker_of_pid_;
+  size_t buffered_ = 0;
+  bool capped_ = false;
+  std::unordered_map<uint32_t, std::vector<float>> name_counts_;  // name id -> per window
+  std::unordered_map<uint32_t, std::vector<float>> ops_per_window_;  // pid -> its operations per window
+  std::vector<uint64_t> main_ops_;  // the main process's first operation names, in order
+  uint32_t main_pid_ = 0;
+};
+
+}  // namespace stackscope::analyze::incidents

@@ -1,0 +1,284 @@
+// The incident engine on synthetic window tables: one episode per cause class (right class and culprit),
+// phases that are not incidents, a healthy run, an unexplained slowdown, and impact bounds.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "analyze/incidents/incident_engine.h"
+
+using namespace stackscope;
+using namespace stackscope::analyze;
+using namespace stackscope::analyze::incidents;
+
+namespace {
+
+constexpr size_t kWindows = 120;
+
+// A value with a little deterministic jitter, so that baselines have a spread.
+double jitter(double v, size_t w, double rel = 0.01) { return v * (1 + rel * std::sin(1.7 * static_cast<double>(w))); }
+
+struct Builder {
+  IncidentInput in;
+  Builder() {
+    in.grid = {1'000'000'000, 1'000'000'000, kWindows};
+    in.job_pids = {100};
+    std::vector<double> p(kWindows);
+    for (size_t w = 0; w < kWindows; ++w) p[w] = jitter(1000, w, 0.02);
+    in.progress = choose_progress({{"torch_ops", p}}, std::nullopt);
+    table("host", {{"cpu.time.user.rate_per_s", 100},
+                   {"cpu.time.idle.rate_per_s", 100},
+                   {"pressure.cpu.some.total.rate_per_s", 1000},
+                   {"pressure.memory.some.total.rate_per_s", 0},
+                   {"pressure.io.some.total.rate_per_s", 0},
+                   {"vm.pgscan_kswapd.rate_per_s", 0},
+                   {"vda.disk.io_time.rate_per_s", 10},
+                   {"net.Tcp.RetransSegs.rate_per_s", 0},
+                   {"proc.running.mean", 2}});
+    table("nvml", {{"gpu0.other_procs.count", 0},
+                   {"gpu0.other_procs.sm_util", 0},
+                   {"gpu0.procs.count", 1},
+                   {"gpu0.gpu.util.mean", 0.9},
+                   {"gpu0.gpu.clock.sm.mean", 1.98e9},
+                   {"gpu0.gpu.throttle.thermal.mean", 0},
+                   {"gpu0.gpu.temp.mean", 60},
+                   {"gpu0.gpu.pcie.rx.mean", 1e9}});
+    table("python", {{"python.offcpu_fraction", 0.05}, {"load_batch_(off-cpu).log10_count", 0.3}, {"step.log10_count", 1.5}});
+    table("cuda", {{"cudaMemcpyAsync.log10_bytes", 6}, {"cuda.log10_calls", 3}});
+    table("nccl", {{"ncclAllReduce.median_log10_lat_ns", 6}, {"nccl.busy_fraction", 0.2}});
+  }
+  void table(const std::string& layer, std::vector<std::pair<std::string, double>> cols) {
+    WindowFeatureTable t;
+    t.grid = in.grid;
+    t.values.resize(kWindows, static_cast<Eigen::Index>(cols.size()));
+    for (size_t c = 0; c < cols.size(); ++c) {
+      t.columns.push_back(cols[c].first);
+      t.filled.push_back(0);
+      for (size_t w = 0; w < kWindows; ++w)
+        t.values(static_cast<Eigen::Index>(w), static_cast<Eigen::Index>(c)) = jitter(cols[c].second, w);
+    }
+    in.layers[layer] = t;
+  }
+  void set(const std::string& layer, const std::string& col, size_t from, size_t to, double v) {
+    auto& t = in.layers.at(layer);
+    const auto c = std::find(t.columns.begin(), t.columns.end(), col) - t.columns.begin();
+    ASSERT_LT(static_cast<size_t>(c), t.columns.size()) << col;
+    for (size_t w = from; w < to; ++w) t.values(static_cast<Eigen::Index>(w), c) = jitter(v, w);
+  }
+  void slow(size_t from, size_t to, double factor) {
+    for (size_t w = from; w < to; ++w) in.progress.signal.per_window[w] *= factor;
+  }
+  void entity(const std::string& name, const std::string& device, size_t from, size_t to, double v) {
+    EntitySeries e{name, device, std::vector<double>(kWindows, NAN)};
+    for (size_t w = from; w < to; ++w) e.values[w] = v;
+    in.entities.push_back(e);
+  }
+};
+
+const Incident& only_incident(const IncidentReport& r) {
+  EXPECT_EQ(r.incidents.size(), 1u);
+  return r.incidents.at(0);
+}
+
+}  // namespace
+
+TEST(IncidentEngine, HealthyRunHasNoIncident) {
+  Builder b;
+  const auto r = find_incidents(b.in);
+  EXPECT_EQ(r.progress_metric, "torch_ops");
+  EXPECT_TRUE(r.incidents.empty());
+  EXPECT_NEAR(r.steady_per_window, 1000, 30);
+}
+
+TEST(IncidentEngine, CpuInterferenceNamesTheOtherProcess) {
+  Builder b;
+  b.slow(50, 65, 0.55);
+  b.set("host", "cpu.time.idle.rate_per_s", 50, 65, 2);  // host busy 0.5 -> 0.98
+  b.set("host", "pressure.cpu.some.total.rate_per_s", 50, 65, 4e5);
+  b.entity("proc.cpu.util", "pid:100:python3", 0, kWindows, 0.95);  // the job itself: never a culprit
+  b.entity("proc.cpu.util", "pid:4242:hog", 50, 65, 0.97);
+  b.entity("proc.cpu.util", "pid:55:sshd", 0, kWindows, 0.01);
+  const auto report = find_incidents(b.in);
+  const Incident& inc = only_incident(report);
+  EXPECT_EQ(inc.cause.cls, CauseClass::cpu_interference);
+  ASSERT_FALSE(inc.cause.culprits.empty());
+  EXPECT_EQ(inc.cause.culprits[0].name, "hog");
+  EXPECT_EQ(inc.cause.culprits[0].pid, 4242);
+  EXPECT_EQ(inc.start_ns, b.in.grid.start(50));
+  EXPECT_EQ(inc.end_ns, b.in.grid.end(64));
+  EXPECT_GT(inc.cause.confidence, 0.5);
+  EXPECT_NEAR(inc.impact_s, 15 * 0.45, 0.5);
+}
+
+TEST(IncidentEngine, GpuContentionNamesTheOtherProcessOnTheGpu) {
+  Builder b;
+  b.slow(40, 60, 0.6);
+  b.set("nvml", "gpu0.other_procs.count", 40, 60, 1);
+  b.set("nvml", "gpu0.other_procs.sm_util", 40, 60, 0.45);
+  b.set("nvml", "gpu0.procs.count", 40, 60, 2);
+  b.entity("gpu.proc.sm_util", "gpu0/pid100", 0, kWindows, 0.5);
+  b.entity("gpu.proc.sm_util", "gpu0/pid777", 40, 60, 0.45);
+  b.entity("gpu.proc.present", "gpu0/pid777/intruder", 40, 60, 1);
+  const auto report = find_incidents(b.in);
+  const Incident& inc = only_incident(report);
+  EXPECT_EQ(inc.cause.cls, CauseClass::gpu_contention);
+  ASSERT_FALSE(inc.cause.culprits.empty());
+  EXPECT_EQ(inc.cause.culprits[0].name, "intruder");
+  EXPECT_EQ(inc.cause.culprits[0].pid, 777);
+}
+
+TEST(IncidentEngine, HostStallNamesThePythonFunction) {
+  Builder b;
+  b.slow(70, 85, 0.5);
+  b.set("python", "python.offcpu_fraction", 70, 85, 0.6);
+  b.set("python", "load_batch_(off-cpu).log10_count", 70, 85, 1.6);
+  b.set("nvml", "gpu0.gpu.util.mean", 70, 85, 0.4);
+  const auto report = find_incidents(b.in);
+  const Incident& inc = only_incident(report);
+  EXPECT_EQ(inc.cause.cls, CauseClass::host_stall);
+  ASSERT_FALSE(inc.cause.culprits.empty());
+  EXPECT_EQ(inc.cause.culprits[0].kind, "function");
+  EXPECT_EQ(inc.cause.culprits[0].name, "load_batch");
+}
+
+struct SimpleCase {
+  const char* name;
+  CauseClass cls;
+  std::vector<std::tuple<std::string, std::string, double>> changes;
+  std::string culprit;
+};
+
+class IncidentEngineClass : public ::testing::TestWithParam<SimpleCase> {};
+
+TEST_P(IncidentEngineClass, RightClassAndCulprit) {
+  Builder b;
+  b.slow(60, 72, 0.6);
+  for (const auto& [layer, col, v] : GetParam().changes) b.set(layer, col, 60, 72, v);
+  const auto report = find_incidents(b.in);
+  const Incident& inc = only_incident(report);
+  EXPECT_EQ(cause_class_name(inc.cause.cls), cause_class_name(GetParam().cls));
+  if (!GetParam().culprit.empty()) {
+    ASSERT_FALSE(inc.cause.culprits.empty());
+    EXPECT_EQ(inc.cause.culprits[0].name, GetParam().culprit);
+  }
+  EXPECT_FALSE(inc.cause.evidence.empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Classes, IncidentEngineClass,
+    ::testing::Values(
+        SimpleCase{"pcie", CauseClass::pcie_pressure,
+                   {{"cuda", "cudaMemcpyAsync.log10_bytes", 9.5}, {"nvml", "gpu0.gpu.pcie.rx.mean", 9e9}}, "gpu0"},
+        SimpleCase{"network", CauseClass::network, {{"host", "net.Tcp.RetransSegs.rate_per_s", 80}}, ""},
+        SimpleCase{"memory", CauseClass::memory_pressure,
+                   {{"host", "pressure.memory.some.total.rate_per_s", 2e5}, {"host", "vm.pgscan_kswapd.rate_per_s", 5000}},
+                   ""},
+        SimpleCase{"storage", CauseClass::storage_stall,
+                   {{"host", "pressure.io.some.total.rate_per_s", 3e5}, {"host", "vda.disk.io_time.rate_per_s", 800}},
+                   "vda"},
+        SimpleCase{"throttling", CauseClass::gpu_throttling,
+                   {{"nvml", "gpu0.gpu.clock.sm.mean", 1.2e9}, {"nvml", "gpu0.gpu.throttle.thermal.mean", 1},
+                    {"nvml", "gpu0.gpu.temp.mean", 87}},
+                   "gpu0"},
+        SimpleCase{"collective", CauseClass::collective_slowdown,
+                   {{"nccl", "ncclAllReduce.median_log10_lat_ns", 6.6}, {"nccl", "nccl.busy_fraction", 0.6}},
+                   "ncclAllReduce"}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+TEST(IncidentEngine, NoSupportedClassIsUnexplained) {
+  Builder b;
+  b.slow(30, 45, 0.5);
+  const auto report = find_incidents(b.in);
+  const Incident& inc = only_incident(report);
+  EXPECT_EQ(inc.cause.cls, CauseClass::unexplained);
+  EXPECT_TRUE(inc.cause.culprits.empty());
+}
+
+TEST(IncidentEngine, StartupAndPeriodicCheckpointsArePhasesNotIncidents) {
+  Builder b;
+  b.slow(0, 6, 0.1);  // start-up
+  for (size_t at : {25, 50, 75, 100}) b.slow(at, at + 3, 0.3);  // a checkpoint every 25 s
+  const auto r = find_incidents(b.in);
+  EXPECT_TRUE(r.incidents.empty()) << r.incidents.front().summary;
+  size_t startup = 0, periodic = 0;
+  for (const Phase& p : r.phases) {
+    startup += p.kind == PhaseKind::startup;
+    periodic += p.kind == PhaseKind::periodic;
+  }
+  EXPECT_EQ(startup, 1u);
+  EXPECT_EQ(periodic, 4u);
+  EXPECT_EQ(r.phases.front().kind, PhaseKind::startup);
+  EXPECT_EQ(r.phases.front().end_ns, b.in.grid.start(6));
+}
+
+TEST(IncidentEngine, ImpactNeverExceedsTheEpisode) {
+  Builder b;
+  b.slow(40, 50, 0.0);  // no progress at all for 10 s (too short to be idle)
+  b.set("host", "cpu.time.idle.rate_per_s", 40, 50, 2);
+  b.slow(80, 90, 0.7);
+  const auto r = find_incidents(b.in);
+  ASSERT_EQ(r.incidents.size(), 2u);
+  for (const Incident& inc : r.incidents)
+    EXPECT_LE(inc.impact_s, static_cast<double>(inc.end_ns - inc.start_ns) * 1e-9 + 1e-9);
+  // Ranked by impact: the full stop first.
+  EXPECT_NEAR(r.incidents[0].impact_s, 10.0, 1e-6);
+  EXPECT_EQ(r.incidents[0].id, 1);
+  EXPECT_NEAR(r.incidents[1].impact_s, 3.0, 0.3);
+}
+
+TEST(IncidentEngine, ShortDipAndSmallSlowdownAreNotIncidents) {
+  Builder b;
+  b.slow(40, 41, 0.3);   // one window
+  b.slow(80, 100, 0.95);  // 5 %: not material
+  EXPECT_TRUE(find_incidents(b.in).incidents.empty());
+}
+
+TEST(IncidentEngine, NoProgressSignalMeansNoIncident) {
+  Builder b;
+  b.in.progress = {};
+  const auto r = find_incidents(b.in);
+  EXPECT_TRUE(r.progress_metric.empty());
+  EXPECT_TRUE(r.incidents.empty());
+}
+
+TEST(JobProgress, ChoosesTheMostRegularSignal) {
+  std::vector<double> steady(60), bursty(60);
+  for (size_t w = 0; w < 60; ++w) {
+    steady[w] = jitter(200, w, 0.02);
+    bursty[w] = 100.0 + 100.0 * static_cast<double>((w * 7) % 5);
+  }
+  const auto p = choose_progress({{"launches", bursty}, {"python_samples", steady}}, std::nullopt);
+  EXPECT_EQ(p.signal.metric, "python_samples");
+  EXPECT_EQ(p.candidates.size(), 2u);
+}
+
+TEST(JobProgress, StepsFromTheOperatorSequence) {
+  // 10 steps a second for 40 s, each step the same 6 outermost operators, two of them swapped in a random fifth
+  // of the steps (recorded order varies, too often for a 90 % match): steps are still counted per window and the
+  // step time is 100 ms.
+  const WindowGrid grid{0, 1'000'000'000, 40};
+  JobProgressCounter counter(grid);
+  std::mt19937 rng(3);
+  std::bernoulli_distribution swapped(0.2);
+  const char* ops[] = {"aten::linear", "aten::relu", "aten::linear", "aten::cross_entropy_loss", "aten::mm", "aten::add_"};
+  for (int step = 0; step < 400; ++step) {
+    const bool swap = swapped(rng);
+    for (int k = 0; k < 6; ++k) {
+      Event e;
+      e.layer = Layer::torch;
+      e.pid = 7;
+      e.tid = 7;
+      e.start_ns = step * 100'000'000LL + k * 10'000'000LL;
+      e.duration_ns = 5'000'000;
+      const int slot = swap && (k == 1 || k == 2) ? 3 - k : k;
+      e.name = ops[slot];
+      e.args.push_back({"depth", int64_t{0}});
+      counter.add(e);
+    }
+  }
+  const JobProgress p = counter.finish();
+  EXPECT_EQ(p.signal.metric, "steps");
+  ASSERT_TRUE(p.steps.has_value());
+  EXPECT_NEAR(p.steps->median_ms, 100, 5);
+  EXPECT_NEAR(p.signal.per_window[20], 10, 0.5);
+}
