@@ -34,6 +34,12 @@ struct ProcfsSamplerOptions {
   bool virtual_disks = false;
   // Interface "lo" is kept; interfaces matching none of these prefixes are kept as well (empty: keep all).
   std::vector<std::string> skip_interfaces;
+  // Per-process CPU (family proc_cpu): every process is read, so not at every host tick. 0: every tick.
+  int proc_cpu_period_ms = 1000;
+  size_t proc_cpu_top = 8;                // processes named per interval, by CPU used...
+  double proc_cpu_busy = 0.5;             // ...plus any using more than this many CPUs
+  size_t max_process_series = 256;        // distinct proc.cpu.util series with a pid; then one per name (pid 0)
+  std::vector<uint32_t> traced_pids;      // the job (with its descendants); start() adds CollectorOptions::pids
 };
 
 // Parses "stat,meminfo,netdev" or "all"; throws std::invalid_argument naming an unknown family.
@@ -67,6 +73,7 @@ class ProcfsSampler final : public Collector {
   std::string name() const override { return "procfs"; }
   Layer layer() const override { return Layer::host; }
   CollectorStatus start(TelemetrySink& sink, const CollectorOptions& options) override;
+  void add_pid(uint32_t pid) override;
   void stop() override;
 
   // The same without a thread (tests, benchmarks): open() does what start() does first, tick() samples once
