@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "model/clock.h"
+#include "sample/procfs_file.h"
+#include "sample/procfs_parsers.h"
 
 namespace stackscope {
 
@@ -361,8 +363,32 @@ class NvmlSampler final : public Collector {
               api_.DeviceGetTotalEccErrors(g.handle, nvml::kErrorUncorrected, nvml::kVolatileEcc, &ull)))
       counter(g, "gpu.ecc.uncorrected", "count", SeriesCategory::event_counter, t, static_cast<double>(ull));
     sample_fields(g, t);
+    seen_pids_.clear();
     if (on(kProcUtil)) sample_process_util(g, t);
     if (on(kProcMem)) sample_process_memory(g, t);
+    name_processes(g, t);
+  }
+
+  // gpu.proc.present {gpuN/pidP/comm}: 1 each interval a process is seen on the GPU, so that the per-process
+  // series (keyed gpuN/pidP) have a name. NVML gives host pids: one that /proc here does not know (this
+  // sampler in a container of its own pid namespace, or the process already gone) is named "?".
+  void name_processes(Gpu& g, int64_t t) {
+    for (unsigned int pid : seen_pids_) {
+      std::string comm = "?";
+      if (auto text = procfs::read_small_file("/proc/" + std::to_string(pid) + "/comm", 64))
+        comm = procfs::printable_comm(procfs::trim(*text));
+      std::string dev = g.device + "/pid" + std::to_string(pid) + "/" + comm;
+      if (!series_.count("gpu.proc.present{" + dev + "}")) {
+        if (present_series_ >= kMaxPresentSeries) {
+          if (!present_capped_) note("more than " + std::to_string(kMaxPresentSeries) +
+                                     " GPU processes seen: later ones get no gpu.proc.present series (no name)");
+          present_capped_ = true;
+          continue;
+        }
+        ++present_series_;
+      }
+      put("gpu.proc.present", dev, "bool", SeriesKind::gauge, SeriesCategory::dynamic, t, 1.0);
+    }
   }
 
   // PCIe replays and NVLink data counters in one nvmlDeviceGetFieldValues call; each field has its own
@@ -430,6 +456,7 @@ class NvmlSampler final : public Collector {
       auto& cur = newest[s[i].pid];
       if (!cur || s[i].timeStamp > cur->timeStamp) cur = &s[i];
       g.last_proc_sample_us = std::max(g.last_proc_sample_us, s[i].timeStamp);
+      seen_pids_.insert(s[i].pid);
     }
     for (auto& [pid, smp] : newest) {
       std::string dev = g.device + "/pid" + std::to_string(pid);
@@ -449,6 +476,7 @@ class NvmlSampler final : public Collector {
     }
     if (!check(g, kProcMem, r)) return;
     for (unsigned int i = 0; i < n && i < info.size(); ++i) {
+      seen_pids_.insert(info[i].pid);
       if (info[i].usedGpuMemory == nvml::kValueNotAvailable) continue;
       put("gpu.proc.mem.used", g.device + "/pid" + std::to_string(info[i].pid), "bytes", SeriesKind::gauge,
           SeriesCategory::dynamic, t, static_cast<double>(info[i].usedGpuMemory));
@@ -530,6 +558,10 @@ class NvmlSampler final : public Collector {
   std::vector<Gpu> gpus_;
   std::map<std::string, SeriesId> series_;  // sampler thread only
   std::vector<Sample> batch_;               // sampler thread only
+  std::set<unsigned int> seen_pids_;        // sampler thread only: processes on the GPU being sampled
+  static constexpr size_t kMaxPresentSeries = 256;
+  size_t present_series_ = 0;
+  bool present_capped_ = false;
   nvml::EventSet event_set_ = nullptr;
   std::thread sampler_, xid_;
   std::mutex mu_;
