@@ -245,6 +245,9 @@ TEST(NvmlSampler, ProcessesSeenOnAGpuAreNamed) {
   EXPECT_GE(sink.count("gpu.proc.present", gpu0_child + "/gpu_culprit"), 3u);  // every interval it is seen
   // Listed with no memory figure, still seen: named, "?" since /proc has no such pid.
   EXPECT_DOUBLE_EQ(sink.last("gpu.proc.present", "gpu0/pid" + std::to_string(nobody) + "/?"), 1.0);
-  for (auto& s : sink.series)
-    if (s.name == "gpu.proc.present") EXPECT_EQ(s.device.rfind("gpu0/", 0), 0u) << s.device;  // gpu1 has none
+  for (auto& s : sink.series) {
+    if (s.name == "gpu.proc.present") {
+      EXPECT_EQ(s.device.rfind("gpu0/", 0), 0u) << s.device;  // gpu1 has none
+    }
+  }
 }
