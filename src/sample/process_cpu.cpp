@@ -113,7 +113,8 @@ class ProcessCpuFamily final : public Family {
       (p.traced ? traced : others) += u;
       if (p.delta > 0) busy_.push_back({u, pid});
     }
-    std::sort(busy_.begin(), busy_.end(), [](auto& a, auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
+    std::sort(busy_.begin(), busy_.end(),  // busiest first; pid order among equals, so ties are stable
+              [](auto& a, auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
     overflow_.clear();
     for (size_t i = 0; i < busy_.size(); ++i) {
       if (i >= ctx_.options.proc_cpu_top && busy_[i].first <= ctx_.options.proc_cpu_busy) break;
@@ -183,12 +184,12 @@ class ProcessCpuFamily final : public Family {
     p.threads.clear();
   }
 
-  static uint64_t boottime_ticks_at(double ticks_per_s) {
+  // Now, in the unit and clock of a process's start time (clock ticks after boot, suspend included).
+  uint64_t boottime_ticks() const {
     timespec ts{};
     ::clock_gettime(CLOCK_BOOTTIME, &ts);
-    return static_cast<uint64_t>((static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9) * ticks_per_s);
+    return static_cast<uint64_t>((static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9) * ticks_per_s_);
   }
-  uint64_t boottime_ticks() const { return boottime_ticks_at(ticks_per_s_); }
 
   void read_processes() {
     ::rewinddir(dir_);
