@@ -374,10 +374,7 @@ class NvmlSampler final : public Collector {
   // sampler in a container of its own pid namespace, or the process already gone) is named "?".
   void name_processes(Gpu& g, int64_t t) {
     for (unsigned int pid : seen_pids_) {
-      std::string comm = "?";
-      if (auto text = procfs::read_small_file("/proc/" + std::to_string(pid) + "/comm", 64))
-        comm = procfs::printable_comm(procfs::trim(*text));
-      std::string dev = g.device + "/pid" + std::to_string(pid) + "/" + comm;
+      std::string dev = g.device + "/pid" + std::to_string(pid) + "/" + comm_of(pid, t);
       if (!series_.count("gpu.proc.present{" + dev + "}")) {
         if (present_series_ >= kMaxPresentSeries) {
           if (!present_capped_) note("more than " + std::to_string(kMaxPresentSeries) +
@@ -389,6 +386,24 @@ class NvmlSampler final : public Collector {
       }
       put("gpu.proc.present", dev, "bool", SeriesKind::gauge, SeriesCategory::dynamic, t, 1.0);
     }
+  }
+
+  // A process's name, read from /proc at most once a second per pid (8 GPUs x a few processes at 100 ms would
+  // otherwise read hundreds of files a second); names of pids not seen for a minute are dropped.
+  const std::string& comm_of(unsigned int pid, int64_t now) {
+    constexpr int64_t kRefreshNs = 1'000'000'000, kForgetNs = 60'000'000'000;
+    if (now - comm_pruned_ns_ > kForgetNs) {
+      std::erase_if(comms_, [&](auto& kv) { return now - kv.second.seen_ns > kForgetNs; });
+      comm_pruned_ns_ = now;
+    }
+    CachedComm& c = comms_[pid];
+    c.seen_ns = now;
+    if (c.name.empty() || now - c.read_ns >= kRefreshNs) {
+      auto text = procfs::read_small_file("/proc/" + std::to_string(pid) + "/comm", 64);
+      c.name = text ? procfs::printable_comm(procfs::trim(*text)) : "?";
+      c.read_ns = now;
+    }
+    return c.name;
   }
 
   // PCIe replays and NVLink data counters in one nvmlDeviceGetFieldValues call; each field has its own
@@ -559,6 +574,12 @@ class NvmlSampler final : public Collector {
   std::map<std::string, SeriesId> series_;  // sampler thread only
   std::vector<Sample> batch_;               // sampler thread only
   std::set<unsigned int> seen_pids_;        // sampler thread only: processes on the GPU being sampled
+  struct CachedComm {
+    std::string name;
+    int64_t read_ns = 0, seen_ns = 0;
+  };
+  std::map<unsigned int, CachedComm> comms_;  // sampler thread only
+  int64_t comm_pruned_ns_ = 0;
   static constexpr size_t kMaxPresentSeries = 256;
   size_t present_series_ = 0;
   bool present_capped_ = false;
