@@ -1,7 +1,8 @@
 // The host telemetry sampler (Reveal's collector, §3.1 and Appendix A): every interval it reads procfs, sysfs,
 // cgroup v2 and perf_event counters, with no subprocesses, and appends RAW samples (counters as cumulative
 // totals) to the sink. Family proc_cpu (every proc_cpu_period_ms) reads every process's /proc/[pid]/stat and
-// writes per-process CPU as gauges already (process_cpu.cpp says which). Rates, utilisation and IPC are derived at read time (analyze/derived_series.h).
+// writes per-process CPU as gauges already (process_cpu.cpp says which). Rates, utilisation and IPC are
+// derived at read time (analyze/derived_series.h).
 //
 // Units: gauges are stored in base units (bytes, hertz, celsius, watts, ratio); cumulative time and energy
 // counters keep the kernel's integer unit ("jiffies", "milliseconds", "microseconds", "microjoules") so that
