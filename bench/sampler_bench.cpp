@@ -4,15 +4,22 @@
 //   sampler_bench --benchmark_filter=Threaded      the real sampling thread at 100 ms and 10 ms
 //   sampler_bench --benchmark_filter=Recording     30 s at 100 ms into a RecordingWriter: file bytes/s, with the
 //                                                  writer's default 250 ms flush and with 1 s (args: seconds/flush)
+//   sampler_bench --benchmark_filter=ProcessCpu    the proc_cpu family's scan with ~300 processes on the host (sleepers
+//                                                  are started up to that), one traced with 32 threads: cpu_pct_at_1s
 // Counters: cpu_pct_at_100ms / cpu_pct_at_10ms = CPU per tick as % of one core at that interval;
 // series = series declared; samples_per_tick; bytes_per_s and bytes_per_sample of the recording file.
 #include <benchmark/benchmark.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <dirent.h>
+#include <signal.h>
+#include <sys/wait.h>
+
 #include <chrono>
 #include <filesystem>
 #include <thread>
+#include <vector>
 
 #include "counting_sink.h"
 #include "sample/procfs_sampler.h"
@@ -120,6 +127,57 @@ void BM_Recording(benchmark::State& state) {
   }
 }
 
+size_t count_processes() {
+  size_t n = 0;
+  if (DIR* d = ::opendir("/proc")) {
+    while (dirent* e = ::readdir(d)) n += e->d_name[0] >= '1' && e->d_name[0] <= '9';
+    ::closedir(d);
+  }
+  return n;
+}
+
+// One scan of every process (the proc_cpu family alone, as it runs every second), with the host topped up to
+// state.range(0) processes by sleeping children, and a traced child with 32 threads (a trainer's worker pool)
+// whose run-queue wait is read thread by thread.
+void BM_ProcessCpu(benchmark::State& state) {
+  const size_t target = static_cast<size_t>(state.range(0));
+  std::vector<pid_t> children;
+  pid_t traced = ::fork();
+  if (traced == 0) {
+    for (int i = 0; i < 32; ++i) std::thread([] { for (;;) ::pause(); }).detach();
+    for (;;) ::pause();
+  }
+  children.push_back(traced);
+  for (size_t n = count_processes(); n < target; ++n) {
+    pid_t c = ::fork();
+    if (c == 0)
+      for (;;) ::pause();
+    children.push_back(c);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // threads started
+  ProcfsSamplerOptions opt;
+  opt.families = {"proc_cpu"};
+  opt.proc_cpu_period_ms = 0;
+  opt.traced_pids = {static_cast<uint32_t>(traced)};
+  ProcfsSampler sampler(opt);
+  CountingSink sink;
+  auto st = sampler.open(sink, "bench");
+  if (st.running) {
+    sampler.tick();  // the baseline
+    int64_t cpu0 = thread_cpu_ns();
+    for (auto _ : state) sampler.tick();
+    double cpu_per_scan = static_cast<double>(thread_cpu_ns() - cpu0) / static_cast<double>(state.iterations());
+    state.counters["processes"] = static_cast<double>(count_processes());
+    state.counters["cpu_us_per_scan"] = cpu_per_scan / 1e3;
+    state.counters["cpu_pct_at_1s"] = cpu_per_scan / 1e9 * 100;
+    state.counters["series"] = static_cast<double>(sink.series);
+  } else {
+    state.SkipWithError(st.message.c_str());
+  }
+  for (pid_t c : children) ::kill(c, SIGKILL);
+  for (pid_t c : children) ::waitpid(c, nullptr, 0);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -128,6 +186,7 @@ int main(int argc, char** argv) {
     if (f.available) benchmark::RegisterBenchmark(("BM_Tick/" + f.name).c_str(), BM_Tick, std::vector<std::string>{f.name});
   benchmark::RegisterBenchmark("BM_Threaded", BM_Threaded)->Arg(100)->Arg(10)->UseManualTime()->Iterations(1)->Unit(benchmark::kSecond);
   benchmark::RegisterBenchmark("BM_Recording", BM_Recording)->Args({30, 250})->Args({30, 1000})->UseManualTime()->Iterations(1)->Unit(benchmark::kSecond);
+  benchmark::RegisterBenchmark("BM_ProcessCpu", BM_ProcessCpu)->Arg(300)->Unit(benchmark::kMillisecond);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

@@ -2,8 +2,14 @@
 // libnvidia-ml.so.1 (tests/progs/fake_nvml) it records every supported query and skips refused ones for good.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cmath>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -185,4 +191,63 @@ TEST(NvmlSampler, FakeLibraryGivesSeriesInBaseUnitsAndSkipsUnsupportedQueries) {
   }
   EXPECT_EQ(power_notes, 1);
   EXPECT_EQ(energy_notes, 1);
+}
+
+// gpu.proc.present names each process seen on a GPU: comm from /proc for a real process; "?" for a pid that /proc
+// here does not know (a process of another pid namespace, or gone).
+TEST(NvmlSampler, ProcessesSeenOnAGpuAreNamed) {
+  pid_t child = ::fork();
+  if (child == 0) {
+    ::prctl(PR_SET_NAME, "gpu_culprit");
+    for (;;) ::pause();
+  }
+  ASSERT_GT(child, 0);
+  auto comm_of = [](pid_t p) {
+    std::string c;
+    std::getline(std::ifstream("/proc/" + std::to_string(p) + "/comm"), c);
+    return c;
+  };
+  for (int i = 0; i < 200 && comm_of(child) != "gpu_culprit"; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_EQ(comm_of(child), "gpu_culprit");
+  unsigned int nobody = 0;
+  for (unsigned int p = 4194302; p > 1000 && !nobody; --p)
+    if (::kill(static_cast<pid_t>(p), 0) != 0 && errno == ESRCH) nobody = p;
+  ASSERT_NE(nobody, 0u);
+
+  void* lib = ::dlopen(kFakeNvml.c_str(), RTLD_NOW);  // the same instance the sampler loads
+  ASSERT_NE(lib, nullptr) << ::dlerror();
+  auto set_pids = reinterpret_cast<void (*)(unsigned int, unsigned int)>(::dlsym(lib, "fake_nvml_set_pids"));
+  ASSERT_NE(set_pids, nullptr);
+  set_pids(static_cast<unsigned int>(child), nobody);
+
+  CaptureSink sink;
+  NvmlSamplerOptions o;
+  o.library = kFakeNvml;
+  o.interval_ms = 10;
+  o.xid_events = false;
+  auto c = make_nvml_sampler(o);
+  ASSERT_TRUE(c->start(sink, {}).running);
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  c->stop();
+  set_pids(4242, 4343);
+  ::dlclose(lib);
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+
+  std::lock_guard lk(sink.mu_);
+  const std::string gpu0_child = "gpu0/pid" + std::to_string(child);
+  EXPECT_DOUBLE_EQ(sink.last("gpu.proc.mem.used", gpu0_child), 1.0 * (1ull << 30));  // the per-process series
+  const SeriesInfo* named = sink.find("gpu.proc.present", gpu0_child + "/gpu_culprit");
+  ASSERT_NE(named, nullptr);
+  EXPECT_EQ(named->kind, SeriesKind::gauge);
+  EXPECT_EQ(named->subsystem, Subsystem::gpu);
+  EXPECT_DOUBLE_EQ(sink.last("gpu.proc.present", gpu0_child + "/gpu_culprit"), 1.0);
+  EXPECT_GE(sink.count("gpu.proc.present", gpu0_child + "/gpu_culprit"), 3u);  // every interval it is seen
+  // Listed with no memory figure, still seen: named, "?" since /proc has no such pid.
+  EXPECT_DOUBLE_EQ(sink.last("gpu.proc.present", "gpu0/pid" + std::to_string(nobody) + "/?"), 1.0);
+  for (auto& s : sink.series) {
+    if (s.name == "gpu.proc.present") {
+      EXPECT_EQ(s.device.rfind("gpu0/", 0), 0u) << s.device;  // gpu1 has none
+    }
+  }
 }

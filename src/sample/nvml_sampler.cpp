@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "model/clock.h"
+#include "sample/procfs_file.h"
+#include "sample/procfs_parsers.h"
 
 namespace stackscope {
 
@@ -361,8 +363,47 @@ class NvmlSampler final : public Collector {
               api_.DeviceGetTotalEccErrors(g.handle, nvml::kErrorUncorrected, nvml::kVolatileEcc, &ull)))
       counter(g, "gpu.ecc.uncorrected", "count", SeriesCategory::event_counter, t, static_cast<double>(ull));
     sample_fields(g, t);
+    seen_pids_.clear();
     if (on(kProcUtil)) sample_process_util(g, t);
     if (on(kProcMem)) sample_process_memory(g, t);
+    name_processes(g, t);
+  }
+
+  // gpu.proc.present {gpuN/pidP/comm}: 1 each interval a process is seen on the GPU, so that the per-process
+  // series (keyed gpuN/pidP) have a name. NVML gives host pids: one that /proc here does not know (this
+  // sampler in a container of its own pid namespace, or the process already gone) is named "?".
+  void name_processes(Gpu& g, int64_t t) {
+    for (unsigned int pid : seen_pids_) {
+      std::string dev = g.device + "/pid" + std::to_string(pid) + "/" + comm_of(pid, t);
+      if (!series_.count("gpu.proc.present{" + dev + "}")) {
+        if (present_series_ >= kMaxPresentSeries) {
+          if (!present_capped_) note("more than " + std::to_string(kMaxPresentSeries) +
+                                     " GPU processes seen: later ones get no gpu.proc.present series (no name)");
+          present_capped_ = true;
+          continue;
+        }
+        ++present_series_;
+      }
+      put("gpu.proc.present", dev, "bool", SeriesKind::gauge, SeriesCategory::dynamic, t, 1.0);
+    }
+  }
+
+  // A process's name, read from /proc at most once a second per pid (8 GPUs x a few processes at 100 ms would
+  // otherwise read hundreds of files a second); names of pids not seen for a minute are dropped.
+  const std::string& comm_of(unsigned int pid, int64_t now) {
+    constexpr int64_t kRefreshNs = 1'000'000'000, kForgetNs = 60'000'000'000;
+    if (now - comm_pruned_ns_ > kForgetNs) {
+      std::erase_if(comms_, [&](auto& kv) { return now - kv.second.seen_ns > kForgetNs; });
+      comm_pruned_ns_ = now;
+    }
+    CachedComm& c = comms_[pid];
+    c.seen_ns = now;
+    if (c.name.empty() || now - c.read_ns >= kRefreshNs) {
+      auto text = procfs::read_small_file("/proc/" + std::to_string(pid) + "/comm", 64);
+      c.name = text ? procfs::printable_comm(procfs::trim(*text)) : "?";
+      c.read_ns = now;
+    }
+    return c.name;
   }
 
   // PCIe replays and NVLink data counters in one nvmlDeviceGetFieldValues call; each field has its own
@@ -430,6 +471,7 @@ class NvmlSampler final : public Collector {
       auto& cur = newest[s[i].pid];
       if (!cur || s[i].timeStamp > cur->timeStamp) cur = &s[i];
       g.last_proc_sample_us = std::max(g.last_proc_sample_us, s[i].timeStamp);
+      seen_pids_.insert(s[i].pid);
     }
     for (auto& [pid, smp] : newest) {
       std::string dev = g.device + "/pid" + std::to_string(pid);
@@ -449,6 +491,7 @@ class NvmlSampler final : public Collector {
     }
     if (!check(g, kProcMem, r)) return;
     for (unsigned int i = 0; i < n && i < info.size(); ++i) {
+      seen_pids_.insert(info[i].pid);
       if (info[i].usedGpuMemory == nvml::kValueNotAvailable) continue;
       put("gpu.proc.mem.used", g.device + "/pid" + std::to_string(info[i].pid), "bytes", SeriesKind::gauge,
           SeriesCategory::dynamic, t, static_cast<double>(info[i].usedGpuMemory));
@@ -530,6 +573,16 @@ class NvmlSampler final : public Collector {
   std::vector<Gpu> gpus_;
   std::map<std::string, SeriesId> series_;  // sampler thread only
   std::vector<Sample> batch_;               // sampler thread only
+  std::set<unsigned int> seen_pids_;        // sampler thread only: processes on the GPU being sampled
+  struct CachedComm {
+    std::string name;
+    int64_t read_ns = 0, seen_ns = 0;
+  };
+  std::map<unsigned int, CachedComm> comms_;  // sampler thread only
+  int64_t comm_pruned_ns_ = 0;
+  static constexpr size_t kMaxPresentSeries = 256;
+  size_t present_series_ = 0;
+  bool present_capped_ = false;
   nvml::EventSet event_set_ = nullptr;
   std::thread sampler_, xid_;
   std::mutex mu_;

@@ -6,7 +6,9 @@
 // gpu.clock.mem), PCIe throughput and replays (gpu.pcie.tx, gpu.pcie.rx, gpu.pcie.replay), clock-throttle
 // reasons (gpu.throttle.reasons bitmask, gpu.throttle.power / .thermal / .hw_slowdown 0|1), ECC
 // (gpu.ecc.corrected, gpu.ecc.uncorrected), NVLink data (gpu.nvlink.tx, gpu.nvlink.rx). Per process
-// (device "gpuN/pidP"): gpu.proc.sm_util, gpu.proc.mem_util, gpu.proc.mem.used. XID errors become events
+// (device "gpuN/pidP"): gpu.proc.sm_util, gpu.proc.mem_util, gpu.proc.mem.used, and its name: gpu.proc.present
+// (1.0 each interval the process is seen, device "gpuN/pidP/<comm>", comm "?" when /proc here does not know the
+// pid; at most 256 such series). XID errors become events
 // (layer nvml, name "xid", instant, args xid and gpu). A query that a GPU does not support is skipped from
 // then on for that GPU (noted once); the rest of the sample goes on.
 #pragma once

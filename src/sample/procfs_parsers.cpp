@@ -444,4 +444,68 @@ std::optional<std::string_view> find_cgroup2_mount(std::string_view mountinfo) {
 
 std::optional<int64_t> parse_sysfs_int(std::string_view text) { return parse_i64(trim(text)); }
 
+ParseReport parse_pid_stat(std::string_view text, PidStat& out) {
+  ParseReport rep;
+  out = PidStat{};
+  size_t open = text.find(" (");
+  size_t close = text.rfind(')');
+  if (open == std::string_view::npos || close == std::string_view::npos || close < open + 2) {
+    rep.fail("no '(name)' field");
+    return rep;
+  }
+  auto pid = parse_u64(text.substr(0, open));
+  if (!pid || *pid > UINT32_MAX) {
+    rep.fail("pid is not a number");
+    return rep;
+  }
+  out.pid = static_cast<uint32_t>(*pid);
+  out.comm = text.substr(open + 2, close - open - 2);
+  // Field numbers as in proc(5): 3 is the state, right after the name.
+  Tokens tok(text.substr(close + 1));
+  std::string_view t;
+  int field = 2;
+  bool have_start = false;
+  while (tok.next(t)) {
+    ++field;
+    auto number = [&](uint64_t& v) {
+      if (auto n = parse_u64(t)) {
+        v = *n;
+        ++rep.values;
+        return true;
+      }
+      rep.fail("field " + std::to_string(field) + " is not a number");
+      return false;
+    };
+    uint64_t ppid = 0;
+    switch (field) {
+      case 3: out.state = t.empty() ? '?' : t[0]; break;
+      case 4:
+        if (number(ppid)) out.ppid = static_cast<uint32_t>(ppid);
+        break;
+      case 14: number(out.utime); break;
+      case 15: number(out.stime); break;
+      case 20: number(out.num_threads); break;
+      case 22: have_start = number(out.start_time); break;
+      default: break;
+    }
+    if (field == 22) break;
+  }
+  if (!have_start && rep.ok()) rep.fail("only " + std::to_string(field) + " fields, starttime (22) missing");
+  return rep;
+}
+
+std::optional<uint64_t> parse_schedstat_run_delay(std::string_view text) {
+  Tokens tok(text);
+  std::string_view t;
+  if (!tok.next(t) || !parse_u64(t) || !tok.next(t)) return std::nullopt;
+  return parse_u64(t);
+}
+
+std::string printable_comm(std::string_view comm) {
+  std::string out;
+  for (char c : comm) out.push_back(static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? '?' : c);
+  if (out.empty()) out = "?";
+  return out;
+}
+
 }  // namespace stackscope::procfs

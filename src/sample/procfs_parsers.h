@@ -115,4 +115,23 @@ std::optional<std::string_view> find_cgroup2_mount(std::string_view mountinfo);
 // ---- one number in a sysfs attribute ("45000\n"); nullopt for anything else
 std::optional<int64_t> parse_sysfs_int(std::string_view text);
 
+// ---- /proc/[pid]/stat: "4242 (my prog) R 1 ... utime stime ... num_threads 0 starttime ..."
+// The name sits in parentheses and may itself hold spaces and ')': the fields start after the LAST ')'.
+struct PidStat {
+  uint32_t pid = 0;
+  std::string_view comm;     // as the kernel has it (at most 15 bytes), without the parentheses
+  char state = '?';
+  uint32_t ppid = 0;
+  uint64_t utime = 0, stime = 0;  // clock ticks (sysconf(_SC_CLK_TCK)), every thread of the process together
+  uint64_t num_threads = 0;
+  uint64_t start_time = 0;   // clock ticks after boot: with pid, the identity of a process (pids are reused)
+};
+ParseReport parse_pid_stat(std::string_view text, PidStat& out);
+
+// ---- /proc/[pid]/task/[tid]/schedstat: "on-cpu-ns run-queue-wait-ns timeslices"; the wait, nullopt if unreadable
+std::optional<uint64_t> parse_schedstat_run_delay(std::string_view text);
+
+// A process name fit for a series' device: control characters (a name is any 15 bytes) become '?'; "?" for empty.
+std::string printable_comm(std::string_view comm);
+
 }  // namespace stackscope::procfs

@@ -88,6 +88,9 @@ const std::vector<FamilyDef>& family_defs() {
        make_perf_hw_family},
       {"perf_sw", "perf_event software counters per CPU: context switches, migrations, page faults",
        make_perf_sw_family},
+      {"proc_cpu",
+       "/proc/[pid]/stat and task schedstat: CPU of the busiest processes, of the job vs the rest, job run-queue wait",
+       make_process_cpu_family},
       {"self", "the sampler's own CPU time", make_self_family},
   };
   return defs;
@@ -208,6 +211,7 @@ CollectorStatus ProcfsSampler::open(TelemetrySink& sink, const std::string& host
   m.ctx.sink = &sink;
   m.ctx.options = m.options;
   m.ctx.host = host;
+  for (uint32_t pid : m.options.traced_pids) m.ctx.add_traced_pid(pid);
   if (m.ctx.host.empty()) {
     char name[256] = {};
     if (::gethostname(name, sizeof name - 1) == 0) m.ctx.host = name;
@@ -247,12 +251,15 @@ CollectorStatus ProcfsSampler::start(TelemetrySink& sink, const CollectorOptions
   CollectorStatus st = open(sink, options.host);
   if (!st.running) return st;
   Impl& m = *impl_;
+  for (uint32_t pid : options.pids) m.ctx.add_traced_pid(pid);
   m.interval_ns = int64_t{std::max(1, options.interval_ms)} * 1'000'000;
   m.start_ns = monotonic_ns();
   m.stop_requested = false;
   m.thread = std::thread([&m] { m.run(); });
   return st;
 }
+
+void ProcfsSampler::add_pid(uint32_t pid) { impl_->ctx.add_traced_pid(pid); }
 
 void ProcfsSampler::stop() {
   Impl& m = *impl_;

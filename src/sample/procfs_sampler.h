@@ -1,6 +1,8 @@
 // The host telemetry sampler (Reveal's collector, §3.1 and Appendix A): every interval it reads procfs, sysfs,
 // cgroup v2 and perf_event counters, with no subprocesses, and appends RAW samples (counters as cumulative
-// totals) to the sink. Rates, utilisation and IPC are derived at read time (analyze/derived_series.h).
+// totals) to the sink. Family proc_cpu (every proc_cpu_period_ms) reads every process's /proc/[pid]/stat and
+// writes per-process CPU as gauges already (process_cpu.cpp says which). Rates, utilisation and IPC are
+// derived at read time (analyze/derived_series.h).
 //
 // Units: gauges are stored in base units (bytes, hertz, celsius, watts, ratio); cumulative time and energy
 // counters keep the kernel's integer unit ("jiffies", "milliseconds", "microseconds", "microjoules") so that
@@ -34,6 +36,12 @@ struct ProcfsSamplerOptions {
   bool virtual_disks = false;
   // Interface "lo" is kept; interfaces matching none of these prefixes are kept as well (empty: keep all).
   std::vector<std::string> skip_interfaces;
+  // Per-process CPU (family proc_cpu): every process is read, so not at every host tick. 0: every tick.
+  int proc_cpu_period_ms = 1000;
+  size_t proc_cpu_top = 8;                // processes named per interval, by CPU used...
+  double proc_cpu_busy = 0.5;             // ...plus any using more than this many CPUs
+  size_t max_process_series = 256;        // distinct proc.cpu.util series with a pid; then one per name (pid 0)
+  std::vector<uint32_t> traced_pids;      // the job (with its descendants); start() adds CollectorOptions::pids
 };
 
 // Parses "stat,meminfo,netdev" or "all"; throws std::invalid_argument naming an unknown family.
@@ -67,6 +75,7 @@ class ProcfsSampler final : public Collector {
   std::string name() const override { return "procfs"; }
   Layer layer() const override { return Layer::host; }
   CollectorStatus start(TelemetrySink& sink, const CollectorOptions& options) override;
+  void add_pid(uint32_t pid) override;
   void stop() override;
 
   // The same without a thread (tests, benchmarks): open() does what start() does first, tick() samples once

@@ -2,7 +2,9 @@
 // files once, then on every tick preads them, runs its pure parser and appends samples. Series are declared
 // lazily (the set of CPUs, interfaces and disks is known only from the files) and cached by position.
 #pragma once
+#include <algorithm>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -24,12 +26,26 @@ struct SamplerContext {
   size_t series_declared = 0;
   std::set<std::string, std::less<>> noted;  // one note per (family, kind of problem)
 
+  // The job's processes: options.traced_pids, then those the recorder announces (add_pid, another thread).
+  void add_traced_pid(uint32_t pid) {
+    std::lock_guard lk(traced_mu_);
+    if (std::find(traced_.begin(), traced_.end(), pid) == traced_.end()) traced_.push_back(pid);
+  }
+  std::vector<uint32_t> traced_pids() const {
+    std::lock_guard lk(traced_mu_);
+    return traced_;
+  }
+
   std::string proc(std::string_view rel) const { return options.proc_root + "/" + std::string(rel); }
   std::string sys(std::string_view rel) const { return options.sys_root + "/" + std::string(rel); }
   // Stamps host and declares; 0 when there is no sink.
   SeriesId declare(SeriesInfo info);
   // A note in the recording, once per `key`.
   void note_once(std::string_view key, std::string_view source, std::string_view text);
+
+ private:
+  mutable std::mutex traced_mu_;
+  std::vector<uint32_t> traced_;
 };
 
 // Series ids cached by position in a parsed file: a steady-state tick costs one short compare per value.
@@ -109,5 +125,6 @@ std::unique_ptr<Family> make_hwmon_family(SamplerContext&);
 std::unique_ptr<Family> make_rapl_family(SamplerContext&);
 std::unique_ptr<Family> make_perf_hw_family(SamplerContext&);
 std::unique_ptr<Family> make_perf_sw_family(SamplerContext&);
+std::unique_ptr<Family> make_process_cpu_family(SamplerContext&);
 
 }  // namespace stackscope::procfs

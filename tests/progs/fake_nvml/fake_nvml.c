@@ -31,6 +31,14 @@ static int calls[F_COUNT][2];
 static int idx(nvmlDevice_t d) { return (int)((uintptr_t)d - 0x1000); }
 static void count(int f, nvmlDevice_t d) { __atomic_add_fetch(&calls[f][idx(d) & 1], 1, __ATOMIC_RELAXED); }
 
+/* The two processes GPU 0 reports (4242 with memory, 4343 without); a test sets real pids to check names. */
+static unsigned int proc_pid[2] = {4242, 4343};
+void fake_nvml_set_pids(unsigned int a, unsigned int b) {
+  __atomic_store_n(&proc_pid[0], a, __ATOMIC_RELAXED);
+  __atomic_store_n(&proc_pid[1], b, __ATOMIC_RELAXED);
+}
+static unsigned int pid_of(int i) { return __atomic_load_n(&proc_pid[i], __ATOMIC_RELAXED); }
+
 int fake_nvml_calls(const char* name, int device) {
   for (int f = 0; f < F_COUNT; ++f)
     if (strcmp(kNames[f], name) == 0) return __atomic_load_n(&calls[f][device & 1], __ATOMIC_RELAXED);
@@ -128,16 +136,16 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d, nvmlProcessUtilizat
   if (idx(d)) return NOT_FOUND;
   if (!s || *n < 2) { *n = 2; return INSUFFICIENT_SIZE; }
   *n = 2;  /* two samples of one process: the newer one counts */
-  s[0] = (nvmlProcessUtilizationSample_t){4242, last + 500, 30, 20, 0, 0};
-  s[1] = (nvmlProcessUtilizationSample_t){4242, last + 1000, 50, 25, 0, 0};
+  s[0] = (nvmlProcessUtilizationSample_t){pid_of(0), last + 500, 30, 20, 0, 0};
+  s[1] = (nvmlProcessUtilizationSample_t){pid_of(0), last + 1000, 50, 25, 0, 0};
   return OK;
 }
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned int* n, nvmlProcessInfo_t* p) {
   if (idx(d)) { *n = 0; return OK; }
   if (*n < 2) { *n = 2; return INSUFFICIENT_SIZE; }
   *n = 2;
-  p[0] = (nvmlProcessInfo_t){4242, 1ull << 30, 0xFFFFFFFFu, 0xFFFFFFFFu};
-  p[1] = (nvmlProcessInfo_t){4343, ~0ull, 0xFFFFFFFFu, 0xFFFFFFFFu};  /* NVML_VALUE_NOT_AVAILABLE */
+  p[0] = (nvmlProcessInfo_t){pid_of(0), 1ull << 30, 0xFFFFFFFFu, 0xFFFFFFFFu};
+  p[1] = (nvmlProcessInfo_t){pid_of(1), ~0ull, 0xFFFFFFFFu, 0xFFFFFFFFu};  /* NVML_VALUE_NOT_AVAILABLE */
   return OK;
 }
 nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t* set) { *set = (nvmlEventSet_t)(uintptr_t)0x5e7; return OK; }
