@@ -6,6 +6,7 @@
 //   analyze_scale phases REC.sdb                               where the time goes, pass by pass
 // bench/analyze_scale.sh runs the whole comparison and prints the figures of docs/BENCHMARKS.md.
 #include <fmt/format.h>
+#include <sys/resource.h>
 
 #include <chrono>
 #include <cstdio>
@@ -23,6 +24,22 @@ namespace {
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// CPU seconds of the whole process (every thread), user + system: on a shared, loaded VM the fairer figure.
+double cpu_seconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
+
+// "W s wall, C s CPU" since (t0, c0), and resets both.
+std::string lap(std::chrono::steady_clock::time_point& t0, double& c0) {
+  const std::string s = fmt::format("{:.2f} s wall, {:.2f} s CPU", seconds_since(t0), cpu_seconds() - c0);
+  t0 = std::chrono::steady_clock::now();
+  c0 = cpu_seconds();
+  return s;
 }
 
 std::string status_field(const char* key) {
@@ -82,33 +99,30 @@ int tables(const std::string& path, int argc, char** argv) {
 int phases(const std::string& path) {
   const RecordingReader r(path);
   auto t0 = std::chrono::steady_clock::now();
+  double c0 = cpu_seconds();
   uint64_t n = 0, args = 0;
   r.for_each_event_ref({}, [&](const codec::EventRef& e) {
     ++n;
     args += e.args.size();
   });
-  fmt::print("read + decompress + decode every event block, no Event objects: {:.2f} s ({} events, {} args)\n",
-             seconds_since(t0), n, args);
-  t0 = std::chrono::steady_clock::now();
+  fmt::print("read + decompress + decode every event block as stored (EventRef): {} ({} events, {} args)\n",
+             lap(t0, c0), n, args);
   n = 0;
   r.for_each_event({}, [&](const Event& e) { n += e.args.size() > 0; });
-  fmt::print("same, each event built as an Event (strings copied): {:.2f} s\n", seconds_since(t0));
-  t0 = std::chrono::steady_clock::now();
+  fmt::print("same, each event built as an Event (strings copied): {}\n", lap(t0, c0));
   uint64_t samples = 0;
   r.for_each_sample_run([&](const SeriesInfo&, std::span<const int64_t> t, std::span<const double>) { samples += t.size(); });
-  fmt::print("read + decode every sample block: {:.2f} s ({} samples)\n", seconds_since(t0), samples);
+  fmt::print("read + decode every sample block: {} ({} samples)\n", lap(t0, c0), samples);
   for (Layer l : {Layer::cuda, Layer::torch, Layer::python, Layer::nccl}) {
-    t0 = std::chrono::steady_clock::now();
     WindowTablesOptions o;
     o.layers = {l};
     const auto t = read_window_tables(r, o);
-    fmt::print("{} table alone (its own pass): {:.2f} s\n", layer_name(l), seconds_since(t0));
+    fmt::print("{} table alone (its own pass, decoding on a second thread): {}\n", layer_name(l), lap(t0, c0));
   }
-  t0 = std::chrono::steady_clock::now();
   WindowTablesOptions o;
   o.layers = {Layer::nvml, Layer::host};
   const auto t = read_window_tables(r, o);
-  fmt::print("nvml + host tables (one sample pass): {:.2f} s\n", seconds_since(t0));
+  fmt::print("nvml + host tables (one sample pass): {}\n", lap(t0, c0));
   return 0;
 }
 
