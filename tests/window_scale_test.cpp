@@ -221,6 +221,8 @@ TEST(WindowScale, BadInputIsAClearError) {
   WindowTablesOptions o;
   o.window_s = 0;
   EXPECT_THROW(read_window_tables(r, o), std::invalid_argument);
+  o.window_s = 1e-8;  // 100 M windows in a second: refused, not gigabytes allocated
+  EXPECT_THROW(read_window_tables(r, o), std::invalid_argument);
   o.window_s = 0.25;
   o.layers = {Layer::kernel};
   const auto t = read_window_tables(r, o);

@@ -14,6 +14,7 @@ namespace stackscope {
 
 namespace {
 
+constexpr size_t kMaxWindows = 10'000'000;
 const std::array<Layer, 5> kCallLayers{Layer::cuda, Layer::nccl, Layer::torch, Layer::python, Layer::kernel};
 
 // The recording's "pid" meta, when it is a number.
@@ -84,6 +85,12 @@ RecordingWindowTables read_window_tables(const RecordingReader& r, const WindowT
   if (!span) throw std::invalid_argument(r.path() + " holds no events and no samples");
   RecordingWindowTables out;
   out.grid = analyze::make_window_grid(span->first, span->second, static_cast<int64_t>(o.window_s * 1e9));
+  // Every table keeps a few numbers per window and layer: a corrupt time or a tiny window must not ask for
+  // gigabytes (10 M windows: 116 days of 1 s windows).
+  if (out.grid.count > kMaxWindows)
+    throw std::invalid_argument(r.path() + ": " + std::to_string(out.grid.count) + " windows of " +
+                                std::to_string(o.window_s) + " s, more than " + std::to_string(kMaxWindows) +
+                                "; choose a longer window");
   auto wanted = [&](Layer l) { return o.layers.empty() || std::find(o.layers.begin(), o.layers.end(), l) != o.layers.end(); };
 
   std::array<std::unique_ptr<analyze::CallWindowFeatures>, static_cast<size_t>(Layer::kCount)> calls;

@@ -37,8 +37,8 @@ struct RecordingWindowTables {
   uint64_t samples = 0;                    // samples read (both series layers)
 };
 
-// Throws RecordingError for a defective file and std::invalid_argument for a window <= 0 or a recording that
-// holds no events and no samples.
+// Throws RecordingError for a defective file and std::invalid_argument for a window <= 0, a recording that
+// holds no events and no samples, or a span of more than 10 M windows.
 RecordingWindowTables read_window_tables(const RecordingReader& reader, const WindowTablesOptions& options = {});
 
 }  // namespace stackscope
