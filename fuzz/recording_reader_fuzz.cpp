@@ -10,6 +10,7 @@
 #include "store/errors.h"
 #include "store/recording_reader.h"
 #include "store/recording_schema.h"
+#include "store/recording_window_tables.h"
 
 using namespace stackscope;
 
@@ -27,11 +28,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     } catch (const RecordingError&) {
     }
     try {
+      codec::decode_event_refs(body, 17, "fuzz", [](const codec::EventRef&) {});
+    } catch (const RecordingError&) {
+    }
+    try {
       codec::decode_samples(body, "fuzz", [](SeriesId, std::span<const int64_t>, std::span<const double>) {});
     } catch (const RecordingError&) {
     }
     try {
       codec::decompress(body, schema::kMaxBlockBytes, "fuzz");
+    } catch (const RecordingError&) {
+    }
+    try {
+      std::vector<uint8_t> out;
+      codec::decompress_into(body, schema::kMaxBlockBytes, "fuzz", out);
     } catch (const RecordingError&) {
     }
     return 0;
@@ -48,6 +58,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     r.notes();
     r.for_each_event({}, [](const Event&) {});
     r.for_each_sample_run([](const SeriesInfo&, std::span<const int64_t>, std::span<const double>) {});
+    WindowTablesOptions o;
+    o.window_s = 1e-3;  // many windows from a few bytes are the risk: bounded by the recording's span
+    read_window_tables(r, o);
   } catch (const std::exception&) {
   }
   ::unlink(path);

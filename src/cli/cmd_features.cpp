@@ -17,6 +17,7 @@
 #include "cli/registry.h"
 #include "store/numeric_csv.h"
 #include "store/recording_reader.h"
+#include "store/recording_window_tables.h"
 
 namespace stackscope::cli {
 namespace {
@@ -35,31 +36,6 @@ struct FeaturesCliOptions {
 const std::vector<std::string> kCallLayers{"cuda", "torch", "python", "nccl", "kernel"};
 const std::vector<std::string> kSeriesLayers{"nvml", "host"};
 
-analyze::WindowFeatureTable call_layer_table(const RecordingReader& r, Layer layer, const analyze::WindowGrid& grid,
-                                             size_t names) {
-  analyze::CallWindowOptions o;
-  o.top_names = names;
-  if (layer == Layer::cuda) o.always_names = analyze::cuda_sync_and_memory_calls();
-  analyze::CallWindowFeatures acc(layer, grid, o);
-  r.for_each_event({.layers = {layer}}, [&](const Event& e) { acc.add(e); });
-  if (acc.events() == 0)
-    throw std::invalid_argument(fmt::format("{} has no {} events", r.path(), layer_name(layer)));
-  return acc.table();
-}
-
-analyze::WindowFeatureTable series_layer_table(const RecordingReader& r, const std::string& layer,
-                                               const analyze::WindowGrid& grid, std::set<uint32_t> targets) {
-  analyze::SeriesWindowFeatures acc(grid, std::move(targets));
-  r.for_each_sample_run([&](const SeriesInfo& s, std::span<const int64_t> t, std::span<const double> v) {
-    if ((layer == "nvml") == (s.source == "nvml")) acc.add(s, t, v);
-  });
-  auto table = acc.table();
-  if (table.columns.empty())
-    throw std::invalid_argument(fmt::format("{} has no {} series with samples{}", r.path(), layer,
-                                            layer == "host" ? "" : " (was the nvml layer recorded on a GPU host?)"));
-  return table;
-}
-
 // A features CSV written earlier (its header starts with the window bounds), rather than a recording.
 bool is_features_csv(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -72,15 +48,17 @@ analyze::WindowFeatureTable recording_table(const FeaturesCliOptions& opt) {
   if (opt.layer.empty()) throw std::invalid_argument("--layer is required for a recording");
   if (!(opt.window_s > 0)) throw std::invalid_argument("--window must be > 0 seconds");
   const RecordingReader r(opt.recording);
-  const auto span = r.data_span();
-  if (!span) throw std::invalid_argument(opt.recording + " holds no events and no samples");
-  const auto grid = analyze::make_window_grid(span->first, span->second, static_cast<int64_t>(opt.window_s * 1e9));
-  if (std::find(kSeriesLayers.begin(), kSeriesLayers.end(), opt.layer) != kSeriesLayers.end()) {
-    std::set<uint32_t> targets(opt.target_pids.begin(), opt.target_pids.end());
-    if (const std::string pid = r.meta_or("pid"); !pid.empty()) targets.insert(static_cast<uint32_t>(std::stoul(pid)));
-    return series_layer_table(r, opt.layer, grid, std::move(targets));
-  }
-  return call_layer_table(r, *parse_layer(opt.layer), grid, opt.names);
+  WindowTablesOptions o;
+  o.window_s = opt.window_s;
+  o.top_names = opt.names;
+  o.layers = {*parse_layer(opt.layer)};
+  o.target_pids.insert(opt.target_pids.begin(), opt.target_pids.end());
+  auto tables = read_window_tables(r, o);
+  if (auto it = tables.tables.find(opt.layer); it != tables.tables.end()) return std::move(it->second);
+  if (std::find(kSeriesLayers.begin(), kSeriesLayers.end(), opt.layer) != kSeriesLayers.end())
+    throw std::invalid_argument(fmt::format("{} has no {} series with samples{}", r.path(), opt.layer,
+                                            opt.layer == "host" ? "" : " (was the nvml layer recorded on a GPU host?)"));
+  throw std::invalid_argument(fmt::format("{} has no {} events", r.path(), opt.layer));
 }
 
 int run_features(const FeaturesCliOptions& opt) {

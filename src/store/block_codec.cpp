@@ -44,12 +44,7 @@ void ByteReader::fail(const std::string& why) const {
   throw RecordingError(what_ + ": " + why + " at byte " + std::to_string(pos_));
 }
 
-uint8_t ByteReader::u8() {
-  if (pos_ >= d_.size()) fail("truncated");
-  return d_[pos_++];
-}
-
-uint64_t ByteReader::varint() {
+uint64_t ByteReader::varint_slow() {
   uint64_t v = 0;
   for (int shift = 0; shift < 64; shift += 7) {
     uint8_t b = u8();
@@ -154,6 +149,48 @@ std::vector<Event> decode_events(std::span<const uint8_t> block, const StringLoo
     out.push_back(std::move(e));
   }
   return out;
+}
+
+void decode_event_refs(std::span<const uint8_t> block, size_t string_count, const std::string& what,
+                       const std::function<void(const EventRef&)>& fn) {
+  ByteReader r(block, what);
+  if (r.u8() != kEventMagic) r.fail("not an event block");
+  const uint64_t n = r.varint();
+  if (n > block.size()) r.fail("event count " + std::to_string(n) + " exceeds block size");
+  auto string_id = [&](uint64_t id) {
+    if (id >= string_count) r.fail("reference to unknown string " + std::to_string(id));
+    return static_cast<uint32_t>(id);
+  };
+  std::vector<ArgRef> args;
+  args.reserve(16);
+  EventRef e;
+  int64_t prev_start = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    const uint8_t layer = r.u8();
+    if (layer >= static_cast<uint8_t>(Layer::kCount)) r.fail("unknown layer " + std::to_string(layer));
+    e.layer = static_cast<Layer>(layer);
+    e.flags = r.u8();
+    e.pid = static_cast<uint32_t>(r.varint());
+    e.tid = static_cast<uint32_t>(static_cast<int64_t>(e.pid) + r.zigzag());
+    e.start_ns = prev_start + r.zigzag();
+    prev_start = e.start_ns;
+    e.duration_ns = r.zigzag();
+    e.name = string_id(r.varint());
+    const uint64_t nargs = r.varint();
+    if (nargs > 256) r.fail("argument count " + std::to_string(nargs));
+    args.resize(nargs);
+    for (ArgRef& a : args) {
+      a.key = string_id(r.varint());
+      switch (r.u8()) {
+        case kArgInt: a.kind = ArgKind::integer; a.integer = r.zigzag(); break;
+        case kArgDouble: a.kind = ArgKind::real; a.real = r.f64(); break;
+        case kArgString: a.kind = ArgKind::string; a.text = string_id(r.varint()); break;
+        default: r.fail("unknown argument type");
+      }
+    }
+    e.args = args;
+    fn(e);
+  }
 }
 
 std::vector<uint8_t> encode_samples(std::span<const Sample> samples) {
@@ -300,6 +337,22 @@ std::vector<uint8_t> decompress(std::span<const uint8_t> packed, size_t max_size
   size_t n = ZSTD_decompress(out.data(), out.size(), packed.data(), packed.size());
   if (ZSTD_isError(n) || n != size) throw RecordingError(what + ": corrupt compressed block");
   return out;
+}
+
+void decompress_into(std::span<const uint8_t> packed, size_t max_size, const std::string& what,
+                     std::vector<uint8_t>& out) {
+  const unsigned long long size = ZSTD_getFrameContentSize(packed.data(), packed.size());
+  if (size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN)
+    throw RecordingError(what + ": not a compressed block");
+  if (size > max_size) throw RecordingError(what + ": block claims " + std::to_string(size) + " bytes, over the limit");
+  struct Context {
+    ZSTD_DCtx* ctx = ZSTD_createDCtx();
+    ~Context() { ZSTD_freeDCtx(ctx); }
+  };
+  thread_local Context dctx;
+  out.resize(size);
+  const size_t n = ZSTD_decompressDCtx(dctx.ctx, out.data(), out.size(), packed.data(), packed.size());
+  if (ZSTD_isError(n) || n != size) throw RecordingError(what + ": corrupt compressed block");
 }
 
 }  // namespace stackscope::codec

@@ -107,7 +107,8 @@ const std::string& RecordingReader::string_at(uint32_t id) const {
   return strings_[id];
 }
 
-void RecordingReader::for_each_event(const EventFilter& f, const std::function<void(const Event&)>& fn) const {
+void RecordingReader::for_each_event_ref(const EventFilter& f,
+                                         const std::function<void(const codec::EventRef&)>& fn) const {
   int64_t mask = 0;
   for (Layer l : f.layers) mask |= int64_t{1} << static_cast<int>(l);
   if (f.layers.empty()) mask = -1;
@@ -115,27 +116,58 @@ void RecordingReader::for_each_event(const EventFilter& f, const std::function<v
     auto q = impl_->db.prepare(
         "SELECT id, data FROM event_blocks WHERE (layers & ?) != 0 AND t_last >= ? AND t_first <= ? ORDER BY id");
     q.bind(1, mask).bind(2, f.t_from).bind(3, f.t_to);
-    codec::StringLookup lookup = [this](uint32_t id) -> const std::string& { return string_at(id); };
+    std::vector<uint8_t> raw;
     while (q.step()) {
-      std::string what = path_ + ": event block " + std::to_string(q.i64(0));
-      auto raw = codec::decompress(q.blob(1), schema::kMaxBlockBytes, what);
-      for (const Event& e : codec::decode_events(raw, lookup, what)) {
-        if (!(mask & (int64_t{1} << static_cast<int>(e.layer)))) continue;
-        if (e.start_ns + e.duration_ns < f.t_from || e.start_ns > f.t_to) continue;
+      const std::string what = path_ + ": event block " + std::to_string(q.i64(0));
+      codec::decompress_into(q.blob(1), schema::kMaxBlockBytes, what, raw);
+      codec::decode_event_refs(raw, strings_.size(), what, [&](const codec::EventRef& e) {
+        if (!(mask & (int64_t{1} << static_cast<int>(e.layer)))) return;
+        if (e.start_ns + e.duration_ns < f.t_from || e.start_ns > f.t_to) return;
         fn(e);
-      }
+      });
     }
     return 0;
   });
+}
+
+void RecordingReader::for_each_event(const EventFilter& f, const std::function<void(const Event&)>& fn) const {
+  Event e;
+  for_each_event_ref(f, [&](const codec::EventRef& r) {
+    e.layer = r.layer;
+    e.flags = r.flags;
+    e.pid = r.pid;
+    e.tid = r.tid;
+    e.start_ns = r.start_ns;
+    e.duration_ns = r.duration_ns;
+    e.name = strings_[r.name];
+    e.args.resize(r.args.size());
+    for (size_t i = 0; i < r.args.size(); ++i) {
+      const codec::ArgRef& a = r.args[i];
+      e.args[i].key = strings_[a.key];
+      switch (a.kind) {
+        case codec::ArgKind::integer: e.args[i].value = a.integer; break;
+        case codec::ArgKind::real: e.args[i].value = a.real; break;
+        case codec::ArgKind::string: e.args[i].value = strings_[a.text]; break;
+      }
+    }
+    fn(e);
+  });
+}
+
+std::optional<uint32_t> RecordingReader::find_string(std::string_view s) const {
+  for (size_t i = 0; i < strings_.size(); ++i)
+    if (strings_[i] == s) return static_cast<uint32_t>(i);
+  return std::nullopt;
 }
 
 void RecordingReader::for_each_sample_run(
     const std::function<void(const SeriesInfo&, std::span<const int64_t>, std::span<const double>)>& fn) const {
   guarded(path_, [&] {
     auto q = impl_->db.prepare("SELECT id, data FROM sample_blocks ORDER BY id");
+    std::vector<uint8_t> raw;
     while (q.step()) {
       std::string what = path_ + ": sample block " + std::to_string(q.i64(0));
-      auto raw = codec::decompress(q.blob(1), schema::kMaxBlockBytes, what);
+      codec::decompress_into(q.blob(1), schema::kMaxBlockBytes, what, raw);
       codec::decode_samples(raw, what, [&](SeriesId id, std::span<const int64_t> t, std::span<const double> v) {
         const SeriesInfo* s = series_by_id(id);
         if (!s) throw RecordingError(what + ": samples of unknown series " + std::to_string(id));

@@ -12,6 +12,7 @@
 #include "model/event.h"
 #include "model/finding.h"
 #include "model/series.h"
+#include "store/block_codec.h"
 
 namespace stackscope {
 
@@ -53,6 +54,13 @@ class RecordingReader {
 
   // Calls fn for every event matching the filter, in the order recorded.
   void for_each_event(const EventFilter& filter, const std::function<void(const Event&)>& fn) const;
+  // The same, each event as stored (names, keys and string values as ids: see string_view_at), with no
+  // allocation per event: the pass to use over a long recording's tens of millions of events.
+  void for_each_event_ref(const EventFilter& filter, const std::function<void(const codec::EventRef&)>& fn) const;
+  // The recording's string `id` (ids in an EventRef are checked when decoded); valid while the reader lives.
+  std::string_view string_view_at(uint32_t id) const { return string_at(id); }
+  // The id of `s` in this recording's string table, if any event uses it.
+  std::optional<uint32_t> find_string(std::string_view s) const;
   // Calls fn for every sample block: per series, its times and values in that block (time order).
   void for_each_sample_run(
       const std::function<void(const SeriesInfo&, std::span<const int64_t>, std::span<const double>)>& fn) const;

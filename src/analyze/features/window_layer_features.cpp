@@ -1,11 +1,13 @@
 #include "analyze/features/window_layer_features.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
 
 #include "analyze/detectors/thresholds.h"
+
 
 namespace stackscope::analyze {
 
@@ -21,8 +23,6 @@ std::string column_safe(std::string s) {
     if (c == ',' || c == '"' || c == '\n' || c == '\r' || c == ' ' || c == '\t') c = '_';
   return s;
 }
-
-double median_of(std::vector<double> v) { return threshold_at_quantile(std::span<const double>(v), 0.5); }
 
 // One column being built: values per window, NaN where the window had no data yet.
 struct ColumnBuilder {
@@ -94,10 +94,76 @@ const std::vector<std::string>& cuda_sync_and_memory_calls() {
 
 // ---- call layers
 
+namespace {
+
+constexpr uint32_t kCountBits = 20, kCountMax = (1u << kCountBits) - 1, kMaxBin = (1u << (32 - kCountBits)) - 1;
+
+uint32_t log_bin(double log10_value) {
+  const double b = std::floor(log10_value * (1.0 / CallWindowFeatures::kLogBinWidth));
+  return !(b > 0) ? 0 : b >= kMaxBin ? kMaxBin : static_cast<uint32_t>(b);  // NaN: bin 0
+}
+double bin_centre(uint64_t bin) { return (static_cast<double>(bin) + 0.5) * CallWindowFeatures::kLogBinWidth; }
+
+// threshold_at_quantile's interpolation between order statistics, over values given as (bin, count) in
+// increasing bin order by `for_each_bin(visit)`, visit returning false to stop; each value at its bin's centre.
+template <class ForEachBin>
+double quantile_of_bins(uint64_t n, double q, ForEachBin&& for_each_bin) {
+  const double pos = q * static_cast<double>(n - 1);
+  const auto lo = static_cast<uint64_t>(std::floor(pos));
+  const uint64_t hi = std::min(lo + 1, n - 1);
+  double a = kNaN, b = kNaN;
+  uint64_t seen = 0;
+  for_each_bin([&](uint64_t bin, uint64_t count) {
+    if (std::isnan(a) && lo < seen + count) a = bin_centre(bin);
+    if (hi < seen + count) {
+      b = bin_centre(bin);
+      return false;
+    }
+    seen += count;
+    return true;
+  });
+  return hi == lo ? a : a + (pos - static_cast<double>(lo)) * (b - a);
+}
+
+}  // namespace
+
+void CallWindowFeatures::LogHistogram::add(double log10_value) {
+  const auto f = static_cast<float>(log10_value);
+  if (!binned) {
+    if (entries.size() < kExactValues) {
+      entries.push_back(std::bit_cast<uint32_t>(f));
+      return;
+    }
+    std::vector<uint32_t> exact;
+    exact.swap(entries);
+    binned = true;
+    for (uint32_t bits : exact) add_binned(std::bit_cast<float>(bits));
+  }
+  add_binned(f);
+}
+
+void CallWindowFeatures::LogHistogram::add_binned(float log10_value) {
+  const uint32_t bin = log_bin(log10_value);
+  auto it = std::lower_bound(entries.begin(), entries.end(), bin << kCountBits);
+  while (it != entries.end() && (*it >> kCountBits) == bin && (*it & kCountMax) == kCountMax) ++it;
+  if (it != entries.end() && (*it >> kCountBits) == bin)
+    ++*it;
+  else
+    entries.insert(it, (bin << kCountBits) | 1);
+}
+
+uint64_t CallWindowFeatures::LogHistogram::total() const {
+  if (!binned) return entries.size();
+  uint64_t n = 0;
+  for (uint32_t e : entries) n += e & kCountMax;
+  return n;
+}
+
 CallWindowFeatures::CallWindowFeatures(Layer layer, WindowGrid grid, CallWindowOptions options)
     : layer_(layer),
       grid_(grid),
       opt_(std::move(options)),
+      total_(grid.count, 0),
       busy_ns_(grid.count, 0.0),
       oncpu_ns_(grid.count, 0.0),
       offcpu_ns_(grid.count, 0.0),
@@ -105,37 +171,115 @@ CallWindowFeatures::CallWindowFeatures(Layer layer, WindowGrid grid, CallWindowO
 
 void CallWindowFeatures::add(const Event& e) {
   if (e.layer != layer_) return;
-  const bool timed = !(e.flags & (kEventInstant | kEventUnfinished));
+  CallRecord c;
+  c.layer = e.layer;
+  c.timed = !(e.flags & (kEventInstant | kEventUnfinished));
+  c.start_ns = e.start_ns;
+  c.duration_ns = e.duration_ns;
+  c.name = e.name;
   const ArgValue* sample = e.arg("sample");
-  const bool offcpu =
-      sample && std::holds_alternative<std::string>(*sample) && std::get<std::string>(*sample) == "off-cpu";
-  sampled_ = sampled_ || sample;
+  c.sample = sample != nullptr;
+  c.offcpu = sample && std::holds_alternative<std::string>(*sample) && std::get<std::string>(*sample) == "off-cpu";
+  c.depth = e.arg_int("depth", 0);
+  if (e.arg("bytes")) c.bytes = static_cast<double>(std::max<int64_t>(e.arg_int("bytes", 0), 0));
+  add(c);
+}
+
+uint32_t CallWindowFeatures::local_id(std::string_view name, uint32_t key) {
+  if (key != CallRecord::kNoNameKey && key < key_ids_.size() && key_ids_[key] != UINT32_MAX) return key_ids_[key];
+  uint32_t id;
+  if (auto it = name_ids_.find(name); it != name_ids_.end()) {
+    id = it->second;
+  } else {
+    id = static_cast<uint32_t>(names_.size());
+    names_.push_back({std::string(name), 0, false, {}});
+    name_ids_.emplace(std::string(name), id);
+  }
+  if (key != CallRecord::kNoNameKey) {
+    if (key >= key_ids_.size()) key_ids_.resize(static_cast<size_t>(key) + 1, UINT32_MAX);
+    key_ids_[key] = id;
+  }
+  return id;
+}
+
+CallWindowFeatures::Cell& CallWindowFeatures::cell(NameState& n, size_t window) {
+  if (n.chunks.empty()) n.chunks.resize((grid_.count + kChunk - 1) / kChunk);
+  auto& chunk = n.chunks[window / kChunk];
+  if (!chunk) chunk = std::make_unique<Cell[]>(kChunk);
+  return chunk[window % kChunk];
+}
+
+const CallWindowFeatures::Cell* CallWindowFeatures::find_cell(const NameState& n, size_t window) {
+  if (n.chunks.empty() || !n.chunks[window / kChunk]) return nullptr;
+  return &n.chunks[window / kChunk][window % kChunk];
+}
+
+void CallWindowFeatures::add(const CallRecord& c) {
+  if (c.layer != layer_) return;
+  sampled_ = sampled_ || c.sample;
   // Busy time of outermost calls (or a sample's on-/off-CPU time), spread over the windows the event overlaps.
-  std::vector<double>* spread = sample                        ? (offcpu ? &offcpu_ns_ : &oncpu_ns_)
-                                : e.arg_int("depth", 0) == 0 ? &busy_ns_
-                                                             : nullptr;
-  if (timed && e.duration_ns > 0 && spread) {
-    const int64_t end = e.start_ns + e.duration_ns;
-    for (auto w = grid_.index_of(std::max(e.start_ns, grid_.first_ns)); w && *w < grid_.count; w = *w + 1) {
-      const int64_t lo = std::max(e.start_ns, grid_.start(*w)), hi = std::min(end, grid_.end(*w));
+  std::vector<double>* spread = c.sample ? (c.offcpu ? &offcpu_ns_ : &oncpu_ns_) : c.depth == 0 ? &busy_ns_ : nullptr;
+  if (c.timed && c.duration_ns > 0 && spread) {
+    const int64_t end = c.start_ns + c.duration_ns;
+    for (auto w = grid_.index_of(std::max(c.start_ns, grid_.first_ns)); w && *w < grid_.count; w = *w + 1) {
+      const int64_t lo = std::max(c.start_ns, grid_.start(*w)), hi = std::min(end, grid_.end(*w));
       if (hi <= lo) break;
       (*spread)[*w] += static_cast<double>(hi - lo);
     }
   }
-  const auto window = grid_.index_of(e.start_ns);
+  const auto window = grid_.index_of(c.start_ns);
   if (!window) return;
-  if (offcpu) offcpu_n_[*window] += 1;
-  auto [it, fresh] = name_ids_.try_emplace(e.name, static_cast<uint32_t>(names_.size()));
-  if (fresh) names_.push_back(e.name);
-  const ArgValue* bytes_arg = e.arg("bytes");
-  const double bytes = bytes_arg ? static_cast<double>(std::max<int64_t>(e.arg_int("bytes", 0), 0)) : -1.0;
-  const double dur = static_cast<double>(std::max<int64_t>(e.duration_ns, 1));
-  Call c{it->second, static_cast<uint32_t>(*window), static_cast<float>(kNaN), static_cast<float>(kNaN), bytes};
-  if (timed) {
-    c.log10_latency_ns = static_cast<float>(log10_at_least_1(dur));
-    if (bytes >= 0) c.log10_bandwidth = static_cast<float>(log10_at_least_1(bytes / (dur * 1e-9)));
+  ++events_;
+  ++total_[*window];
+  if (c.offcpu) offcpu_n_[*window] += 1;
+  NameState& n = names_[local_id(c.name, c.name_key)];
+  ++n.count;
+  Cell& cl = cell(n, *window);
+  ++cl.count;
+  if (c.bytes >= 0) {
+    n.has_bytes = true;
+    cl.bytes += c.bytes;
   }
-  calls_.push_back(c);
+  if (c.timed) {
+    const double dur = static_cast<double>(std::max<int64_t>(c.duration_ns, 1));
+    cl.lat.add(log10_at_least_1(dur));
+    if (c.bytes >= 0 && layer_ == Layer::nccl) cl.bw.add(log10_at_least_1(c.bytes / (dur * 1e-9)));
+  }
+}
+
+double CallWindowFeatures::quantile(const std::vector<const LogHistogram*>& hists, double q) {
+  uint64_t n = 0;
+  bool exact = true;
+  for (const LogHistogram* h : hists) {
+    n += h->total();
+    exact = exact && !h->binned;
+  }
+  if (exact && n <= kExactOverall) {  // the values themselves, as before
+    std::vector<double> v;
+    v.reserve(n);
+    for (const LogHistogram* h : hists)
+      for (uint32_t bits : h->entries) v.push_back(std::bit_cast<float>(bits));
+    return threshold_at_quantile(std::span<const double>(v), q);
+  }
+  if (hists.size() == 1) {
+    const auto& e = hists.front()->entries;
+    return quantile_of_bins(n, q, [&](auto&& visit) {
+      for (uint32_t x : e)
+        if (!visit(x >> kCountBits, x & kCountMax)) return;
+    });
+  }
+  std::vector<uint64_t> dense(kMaxBin + 1, 0);
+  for (const LogHistogram* h : hists)
+    for (uint32_t x : h->entries) {
+      if (h->binned)
+        dense[x >> kCountBits] += x & kCountMax;
+      else
+        ++dense[log_bin(std::bit_cast<float>(x))];
+    }
+  return quantile_of_bins(n, q, [&](auto&& visit) {
+    for (size_t b = 0; b < dense.size(); ++b)
+      if (dense[b] && !visit(b, dense[b])) return;
+  });
 }
 
 WindowFeatureTable CallWindowFeatures::table() const {
@@ -143,80 +287,60 @@ WindowFeatureTable CallWindowFeatures::table() const {
   const bool nccl = layer_ == Layer::nccl;
   const size_t nw = grid_.count;
   // Which names get columns: the most frequent, then the always-wanted ones that occur.
-  std::vector<uint64_t> count(names_.size(), 0);
-  for (const Call& c : calls_) ++count[c.name];
   std::vector<uint32_t> order(names_.size());
   for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
-    return count[a] != count[b] ? count[a] > count[b] : names_[a] < names_[b];
+    return names_[a].count != names_[b].count ? names_[a].count > names_[b].count : names_[a].name < names_[b].name;
   });
   std::set<uint32_t> chosen(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(std::min(opt_.top_names, order.size())));
   for (const std::string& n : opt_.always_names)
     if (auto it = name_ids_.find(n); it != name_ids_.end()) chosen.insert(it->second);
   std::vector<uint32_t> names(chosen.begin(), chosen.end());
-  std::sort(names.begin(), names.end(), [&](uint32_t a, uint32_t b) { return names_[a] < names_[b]; });
-
-  // Calls of the chosen names grouped by (name, window).
-  std::vector<int> slot(names_.size(), -1);
-  for (size_t i = 0; i < names.size(); ++i) slot[names[i]] = static_cast<int>(i);
-  struct Cell {
-    uint64_t count = 0;
-    double bytes = 0;
-    std::vector<double> lat, bw;
-  };
-  std::vector<std::vector<Cell>> cells(names.size(), std::vector<Cell>(nw));
-  std::vector<bool> has_bytes(names.size(), false);
-  std::vector<uint64_t> total(nw, 0);
-  for (const Call& c : calls_) {
-    ++total[c.window];
-    if (slot[c.name] < 0) continue;
-    const auto s = static_cast<size_t>(slot[c.name]);
-    Cell& cell = cells[s][c.window];
-    ++cell.count;
-    if (c.bytes >= 0) {
-      has_bytes[s] = true;
-      cell.bytes += c.bytes;
-    }
-    if (!std::isnan(c.log10_latency_ns)) cell.lat.push_back(c.log10_latency_ns);
-    if (!std::isnan(c.log10_bandwidth)) cell.bw.push_back(c.log10_bandwidth);
-  }
+  std::sort(names.begin(), names.end(), [&](uint32_t a, uint32_t b) { return names_[a].name < names_[b].name; });
 
   std::vector<ColumnBuilder> cols;
   std::vector<size_t> filled;
-  // Per-window statistic of a list of values; windows without values get the median over the recording.
-  auto add_stat = [&](const std::string& col, std::vector<Cell>& row, std::vector<double> Cell::*list, double q) {
-    std::vector<double> all;
-    for (const Cell& cell : row) all.insert(all.end(), (cell.*list).begin(), (cell.*list).end());
+  static const Cell kEmpty{};
+  // Per-window statistic of a histogram; windows without values get the median over the recording.
+  auto add_stat = [&](const std::string& col, const std::vector<const Cell*>& row, LogHistogram Cell::*hist, double q) {
+    std::vector<const LogHistogram*> all;
+    for (const Cell* cl : row)
+      if (!((*cl).*hist).entries.empty()) all.push_back(&((*cl).*hist));
     if (all.empty()) return;  // no finished call carries this quantity: no column
-    const double overall = median_of(std::move(all));
+    const double overall = quantile(all, 0.5);
     ColumnBuilder b{col, std::vector<double>(nw)};
     size_t f = 0;
     for (size_t w = 0; w < nw; ++w) {
-      const auto& v = row[w].*list;
-      if (v.empty()) {
+      const LogHistogram& h = (*row[w]).*hist;
+      if (h.entries.empty()) {
         b.values[w] = overall;
         ++f;
       } else {
-        b.values[w] = threshold_at_quantile(std::span<const double>(v), q);
+        b.values[w] = quantile({&h}, q);
       }
     }
     cols.push_back(std::move(b));
     filled.push_back(f);
   };
   std::vector<std::string> subjects;
-  for (size_t i = 0; i < names.size(); ++i) {
-    const std::string& n = names_[names[i]];
+  for (uint32_t id : names) {
+    const NameState& ns = names_[id];
+    const std::string& n = ns.name;
     subjects.push_back(n);
-    std::vector<Cell>& row = cells[i];
+    std::vector<const Cell*> row(nw);
+    for (size_t w = 0; w < nw; ++w) {
+      const Cell* cl = find_cell(ns, w);
+      row[w] = cl ? cl : &kEmpty;
+    }
     ColumnBuilder cnt{n + ".log10_count", std::vector<double>(nw)};
-    for (size_t w = 0; w < nw; ++w) cnt.values[w] = std::log10(1.0 + static_cast<double>(row[w].count));
+    for (size_t w = 0; w < nw; ++w) cnt.values[w] = std::log10(1.0 + static_cast<double>(row[w]->count));
     cols.push_back(std::move(cnt));
     filled.push_back(0);
     add_stat(n + ".median_log10_lat_ns", row, &Cell::lat, 0.5);
     add_stat(n + ".p95_log10_lat_ns", row, &Cell::lat, 0.95);
-    if (has_bytes[i]) {
+    if (ns.has_bytes) {
       ColumnBuilder b{n + ".log10_bytes", std::vector<double>(nw)};
-      for (size_t w = 0; w < nw; ++w) b.values[w] = std::log10(1.0 + row[w].bytes);
+      for (size_t w = 0; w < nw; ++w) b.values[w] = std::log10(1.0 + row[w]->bytes);
       cols.push_back(std::move(b));
       filled.push_back(0);
       if (nccl) add_stat(n + ".median_log10_bw_Bps", row, &Cell::bw, 0.5);
@@ -225,7 +349,7 @@ WindowFeatureTable CallWindowFeatures::table() const {
   ColumnBuilder calls{layer + ".log10_calls", std::vector<double>(nw)};
   ColumnBuilder busy{layer + ".busy_fraction", std::vector<double>(nw)};
   for (size_t w = 0; w < nw; ++w) {
-    calls.values[w] = std::log10(1.0 + static_cast<double>(total[w]));
+    calls.values[w] = std::log10(1.0 + static_cast<double>(total_[w]));
     busy.values[w] = busy_ns_[w] / static_cast<double>(grid_.width_ns);
   }
   cols.push_back(std::move(calls));

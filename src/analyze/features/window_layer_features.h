@@ -32,10 +32,12 @@
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <span>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -78,29 +80,84 @@ struct CallWindowOptions {
 // two of Table I's CUDA faults, show in them even where they are rare.
 const std::vector<std::string>& cuda_sync_and_memory_calls();
 
+// What CallWindowFeatures needs of one event, for callers that decode events without building Event objects
+// (RecordingReader::for_each_event_ref): add(const Event&) fills one from the event's arguments.
+struct CallRecord {
+  static constexpr uint32_t kNoNameKey = UINT32_MAX;
+  Layer layer = Layer::host;
+  bool timed = true;  // false: instant or unfinished (no duration)
+  int64_t start_ns = 0, duration_ns = 0;
+  std::string_view name;
+  // The caller's own id for `name` (its recording's string id), so that a name is hashed once per recording
+  // rather than once per event; kNoNameKey: none.
+  uint32_t name_key = kNoNameKey;
+  int64_t depth = 0;   // integer argument "depth" (0 when absent)
+  double bytes = -1;   // integer argument "bytes" clamped at 0; < 0: the event has no "bytes" argument
+  bool sample = false;  // has a "sample" argument (a Python stack sample)
+  bool offcpu = false;  // ... and it is "off-cpu"
+};
+
 // Accumulates the events of one layer (others are ignored) one at a time, so a long recording never has to be
 // held as Event objects; table() builds the columns described above.
+//
+// Memory is O(names x windows), not O(events): per name and window, a count, a byte sum and the window's
+// log10(latency) (and log10(bandwidth)) values: kept as they are (float, as before) up to kExactValues of them,
+// beyond that as a histogram in bins of kLogBinWidth decades. A median or 95th percentile is threshold_at_quantile
+// of the values; from a histogram, the same interpolation between order statistics with each order statistic at
+// its bin's centre. So a window with at most kExactValues finished calls of a name gives the exact value, and a
+// busier one a value within kLogBinWidth / 2 = 0.005 (1.2 % of the latency) of it. The recording-wide median
+// that fills windows without calls is exact up to kExactOverall calls of the name, else within the same 0.005.
 class CallWindowFeatures {
  public:
   CallWindowFeatures(Layer layer, WindowGrid grid, CallWindowOptions options = {});
   void add(const Event& e);
-  size_t events() const { return calls_.size(); }  // events of the layer that started inside the grid
+  void add(const CallRecord& c);
+  size_t events() const { return events_; }  // events of the layer that started inside the grid
   WindowFeatureTable table() const;
 
+  static constexpr double kLogBinWidth = 0.01;      // decades per histogram bin
+  static constexpr size_t kExactValues = 32;         // per name and window, kept exactly up to this many
+  static constexpr size_t kExactOverall = 1u << 16;  // the recording-wide median: exact up to this many calls
+
  private:
-  struct Call {
-    uint32_t name;
-    uint32_t window;
-    float log10_latency_ns;  // NaN: no duration (instant or unfinished)
-    float log10_bandwidth;   // NaN: no bytes or no duration
-    double bytes;            // < 0: the call carries no bytes
+  // One window's log10 values of one name: up to kExactValues as float bits, then a sparse histogram of sorted
+  // entries (bin << 20 | count) in kLogBinWidth bins; a bin whose count fills 20 bits continues in another entry.
+  struct LogHistogram {
+    std::vector<uint32_t> entries;
+    bool binned = false;
+    void add(double log10_value);
+    void add_binned(float log10_value);
+    uint64_t total() const;
   };
+  struct Cell {
+    uint32_t count = 0;
+    double bytes = 0;
+    LogHistogram lat, bw;
+  };
+  static constexpr size_t kChunk = 64;  // windows per allocation: a rare name costs only the chunks it touches
+  struct NameState {
+    std::string name;
+    uint64_t count = 0;
+    bool has_bytes = false;
+    std::vector<std::unique_ptr<Cell[]>> chunks;
+  };
+  uint32_t local_id(std::string_view name, uint32_t key);
+  Cell& cell(NameState& n, size_t window);
+  static const Cell* find_cell(const NameState& n, size_t window);
+  static double quantile(const std::vector<const LogHistogram*>& hists, double q);
+
   Layer layer_;
   WindowGrid grid_;
   CallWindowOptions opt_;
-  std::vector<std::string> names_;
-  std::unordered_map<std::string, uint32_t> name_ids_;
-  std::vector<Call> calls_;
+  std::vector<NameState> names_;
+  struct NameHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  std::unordered_map<std::string, uint32_t, NameHash, std::equal_to<>> name_ids_;
+  std::vector<uint32_t> key_ids_;  // caller's name key -> index into names_ (UINT32_MAX: not seen yet)
+  size_t events_ = 0;
+  std::vector<uint64_t> total_;  // per window: calls of every name
   std::vector<double> busy_ns_;  // per window
   std::vector<double> oncpu_ns_, offcpu_ns_, offcpu_n_;  // per window, from Python stack samples
   bool sampled_ = false;

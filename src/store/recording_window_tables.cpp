@@ -1,0 +1,197 @@
+#include "store/recording_window_tables.h"
+
+#include <algorithm>
+#include <array>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+
+namespace stackscope {
+
+namespace {
+
+constexpr size_t kMaxWindows = 10'000'000;
+const std::array<Layer, 5> kCallLayers{Layer::cuda, Layer::nccl, Layer::torch, Layer::python, Layer::kernel};
+
+// The recording's "pid" meta, when it is a number.
+std::optional<uint32_t> recorded_pid(const RecordingReader& r) {
+  const std::string pid = r.meta_or("pid");
+  if (pid.empty() || pid.size() > 10 || !std::all_of(pid.begin(), pid.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return std::nullopt;
+  const unsigned long v = std::stoul(pid);
+  if (v > UINT32_MAX) return std::nullopt;
+  return static_cast<uint32_t>(v);
+}
+
+// Batches of decoded events from the reading thread to the windowing one; bounded, so memory stays small.
+class RecordPipeline {
+ public:
+  static constexpr size_t kBatch = 16'384, kMaxQueued = 4;
+  struct Cancelled {};
+
+  void push(std::vector<analyze::CallRecord>&& batch) {
+    std::unique_lock lk(mu_);
+    cv_.wait(lk, [&] { return queue_.size() < kMaxQueued || cancelled_; });
+    if (cancelled_) throw Cancelled{};
+    queue_.push_back(std::move(batch));
+    cv_.notify_all();
+  }
+  // false once the reader has finished and everything was taken.
+  bool pop(std::vector<analyze::CallRecord>& batch) {
+    std::unique_lock lk(mu_);
+    cv_.wait(lk, [&] { return !queue_.empty() || done_; });
+    if (queue_.empty()) return false;
+    batch = std::move(queue_.front());
+    queue_.pop_front();
+    cv_.notify_all();
+    return true;
+  }
+  void finish(std::exception_ptr error) {
+    std::lock_guard lk(mu_);
+    done_ = true;
+    error_ = error;
+    cv_.notify_all();
+  }
+  void cancel() {
+    std::lock_guard lk(mu_);
+    cancelled_ = true;
+    cv_.notify_all();
+  }
+  void rethrow() {
+    if (!error_) return;
+    try {
+      std::rethrow_exception(error_);
+    } catch (const Cancelled&) {
+    }
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::vector<analyze::CallRecord>> queue_;
+  bool done_ = false, cancelled_ = false;
+  std::exception_ptr error_;
+};
+
+}  // namespace
+
+RecordingWindowTables read_window_tables(const RecordingReader& r, const WindowTablesOptions& o) {
+  if (!(o.window_s > 0)) throw std::invalid_argument("window must be > 0 seconds");
+  const auto span = r.data_span();
+  if (!span) throw std::invalid_argument(r.path() + " holds no events and no samples");
+  RecordingWindowTables out;
+  out.grid = analyze::make_window_grid(span->first, span->second, static_cast<int64_t>(o.window_s * 1e9));
+  // Every table keeps a few numbers per window and layer: a corrupt time or a tiny window must not ask for
+  // gigabytes (10 M windows: 116 days of 1 s windows).
+  if (out.grid.count > kMaxWindows)
+    throw std::invalid_argument(r.path() + ": " + std::to_string(out.grid.count) + " windows of " +
+                                std::to_string(o.window_s) + " s, more than " + std::to_string(kMaxWindows) +
+                                "; choose a longer window");
+  auto wanted = [&](Layer l) { return o.layers.empty() || std::find(o.layers.begin(), o.layers.end(), l) != o.layers.end(); };
+
+  std::array<std::unique_ptr<analyze::CallWindowFeatures>, static_cast<size_t>(Layer::kCount)> calls;
+  EventFilter filter;
+  for (Layer l : kCallLayers) {
+    if (!wanted(l)) continue;
+    analyze::CallWindowOptions co;
+    co.top_names = o.top_names;
+    if (l == Layer::cuda) co.always_names = analyze::cuda_sync_and_memory_calls();
+    calls[static_cast<size_t>(l)] = std::make_unique<analyze::CallWindowFeatures>(l, out.grid, std::move(co));
+    filter.layers.push_back(l);
+  }
+  if (!filter.layers.empty()) {
+    // Arguments are compared by string id: each key is looked up once per recording, not once per event.
+    constexpr uint32_t kAbsent = UINT32_MAX;
+    const uint32_t depth = r.find_string("depth").value_or(kAbsent), bytes = r.find_string("bytes").value_or(kAbsent),
+                   sample = r.find_string("sample").value_or(kAbsent),
+                   offcpu = r.find_string("off-cpu").value_or(kAbsent);
+    auto record_of = [&](const codec::EventRef& e) {
+      analyze::CallRecord c;
+      c.layer = e.layer;
+      c.timed = !(e.flags & (kEventInstant | kEventUnfinished));
+      c.start_ns = e.start_ns;
+      c.duration_ns = e.duration_ns;
+      c.name = r.string_view_at(e.name);
+      c.name_key = e.name;
+      bool have_depth = false, have_bytes = false;
+      for (const codec::ArgRef& a : e.args) {  // the first argument of each key counts, as Event::arg finds it
+        if (a.key == depth && !have_depth) {
+          have_depth = true;
+          c.depth = a.kind == codec::ArgKind::integer ? a.integer : 0;
+        } else if (a.key == bytes && !have_bytes) {
+          have_bytes = true;
+          c.bytes = static_cast<double>(std::max<int64_t>(a.kind == codec::ArgKind::integer ? a.integer : 0, 0));
+        } else if (a.key == sample && !c.sample) {
+          c.sample = true;
+          c.offcpu = a.kind == codec::ArgKind::string && a.text == offcpu;
+        }
+      }
+      return c;
+    };
+    // Two stages on two threads: reading, decompressing and decoding blocks here, windowing in the caller's
+    // thread, handing over batches of records (a few MB in flight).
+    RecordPipeline pipe;
+    std::thread reader([&] {
+      try {
+        std::vector<analyze::CallRecord> batch;
+        batch.reserve(RecordPipeline::kBatch);
+        r.for_each_event_ref(filter, [&](const codec::EventRef& e) {
+          if (!calls[static_cast<size_t>(e.layer)]) return;
+          batch.push_back(record_of(e));
+          if (batch.size() == RecordPipeline::kBatch) {
+            pipe.push(std::move(batch));
+            batch.clear();
+            batch.reserve(RecordPipeline::kBatch);
+          }
+        });
+        if (!batch.empty()) pipe.push(std::move(batch));
+        pipe.finish(nullptr);
+      } catch (...) {
+        pipe.finish(std::current_exception());
+      }
+    });
+    try {
+      std::vector<analyze::CallRecord> batch;
+      while (pipe.pop(batch))
+        for (const analyze::CallRecord& c : batch) calls[static_cast<size_t>(c.layer)]->add(c);
+    } catch (...) {
+      pipe.cancel();
+      reader.join();
+      throw;
+    }
+    reader.join();
+    pipe.rethrow();
+    for (Layer l : filter.layers) {
+      const auto& acc = calls[static_cast<size_t>(l)];
+      const std::string name(layer_name(l));
+      out.events[name] = acc->events();
+      if (acc->events() > 0) out.tables[name] = acc->table();
+    }
+  }
+
+  const bool nvml = wanted(Layer::nvml), host = wanted(Layer::host);
+  if (nvml || host) {
+    std::set<uint32_t> targets = o.target_pids;
+    if (auto pid = recorded_pid(r)) targets.insert(*pid);
+    analyze::SeriesWindowFeatures nvml_acc(out.grid, targets), host_acc(out.grid, targets);
+    r.for_each_sample_run([&](const SeriesInfo& s, std::span<const int64_t> t, std::span<const double> v) {
+      out.samples += t.size();
+      if (s.source == "nvml") {
+        if (nvml) nvml_acc.add(s, t, v);
+      } else if (host) {
+        host_acc.add(s, t, v);
+      }
+    });
+    if (nvml)
+      if (auto t = nvml_acc.table(); !t.columns.empty()) out.tables["nvml"] = std::move(t);
+    if (host)
+      if (auto t = host_acc.table(); !t.columns.empty()) out.tables["host"] = std::move(t);
+  }
+  return out;
+}
+
+}  // namespace stackscope
