@@ -430,16 +430,27 @@ void UprobeTracer::release(const std::function<void(size_t done, size_t total)>&
   links.insert(links.end(), pystack_links_.begin(), pystack_links_.end());
   pystack_links_.clear();
   pystack_attached_ = false;
+  if (proc_)  // the lifecycle tracepoints too: each detach waits for the kernel, so they go with the others
+    for (bpf_link** l : {&proc_->links.on_fork, &proc_->links.on_exec, &proc_->links.on_exit,
+                         &proc_->links.on_mmap_enter, &proc_->links.on_mmap_exit})
+      if (*l) {
+        links.push_back(*l);
+        *l = nullptr;
+      }
   destroy_links(links, progress);
   if (rb_) ring_buffer__free(rb_);
   rb_ = nullptr;
   ring_ctx_.clear();
-  if (cuda_) cuda_bpf__destroy(cuda_);
-  if (nccl_) nccl_bpf__destroy(nccl_);
-  if (torch_) torch_bpf__destroy(torch_);
-  if (python_) python_bpf__destroy(python_);
-  if (proc_) proc_bpf__destroy(proc_);
-  if (pystack_) pystack_bpf__destroy(pystack_);
+  {  // unloading a family also waits for the kernel: all at once
+    std::vector<std::thread> unload;
+    if (cuda_) unload.emplace_back(cuda_bpf__destroy, cuda_);
+    if (nccl_) unload.emplace_back(nccl_bpf__destroy, nccl_);
+    if (torch_) unload.emplace_back(torch_bpf__destroy, torch_);
+    if (python_) unload.emplace_back(python_bpf__destroy, python_);
+    if (proc_) unload.emplace_back(proc_bpf__destroy, proc_);
+    if (pystack_) unload.emplace_back(pystack_bpf__destroy, pystack_);
+    for (auto& t : unload) t.join();
+  }
   pystack_ = nullptr;
   cuda_ = nullptr;
   nccl_ = nullptr;
@@ -1081,7 +1092,9 @@ void UprobeTracer::control_loop() {
   using clock = std::chrono::steady_clock;
   const auto interval = std::chrono::milliseconds(std::max(1, copts_.interval_ms));
   const auto budget_period = std::chrono::milliseconds(std::max(10, topts_.budget_period_ms));
-  auto next_sample = clock::now() + interval, next_budget = clock::now() + budget_period;
+  // The first look comes early: a hot family costs its full price until then.
+  auto next_sample = clock::now() + interval,
+       next_budget = clock::now() + std::min<clock::duration>(budget_period, std::chrono::milliseconds(200));
   auto last_budget = clock::now();
   job_cpu_seconds();  // the baseline
   while (!stopping_) {
@@ -1177,7 +1190,7 @@ void UprobeTracer::rebalance_budget(double period_s) {
   for (auto& [cost, f] : costs) {
     auto& g = gates_[static_cast<size_t>(f)];
     const double share = budget / static_cast<double>(left--);
-    double fraction = cost <= share ? 1.0 : std::clamp(share / cost, 0.02, 1.0);
+    double fraction = cost <= share ? 1.0 : std::clamp(share / cost, 0.005, 1.0);  // >= 5 ms a second: rates still seen
     if (fraction > 0.95) fraction = 1.0;
     budget -= std::min(cost, share);
     const bool was_cycling = g.cycling;
