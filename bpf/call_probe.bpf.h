@@ -87,8 +87,16 @@ static __always_inline void ss_capture_args(struct pt_regs *ctx, __u64 cookie, _
   args[3] = PT_REGS_PARM4(ctx);
   args[4] = PT_REGS_PARM5(ctx);
   args[5] = PT_REGS_PARM6(ctx);
+  /* args[SS_ARG_STACK + k] is argument 7 + k on both ABIs: arm64 passes 8 in registers, x86-64 6 */
+#if defined(__TARGET_ARCH_arm64)
+  args[SS_ARG_STACK] = PT_REGS_PARM7(ctx);
+  args[SS_ARG_STACK + 1] = PT_REGS_PARM8(ctx);
+  if (cookie & SS_COOKIE_STACK)
+    bpf_probe_read_user(&args[SS_ARG_STACK + 2], (SS_STACK_WORDS - 2) * 8, (void *)PT_REGS_SP(ctx));
+#else
   if (cookie & SS_COOKIE_STACK)
     bpf_probe_read_user(&args[SS_ARG_STACK], SS_STACK_WORDS * 8, (void *)(PT_REGS_SP(ctx) + SS_STACK_ARGS_OFFSET));
+#endif
   __u32 di = SS_COOKIE_ENTRY_DEREF(cookie);
   if (di >= 1 && di <= SS_REG_ARGS)
     bpf_probe_read_user(&args[SS_ARG_DEREF], SS_DEREF_WORDS * 8, (void *)args[di - 1]);

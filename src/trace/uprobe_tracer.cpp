@@ -1164,6 +1164,7 @@ double UprobeTracer::job_cpu_seconds() {
 // to more than budget_pct of the job's own CPU time, the budget is shared out water-filling: the cheap families
 // stay attached, the hot ones get equal shares and are attached for that fraction of each period.
 void UprobeTracer::rebalance_budget(double period_s) {
+  constexpr double kNegligibleCores = 0.001;
   if (period_s <= 0) return;
   const double job_cores = job_cpu_seconds() / period_s;
   std::lock_guard<std::mutex> lock(gate_mu_);
@@ -1190,7 +1191,9 @@ void UprobeTracer::rebalance_budget(double period_s) {
   for (auto& [cost, f] : costs) {
     auto& g = gates_[static_cast<size_t>(f)];
     const double share = budget / static_cast<double>(left--);
-    double fraction = cost <= share ? 1.0 : std::clamp(share / cost, 0.005, 1.0);  // >= 5 ms a second: rates still seen
+    // A family costing under 1 ms of CPU a second is never sampled, however idle the job: its calls are too few
+    // to matter and too few to estimate from a sample. Otherwise >= 5 ms of every second, so rates are still seen.
+    double fraction = cost <= std::max(share, kNegligibleCores) ? 1.0 : std::clamp(share / cost, 0.005, 1.0);
     if (fraction > 0.95) fraction = 1.0;
     budget -= std::min(cost, share);
     const bool was_cycling = g.cycling;
