@@ -306,21 +306,7 @@ CollectorStatus UprobeTracer::start(TelemetrySink& sink, const CollectorOptions&
       } else if (budgeted()) {
         g.watching_name = fmt::format("trace.{}.watching", family_name(f));
       }
-      if (g.watching_name.empty()) continue;
-      SeriesInfo w;
-      w.name = g.watching_name;
-      w.subsystem = Subsystem::software;
-      w.unit = "ratio";
-      w.kind = SeriesKind::gauge;
-      w.category = SeriesCategory::static_value;  // says when calls were watched, not a signal
-      w.host = options.host;
-      w.source = "ebpf";
-      g.watching = sink.add_series(w);
-      g.has_watching = true;
-      if (g.on) {
-        Sample s{g.watching, start_ns_, 1.0};
-        sink.append_samples({&s, 1});
-      }
+      if (g.fixed) add_watching_series(f);  // the budget's are added with the family's first probes
     }
   }
   if (python_ && duty_cycled())
@@ -371,7 +357,8 @@ void UprobeTracer::stop() {
       auto& g = gates_[static_cast<size_t>(f)];
       if (g.on) set_watching(f, false);
       if (!g.ever_cycled) continue;
-      const double watched = end > start_ns_ ? static_cast<double>(g.watched_ns) / static_cast<double>(end - start_ns_) : 0;
+      const int64_t since = g.first_ns ? g.first_ns : start_ns_;
+      const double watched = end > since ? static_cast<double>(g.watched_ns) / static_cast<double>(end - since) : 0;
       // Each period's count is its window's rate times the period: with per-window errors of variance s2
       // (estimated from consecutive windows), the total's relative error is 2 sqrt(n s2) / sum of rates.
       double err = 0;
@@ -380,7 +367,7 @@ void UprobeTracer::stop() {
         err = 2 * std::sqrt(n * s2) / g.rate_sum;
       }
       sink_->add_note("trace", fmt::format(
-          "{}: probes watched {:.1f}% of the recording ({} window(s), {}; attach {:.1f} ms, detach {:.1f} ms per "
+          "{}: probes watched {:.1f}% of the recording since they were first attached ({} window(s), {}; attach {:.1f} ms, detach {:.1f} ms per "
           "window): its events and series cover only the time {} is 1; scale counts by {:.4g} (sampling fraction "
           "{:.4f}, error of the scaled counts about {:.0f}% from the spread of per-window rates)",
           family_name(f), 100 * watched, g.windows, g.fixed ? "fixed duty cycle" : "cost budget",
@@ -785,10 +772,34 @@ void UprobeTracer::detach_set(ProbeSet& set) {
   set.links.clear();
 }
 
+// The series that says when a family's probes were attached: 1 from now while they are, 0 while detached.
+// Called with gate_mu_ held.
+void UprobeTracer::add_watching_series(int family) {
+  auto& g = gates_[static_cast<size_t>(family)];
+  if (g.has_watching || g.watching_name.empty()) return;
+  SeriesInfo w;
+  w.name = g.watching_name;
+  w.subsystem = Subsystem::software;
+  w.unit = "ratio";
+  w.kind = SeriesKind::gauge;
+  w.category = SeriesCategory::static_value;  // says when calls were watched, not a signal
+  w.host = copts_.host;
+  w.source = "ebpf";
+  g.watching = sink_->add_series(w);
+  g.has_watching = true;
+  g.first_ns = monotonic_ns();
+  if (g.on) {
+    g.on_since_ns = g.first_ns;  // watched time counts from the family's first probes
+    Sample s{g.watching, g.first_ns, 1.0};
+    sink_->append_samples({&s, 1});
+  }
+}
+
 bool UprobeTracer::add_probe_set(int family, ProbeSet set) {
   if (set.offsets.empty()) return false;
   std::lock_guard<std::mutex> lock(gate_mu_);
   auto& g = gates_[static_cast<size_t>(family)];
+  add_watching_series(family);
   if (g.on && !attach_set(family, set)) return false;
   g.sets.push_back(std::move(set));
   return true;
@@ -1083,7 +1094,8 @@ double UprobeTracer::watched_fraction(Layer layer) const {
   std::lock_guard<std::mutex> lock(gate_mu_);
   auto& g = gates_[static_cast<size_t>(family)];
   int64_t now = monotonic_ns(), watched = g.watched_ns + (g.on ? now - g.on_since_ns : 0);
-  return now > start_ns_ ? static_cast<double>(watched) / static_cast<double>(now - start_ns_) : 1.0;
+  const int64_t since = g.first_ns ? g.first_ns : start_ns_;
+  return now > since ? static_cast<double>(watched) / static_cast<double>(now - since) : 1.0;
 }
 
 // Every interval: torch operator series; every budget period: the families' shares; at each window edge: attach
@@ -1164,7 +1176,7 @@ double UprobeTracer::job_cpu_seconds() {
 // to more than budget_pct of the job's own CPU time, the budget is shared out water-filling: the cheap families
 // stay attached, the hot ones get equal shares and are attached for that fraction of each period.
 void UprobeTracer::rebalance_budget(double period_s) {
-  constexpr double kNegligibleCores = 0.001;
+  constexpr double kNegligibleCores = 0.005;
   if (period_s <= 0) return;
   const double job_cores = job_cpu_seconds() / period_s;
   std::lock_guard<std::mutex> lock(gate_mu_);
@@ -1191,7 +1203,7 @@ void UprobeTracer::rebalance_budget(double period_s) {
   for (auto& [cost, f] : costs) {
     auto& g = gates_[static_cast<size_t>(f)];
     const double share = budget / static_cast<double>(left--);
-    // A family costing under 1 ms of CPU a second is never sampled, however idle the job: its calls are too few
+    // A family costing under 5 ms of CPU a second is never sampled, however idle the job: its calls are too few
     // to matter and too few to estimate from a sample. Otherwise >= 5 ms of every second, so rates are still seen.
     double fraction = cost <= std::max(share, kNegligibleCores) ? 1.0 : std::clamp(share / cost, 0.005, 1.0);
     if (fraction > 0.95) fraction = 1.0;
@@ -1207,7 +1219,7 @@ void UprobeTracer::rebalance_budget(double period_s) {
         g.next_toggle = g.window_start + std::chrono::milliseconds(g.on_ms);
         if (!g.ever_cycled)
           sink_->add_note("trace", fmt::format("{}: probes would cost {:.1f}% of the job's CPU ({:.0f} hits/s x {:.0f} "
-                                               "ns): attached {:.0f}% of each {} ms to stay within the {}% budget",
+                                               "ns): attached {:.1f}% of each {} ms to stay within the {}% budget",
                                                family_name(f), job_cores > 0 ? 100 * cost / job_cores : 0.0,
                                                g.full_rate, hit_cost_ns_, 100 * fraction, g.period_ms,
                                                topts_.budget_pct));

@@ -62,7 +62,7 @@ class UprobeTracer final : public Collector {
     size_t links = 0;
     bool uprobe_multi = false;  // probes attached as uprobe_multi links (else one link per probe)
   };
-  // The share of the recording so far during which `layer`'s probes were attached (1 when never duty-cycled).
+  // The share of the time since `layer`'s first probes during which they were attached (1 when never duty-cycled).
   double watched_fraction(Layer layer) const;
   // What one probe hit costs here, as measured at start (or given): the budget's price per hit.
   double hit_cost_ns() const { return hit_cost_ns_; }
@@ -106,6 +106,7 @@ class UprobeTracer final : public Collector {
     std::string watching_name;
     SeriesId watching = 0;
     bool has_watching = false;
+    int64_t first_ns = 0;  // when its first probes were added (its watching series starts)
     int64_t on_since_ns = 0, watched_ns = 0, period_watched_ns = 0;
     uint64_t hits_prev = 0, window_hits0 = 0;
     double full_rate = 0;  // probe hits per second while attached
@@ -126,6 +127,7 @@ class UprobeTracer final : public Collector {
   // Adds a family's probes of one library; attaches them unless the family is duty-cycled and off now.
   bool add_probe_set(int family, ProbeSet set);
   void switch_gate(int family, bool on);
+  void add_watching_series(int family);
   void control_loop();
   void rebalance_budget(double period_s);
   void sample_torch_ops();
