@@ -48,9 +48,25 @@ struct {
   __type(value, struct ss_call_thread);
 } call_zero SEC(".maps");
 
-/* User space clears it just before detaching duty-cycled probes (python C-API): calls entered while it is clear
- * are not reported, so every reported call started inside a watched window. */
-__u32 capture_enabled = 1;
+/* Per process: the CUDA runtime's and driver's executable mappings (events.h, struct ss_fold_ranges). */
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 16384);
+  __type(key, __u32);
+  __type(value, struct ss_fold_ranges);
+} fold_ranges SEC(".maps");
+
+/* Whether a driver call entering now was made by the CUDA runtime or the driver (its return address is in their
+ * code): the runtime call above it, probed entry-only, is the operation. */
+static __always_inline int ss_called_from_cuda_library(struct pt_regs *ctx) {
+  __u32 tgid = bpf_get_current_pid_tgid() >> 32;
+  struct ss_fold_ranges *fr = bpf_map_lookup_elem(&fold_ranges, &tgid);
+  if (!fr) return 0;
+  __u64 ra = ss_return_address(ctx);
+  for (int i = 0; i < SS_FOLD_RANGES; ++i)
+    if (fr->hi[i] && ra >= fr->lo[i] && ra < fr->hi[i]) return 1;
+  return 0;
+}
 
 static __always_inline struct ss_call_thread *ss_call_thread_of(__u32 tid, int create) {
   struct ss_call_thread *st = bpf_map_lookup_elem(&call_threads, &tid);
@@ -62,9 +78,67 @@ static __always_inline struct ss_call_thread *ss_call_thread_of(__u32 tid, int c
   return bpf_map_lookup_elem(&call_threads, &tid);
 }
 
-SEC("uprobe")
-int call_entry(struct pt_regs *ctx) {
+/* Arguments (registers, stack words, one pointee, one string) as the cookie asks; args[SS_ARG_DEREF..] and str
+ * are filled only where asked. */
+static __always_inline void ss_capture_args(struct pt_regs *ctx, __u64 cookie, __u64 *args, char *str) {
+  args[0] = PT_REGS_PARM1(ctx);
+  args[1] = PT_REGS_PARM2(ctx);
+  args[2] = PT_REGS_PARM3(ctx);
+  args[3] = PT_REGS_PARM4(ctx);
+  args[4] = PT_REGS_PARM5(ctx);
+  args[5] = PT_REGS_PARM6(ctx);
+  /* args[SS_ARG_STACK + k] is argument 7 + k on both ABIs: arm64 passes 8 in registers, x86-64 6 */
+#if defined(__TARGET_ARCH_arm64)
+  args[SS_ARG_STACK] = PT_REGS_PARM7(ctx);
+  args[SS_ARG_STACK + 1] = PT_REGS_PARM8(ctx);
+  if (cookie & SS_COOKIE_STACK)
+    bpf_probe_read_user(&args[SS_ARG_STACK + 2], (SS_STACK_WORDS - 2) * 8, (void *)PT_REGS_SP(ctx));
+#else
+  if (cookie & SS_COOKIE_STACK)
+    bpf_probe_read_user(&args[SS_ARG_STACK], SS_STACK_WORDS * 8, (void *)(PT_REGS_SP(ctx) + SS_STACK_ARGS_OFFSET));
+#endif
+  __u32 di = SS_COOKIE_ENTRY_DEREF(cookie);
+  if (di >= 1 && di <= SS_REG_ARGS)
+    bpf_probe_read_user(&args[SS_ARG_DEREF], SS_DEREF_WORDS * 8, (void *)args[di - 1]);
+  __u32 si = SS_COOKIE_STR_ARG(cookie);
+  str[0] = 0;
+  if (si >= 1 && si <= SS_REG_ARGS) bpf_probe_read_user_str(str, SS_STR_LEN, (void *)args[si - 1]);
+}
+
+/* An asynchronous call probed without a return probe: its record goes out now, with no duration. */
+static __always_inline int ss_call_entry_only(struct pt_regs *ctx, __u64 cookie) {
+  if (!capture_enabled) {
+    ss_count(SS_CNT_GATED);
+    return 0;
+  }
+  if ((cookie & SS_COOKIE_DRIVER) && ss_called_from_cuda_library(ctx)) {
+    ss_count(SS_CNT_NESTED);
+    return 0;
+  }
+  struct ss_call_record *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
+  if (!r) {
+    ss_count(SS_CNT_RB_FULL);
+    return 0;
+  }
+  __u64 id = bpf_get_current_pid_tgid();
+  r->kind = SS_REC_CALL;
+  r->call_id = SS_COOKIE_ID(cookie);
+  r->pid = id >> 32;
+  r->tid = (__u32)id;
+  r->duration_ns = 0;
+  r->ret = 0;
+  r->depth = 0;
+  r->flags = SS_CALL_ENTRY_ONLY;
+  ss_capture_args(ctx, cookie, r->args, r->str);
+  r->start_ns = bpf_ktime_get_ns();
+  bpf_ringbuf_submit(r, 0);
+  return 0;
+}
+
+static __always_inline int ss_call_entry(struct pt_regs *ctx) {
   __u64 cookie = bpf_get_attach_cookie(ctx);
+  ss_count(SS_CNT_HITS);
+  if (cookie & SS_COOKIE_ENTRY_ONLY) return ss_call_entry_only(ctx, cookie);
   __u32 tid = (__u32)bpf_get_current_pid_tgid();
   struct ss_call_thread *st = ss_call_thread_of(tid, 1);
   if (!st) return 0;
@@ -72,35 +146,26 @@ int call_entry(struct pt_regs *ctx) {
                         (cookie & SS_COOKIE_RUNTIME) ? SS_FRAME_RUNTIME : 0);
   if (j < 0) return 0;
   __u32 d = (__u32)j;
-  /* 1: folded into the runtime call above it; 2: capture paused */
+  /* 1: folded into the runtime call above it (kept with its return probe, or entry-only and found by the return
+   * address); 2: capture paused */
   int suppressed = !capture_enabled ? 2
-                                    : (cookie & SS_COOKIE_DRIVER) &&
-                                          ss_frames_have(st->pos, d, SS_CALL_MAX_DEPTH, SS_FRAME_RUNTIME);
+                   : (cookie & SS_COOKIE_DRIVER) &&
+                           (ss_frames_have(st->pos, d, SS_CALL_MAX_DEPTH, SS_FRAME_RUNTIME) ||
+                            ss_called_from_cuda_library(ctx))
+                       ? 1
+                       : 0;
   struct ss_call_frame *f = &st->frames[d & (SS_CALL_MAX_DEPTH - 1)];
   f->suppressed = suppressed;
   if (suppressed) return 0; /* nothing of it is reported: skip the captures */
-  f->args[0] = PT_REGS_PARM1(ctx);
-  f->args[1] = PT_REGS_PARM2(ctx);
-  f->args[2] = PT_REGS_PARM3(ctx);
-  f->args[3] = PT_REGS_PARM4(ctx);
-  f->args[4] = PT_REGS_PARM5(ctx);
-  f->args[5] = ctx->r9; /* x86-64 SysV: libbpf 1.1 has no PT_REGS_PARM6 */
-  if (cookie & SS_COOKIE_STACK)
-    bpf_probe_read_user(&f->args[SS_ARG_STACK], SS_STACK_WORDS * 8, (void *)(PT_REGS_SP(ctx) + 8));
-  __u32 di = SS_COOKIE_ENTRY_DEREF(cookie);
-  if (di >= 1 && di <= SS_REG_ARGS)
-    bpf_probe_read_user(&f->args[SS_ARG_DEREF], SS_DEREF_WORDS * 8, (void *)f->args[di - 1]);
-  __u32 si = SS_COOKIE_STR_ARG(cookie);
-  f->str[0] = 0;
-  if (si >= 1 && si <= SS_REG_ARGS) bpf_probe_read_user_str(f->str, SS_STR_LEN, (void *)f->args[si - 1]);
+  ss_capture_args(ctx, cookie, f->args, f->str);
   f->start_ns = bpf_ktime_get_ns(); /* last: capture cost is not charged to the call */
   return 0;
 }
 
-SEC("uretprobe")
-int call_return(struct pt_regs *ctx) {
+static __always_inline int ss_call_return(struct pt_regs *ctx) {
   __u64 now = bpf_ktime_get_ns();
   __u64 cookie = bpf_get_attach_cookie(ctx);
+  ss_count(SS_CNT_HITS);
   __u32 tid = (__u32)bpf_get_current_pid_tgid();
   struct ss_call_thread *st = ss_call_thread_of(tid, 0);
   if (!st) {
@@ -140,5 +205,16 @@ int call_return(struct pt_regs *ctx) {
   bpf_ringbuf_submit(r, 0);
   return 0;
 }
+
+/* Each program twice: as a single uprobe (kernels before 6.6, or where a uprobe_multi link fails) and for
+ * uprobe_multi links (one link per family, library and process: attached and detached in one call). */
+SEC("uprobe")
+int call_entry(struct pt_regs *ctx) { return ss_call_entry(ctx); }
+SEC("uretprobe")
+int call_return(struct pt_regs *ctx) { return ss_call_return(ctx); }
+SEC("uprobe.multi")
+int call_entry_multi(struct pt_regs *ctx) { return ss_call_entry(ctx); }
+SEC("uretprobe.multi")
+int call_return_multi(struct pt_regs *ctx) { return ss_call_return(ctx); }
 
 #endif

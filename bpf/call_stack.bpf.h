@@ -28,9 +28,23 @@ static __always_inline int ss_return_will_fire(void) {
   return BPF_CORE_READ(ut, depth) < SS_URETPROBE_MAX_DEPTH;
 }
 
+#if defined(__TARGET_ARCH_arm64)
+/* arm64: the return address is in the link register and `ret` leaves sp as it was at the entry. */
+static __always_inline __u64 ss_entry_sp_at_return(struct pt_regs *ctx) { return PT_REGS_SP(ctx); }
+static __always_inline __u64 ss_return_address(struct pt_regs *ctx) { return PT_REGS_RET(ctx); }
+#define SS_STACK_ARGS_OFFSET 0 /* AAPCS64: the 9th argument is at sp */
+#else
 /* The stack pointer a call had at its entry (its return address's slot), as seen by its return probe: `ret`
  * has popped that slot. */
 static __always_inline __u64 ss_entry_sp_at_return(struct pt_regs *ctx) { return PT_REGS_SP(ctx) - 8; }
+/* At a function's entry (before its prologue) the return address is the word at sp. */
+static __always_inline __u64 ss_return_address(struct pt_regs *ctx) {
+  __u64 ra = 0;
+  bpf_probe_read_user(&ra, sizeof(ra), (const void *)PT_REGS_SP(ctx));
+  return ra;
+}
+#define SS_STACK_ARGS_OFFSET 8 /* SysV x86-64: the 7th argument is just above the return address */
+#endif
 
 /* Where a kept call is: its entry stack pointer, and which probed function it is. */
 struct ss_frame_pos {

@@ -17,6 +17,8 @@
  *   bits 28-31  1-based argument read as a C string at entry (cuModuleGetFunction's name)
  *   bit  32     runtime API: driver calls made while one is active on the thread are the same operation
  *   bit  33     driver API: dropped when nested under a runtime call (one launch, not two)
+ *   bit  34     entry only: no return probe; the record is sent at entry with no duration (asynchronous calls
+ *               whose duration is only the CPU enqueue time: launches, async copies and memsets, stream waits)
  */
 #define SS_COOKIE_ID(c) ((__u32)((c)&0xffff))
 #define SS_COOKIE_STACK (1ULL << 16)
@@ -25,6 +27,7 @@
 #define SS_COOKIE_STR_ARG(c) ((__u32)(((c) >> 28) & 0xf))
 #define SS_COOKIE_RUNTIME (1ULL << 32)
 #define SS_COOKIE_DRIVER (1ULL << 33)
+#define SS_COOKIE_ENTRY_ONLY (1ULL << 34)
 
 #define SS_REG_ARGS 6
 #define SS_STACK_WORDS 6
@@ -55,9 +58,11 @@ enum ss_counter {
   SS_CNT_DEEP = 5,        /* a call nested deeper than the frames kept returned: not reported */
   SS_CNT_NO_RETURN = 6,   /* a call the kernel gave no return probe (too many pending on its thread): not reported */
   SS_CNT_STALE = 7,       /* a kept call whose return never came, dropped once the thread was seen above it */
-  SS_CNT_NUM = 8,
+  SS_CNT_HITS = 8,        /* probe program runs (entries and returns): what the cost budget counts */
+  SS_CNT_NUM = 9,
 };
 
+#define SS_CALL_ENTRY_ONLY 1 /* ss_call_record.flags: sent at entry, no return probe: no duration, no return value */
 struct ss_call_record {
   __u32 kind; /* SS_REC_CALL */
   __u32 call_id;
@@ -70,6 +75,25 @@ struct ss_call_record {
   __u32 flags;
   __u64 args[SS_CALL_WORDS];
   char str[SS_STR_LEN];
+};
+
+/* Where a driver call is folded without a return probe on the runtime call above it: the executable mappings of
+ * the CUDA runtime and driver libraries in a process (map `fold_ranges`, key tgid). A driver call whose return
+ * address lies in one of them was made by the runtime (or the driver itself) on behalf of a probed call. */
+#define SS_FOLD_RANGES 8
+struct ss_fold_ranges {
+  __u64 lo[SS_FOLD_RANGES];
+  __u64 hi[SS_FOLD_RANGES]; /* exclusive; 0: unused */
+};
+
+/* In-kernel aggregation (torch operators, --detail budgeted): per operator and CPU, calls, total time and a log2
+ * histogram of durations (bucket b: [2^b, 2^(b+1)) ns; the last holds everything longer). User space reads the
+ * running totals every interval and turns differences into series. */
+#define SS_HIST_BUCKETS 32
+struct ss_op_stats {
+  __u64 count;
+  __u64 total_ns;
+  __u64 hist[SS_HIST_BUCKETS];
 };
 
 struct ss_torch_record {

@@ -28,3 +28,7 @@ static __always_inline void ss_count_add(__u32 slot, __u64 n) {
 }
 
 static __always_inline void ss_count(__u32 slot) { ss_count_add(slot, 1); }
+
+/* User space clears it just before detaching duty-cycled probes (the cost budget, python C-API): calls entered
+ * while it is clear are not reported, so every reported call started inside a watched window. */
+__u32 capture_enabled = 1;

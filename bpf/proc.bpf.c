@@ -80,3 +80,16 @@ int on_mmap_exit(struct trace_event_raw_sys_exit *ctx) {
   emit(SS_PROC_MMAP_EXEC, id >> 32, 0);
   return 0;
 }
+
+/* A probe that does nothing but count: user space attaches it to a function of its own and times calls with and
+ * without it, which is what one uprobe hit costs on this machine (the cost budget's price per hit). */
+SEC("uprobe")
+int calibrate(struct pt_regs *ctx) {
+  ss_count(SS_CNT_HITS);
+  return 0;
+}
+SEC("uprobe.multi")
+int calibrate_multi(struct pt_regs *ctx) {
+  ss_count(SS_CNT_HITS);
+  return 0;
+}

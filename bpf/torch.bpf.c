@@ -13,6 +13,53 @@ char LICENSE[] SEC("license") = "GPL";
 
 #define SS_TORCH_MAX_DEPTH 32 /* power of two */
 
+/* --detail budgeted: operators are counted in op_stats (events.h, struct ss_op_stats), not sent one by one. */
+const volatile bool aggregate = false;
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+  __uint(max_entries, 8192);
+  __uint(map_flags, BPF_F_NO_PREALLOC); /* per-CPU values: allocate only the operators that run */
+  __type(key, __u32);
+  __type(value, struct ss_op_stats);
+} op_stats SEC(".maps");
+
+/* floor(log2(v)) for v > 0, without loops (libbpf-tools' bits.bpf.h). */
+static __always_inline __u32 ss_log2(__u64 v) {
+  __u32 r, shift;
+  r = (v > 0xFFFFFFFFULL) << 5;
+  v >>= r;
+  shift = (v > 0xFFFF) << 4;
+  v >>= shift;
+  r |= shift;
+  shift = (v > 0xFF) << 3;
+  v >>= shift;
+  r |= shift;
+  shift = (v > 0xF) << 2;
+  v >>= shift;
+  r |= shift;
+  shift = (v > 0x3) << 1;
+  v >>= shift;
+  r |= shift;
+  r |= (v >> 1);
+  return r;
+}
+
+static __always_inline void ss_op_count(__u32 op, __u64 duration_ns) {
+  struct ss_op_stats *s = bpf_map_lookup_elem(&op_stats, &op);
+  if (!s) {
+    static const struct ss_op_stats zero;
+    bpf_map_update_elem(&op_stats, &op, &zero, BPF_NOEXIST);
+    s = bpf_map_lookup_elem(&op_stats, &op);
+    if (!s) return;
+  }
+  __u32 b = duration_ns ? ss_log2(duration_ns) : 0;
+  if (b >= SS_HIST_BUCKETS) b = SS_HIST_BUCKETS - 1;
+  s->count += 1;
+  s->total_ns += duration_ns;
+  s->hist[b & (SS_HIST_BUCKETS - 1)] += 1;
+}
+
 /* The thread's operators in flight, outermost first (call_stack.bpf.h); id: the operator's index. */
 struct ss_torch_thread {
   __u32 depth; /* frames kept */
@@ -28,8 +75,8 @@ struct {
   __type(value, struct ss_torch_thread);
 } torch_threads SEC(".maps");
 
-SEC("uprobe")
-int op_entry(struct pt_regs *ctx) {
+static __always_inline int ss_op_entry(struct pt_regs *ctx) {
+  ss_count(SS_CNT_HITS);
   __u32 tid = (__u32)bpf_get_current_pid_tgid();
   struct ss_torch_thread *st = bpf_map_lookup_elem(&torch_threads, &tid);
   if (!st) {
@@ -41,13 +88,14 @@ int op_entry(struct pt_regs *ctx) {
   int j = ss_stack_push(st->pos, &st->depth, SS_TORCH_MAX_DEPTH, PT_REGS_SP(ctx), (__u32)bpf_get_attach_cookie(ctx), 0);
   if (j < 0) return 0;
   __u32 d = (__u32)j;
-  st->start_ns[d & (SS_TORCH_MAX_DEPTH - 1)] = bpf_ktime_get_ns();
+  /* 0: capture paused (the budget is about to detach the probes): the return reports nothing */
+  st->start_ns[d & (SS_TORCH_MAX_DEPTH - 1)] = capture_enabled ? bpf_ktime_get_ns() : 0;
   return 0;
 }
 
-SEC("uretprobe")
-int op_return(struct pt_regs *ctx) {
+static __always_inline int ss_op_return(struct pt_regs *ctx) {
   __u64 now = bpf_ktime_get_ns();
+  ss_count(SS_CNT_HITS);
   __u64 id = bpf_get_current_pid_tgid();
   __u32 tid = (__u32)id;
   struct ss_torch_thread *st = bpf_map_lookup_elem(&torch_threads, &tid);
@@ -60,6 +108,14 @@ int op_return(struct pt_regs *ctx) {
   if (j < 0) return 0;
   __u32 d = (__u32)j;
   __u64 start = st->start_ns[d & (SS_TORCH_MAX_DEPTH - 1)];
+  if (!start) {
+    ss_count(SS_CNT_GATED);
+    return 0;
+  }
+  if (aggregate) {
+    ss_op_count(op, now - start);
+    return 0;
+  }
   struct ss_torch_record *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
   if (!r) {
     ss_count(SS_CNT_RB_FULL);
@@ -76,3 +132,13 @@ int op_return(struct pt_regs *ctx) {
   bpf_ringbuf_submit(r, 0);
   return 0;
 }
+
+/* Single uprobes (old kernels, fallback) and uprobe_multi links, as in call_probe.bpf.h. */
+SEC("uprobe")
+int op_entry(struct pt_regs *ctx) { return ss_op_entry(ctx); }
+SEC("uretprobe")
+int op_return(struct pt_regs *ctx) { return ss_op_return(ctx); }
+SEC("uprobe.multi")
+int op_entry_multi(struct pt_regs *ctx) { return ss_op_entry(ctx); }
+SEC("uretprobe.multi")
+int op_return_multi(struct pt_regs *ctx) { return ss_op_return(ctx); }

@@ -233,8 +233,8 @@ TEST(TraceUprobe, FakeGpuCallsDecodedAndLaunchCountedOnce) {
   REQUIRE_ROOT();
   Subject app({kFakeApp, "calls"});
   ASSERT_NE(app.expect("ready"), "");
-  UprobeTracer tracer({Layer::cuda, Layer::nccl}, {});
   CollectingSink sink;
+  UprobeTracer tracer({Layer::cuda, Layer::nccl}, {});
   CollectorOptions opts;
   opts.pids = {static_cast<uint32_t>(app.pid())};
   auto st = tracer.start(sink, opts);
@@ -327,8 +327,8 @@ TEST(TraceUprobe, FindsLibraryDlopenedLate) {
   REQUIRE_ROOT();
   Subject app({kFakeDlopen, kFakeDir});
   ASSERT_NE(app.expect("ready"), "");
-  UprobeTracer tracer({Layer::nccl}, {});
   CollectingSink sink;
+  UprobeTracer tracer({Layer::nccl}, {});
   CollectorOptions opts;
   opts.pids = {static_cast<uint32_t>(app.pid())};
   ASSERT_TRUE(tracer.start(sink, opts).running);
@@ -351,8 +351,8 @@ TEST(TraceUprobe, FollowsForkExecAndExit) {
   TempDir dir;
   Subject launcher({kFakeApp, "spawn", "2", dir.path()});
   ASSERT_NE(launcher.expect("ready"), "");
-  UprobeTracer tracer({Layer::cuda}, {});
   CollectingSink sink;
+  UprobeTracer tracer({Layer::cuda}, {});
   ASSERT_TRUE(tracer.start(sink, {}).running);
   tracer.add_pid(launcher.pid());  // after start, as the recorder does for its child
   ASSERT_TRUE(tracer.wait_until_attached(launcher.pid(), Layer::cuda, 20s));
@@ -388,8 +388,8 @@ TEST(TraceUprobe, CallsLeftByLongjmpDoNotHideLaterCalls) {
   REQUIRE_ROOT();
   Subject app({kFakeApp, "longjmp", "6"});
   ASSERT_NE(app.expect("ready"), "");
-  UprobeTracer tracer({Layer::cuda}, {});
   CollectingSink sink;
+  UprobeTracer tracer({Layer::cuda}, {});
   CollectorOptions opts;
   opts.pids = {static_cast<uint32_t>(app.pid())};
   ASSERT_TRUE(tracer.start(sink, opts).running);
@@ -424,8 +424,8 @@ TEST(TraceUprobe, CallsBeyondKernelReturnProbeLimitDoNotHideLaterCalls) {
   ASSERT_NE(py.expect("ready"), "");
   TracerOptions topts;
   topts.python_mode = "capi";  // duty cycle off: attached throughout
-  UprobeTracer tracer({Layer::cuda, Layer::python}, topts);
   CollectingSink sink;
+  UprobeTracer tracer({Layer::cuda, Layer::python}, topts);
   CollectorOptions opts;
   opts.pids = {static_cast<uint32_t>(py.pid())};
   ASSERT_TRUE(tracer.start(sink, opts).running);
@@ -454,8 +454,9 @@ TEST(TraceUprobe, PythonFunctionsAndTorchOperators) {
   ASSERT_NE(py.expect("ready", 120s), "");
   TracerOptions topts;
   topts.python_mode = "usdt";  // "auto" samples stacks on 3.11 (tests/pystack_test.cpp)
-  UprobeTracer tracer({Layer::torch, Layer::python}, topts);
+  topts.full_detail = true;     // one event per operator (budgeted detail counts them in the kernel)
   CollectingSink sink;
+  UprobeTracer tracer({Layer::torch, Layer::python}, topts);
   CollectorOptions opts;
   opts.pids = {static_cast<uint32_t>(py.pid())};
   ASSERT_TRUE(tracer.start(sink, opts).running);
@@ -519,8 +520,8 @@ TEST(TraceUprobe, PythonCapiDutyCycleRecordsOnlyWatchedWindows) {
   topts.python_mode = "capi";
   topts.python_duty_on_ms = 200;
   topts.python_duty_period_ms = 700;
-  UprobeTracer tracer({Layer::python}, topts);
   stackscope::testing::MemorySink sink;
+  UprobeTracer tracer({Layer::python}, topts);
   CollectorOptions opts;
   opts.pids = {static_cast<uint32_t>(py.pid())};
   ASSERT_TRUE(tracer.start(sink, opts).running);

@@ -47,6 +47,8 @@ struct RecordOptions {
   std::string python_offcpu_min = "200us";
   bool print_python_offsets = false;
   std::vector<std::string> torch_ops;
+  double budget_pct = 1.0;
+  std::string detail = "budgeted";
   std::vector<std::string> command;
 };
 
@@ -128,42 +130,14 @@ std::pair<int, int> parse_python_duty(const std::string& text) {
   return {on, period};
 }
 
-// Detaching uprobes costs the kernel an RCU wait each, serialised (~100 ms here): with the torch layer's hundreds
-// of probes, tens of seconds. The recording is already closed, so the user does not wait: a forked helper holds
-// the probes' file descriptors and frees them once this process has exited (it waits for EOF on a pipe whose write
-// end only this process holds, so its closes are the last references and ours are cheap). Runs after every
-// collector thread has stopped.
-// in_background false: detach here and now (the traced command outlives the recording, and would otherwise keep
-// paying for probes nobody reads until it exits).
-void release_collectors(const std::vector<Collector*>& running, const std::string& out, bool quiet, bool tty,
-                        bool in_background = true) {
-  bool slow = false;
-  for (auto* c : running) slow = in_background && (slow || c->needs_root());
-  int gate[2] = {-1, -1};
-  pid_t helper = slow && ::pipe(gate) == 0 ? ::fork() : -1;
-  if (helper == 0) {
-    ::close(gate[1]);
-    signal(SIGINT, SIG_IGN);
-    signal(SIGHUP, SIG_IGN);
-    ::setsid();  // not in the terminal's process group
-    // Nor holding the caller's pipes open: `record ... | tee` must end when record does.
-    int null_fd = ::open("/dev/null", O_RDWR);
-    for (int fd = 0; fd <= 2 && null_fd >= 0; ++fd) ::dup2(null_fd, fd);
-    char c;
-    while (::read(gate[0], &c, 1) > 0) {
-    }
-    for (auto* col : running) col->release();
-    _exit(0);
-  }
-  if (helper > 0) {
-    ::close(gate[0]);  // gate[1] stays open until this process exits
-    if (!quiet) std::cerr << "stackscope: probes are detached in the background (pid " << helper << ")\n";
-    return;  // the collectors' own release() now only drops our references
-  }
+// Detaches the probes once the recording is closed. A family's probes of one library are one uprobe_multi link,
+// so this takes well under a second (docs/BENCHMARKS.md); the progress line is for kernels without uprobe_multi,
+// where each probe is its own link and one RCU wait.
+void release_collectors(const std::vector<Collector*>& running, const std::string& out, bool quiet, bool tty) {
   for (auto* c : running)
-    c->release([&, last = int64_t{0}](size_t done, size_t total) mutable {
+    c->release([&, last = monotonic_ns()](size_t done, size_t total) mutable {
       int64_t now = monotonic_ns();
-      if (quiet || (done < total && now - last < (tty ? 200'000'000 : 5'000'000'000LL))) return;
+      if (quiet || now - last < (tty ? 1'000'000'000 : 5'000'000'000LL)) return;
       last = now;
       std::string line = fmt::format("stackscope: {} is safe; detaching probes {}/{}", out, done, total);
       std::cerr << (tty ? "\r\033[K" : "") << line << (tty && done < total ? "" : "\n") << std::flush;
@@ -183,6 +157,9 @@ int run_record(const RecordOptions& opt) {
     throw std::invalid_argument(fmt::format("--pid {}: no such process", opt.pid));
 
   auto [duty_on_ms, duty_period_ms] = parse_python_duty(opt.python_duty);
+  if (!(opt.budget_pct >= 0 && opt.budget_pct <= 100))
+    throw std::invalid_argument("--budget must be a percentage between 0 and 100 (0: no budget)");
+  TraceDetail detail{opt.detail == "full", opt.budget_pct};
   PythonOptions python{opt.python_mode, duty_on_ms, duty_period_ms, opt.python_sample_hz, 0};
   if (opt.python_sample_hz < 1 || opt.python_sample_hz > 10'000)
     throw std::invalid_argument("--python-sample-hz must be between 1 and 10000");
@@ -229,7 +206,7 @@ int run_record(const RecordOptions& opt) {
                            {"duration_s", opt.duration_s}, {"pid", opt.pid}, {"all", opt.all_processes},
                            {"python_mode", opt.python_mode}, {"python_duty", opt.python_duty},
                            {"python_sample_hz", opt.python_sample_hz}, {"python_offcpu_min", opt.python_offcpu_min},
-                           {"root", root}};
+                           {"detail", opt.detail}, {"budget_pct", opt.budget_pct}, {"root", root}};
   writer.set_meta("config", config.dump());
 
   struct sigaction sa{};
@@ -249,7 +226,7 @@ int run_record(const RecordOptions& opt) {
   if (opt.pid > 0) copt.pids.push_back(static_cast<uint32_t>(opt.pid));
   if (child.pid > 0) copt.pids.push_back(static_cast<uint32_t>(child.pid));
   copt.torch_ops = opt.torch_ops;
-  auto collectors = make_collectors(layers, python);
+  auto collectors = make_collectors(layers, python, detail);
   std::vector<Collector*> running;
   for (auto& c : collectors) {
     CollectorStatus st = c->start(writer, copt);
@@ -336,7 +313,7 @@ int run_record(const RecordOptions& opt) {
     }
     if (stopped_recording && (child.pid <= 0 || child_status >= 0)) break;
     if (stopped_recording && !released) {  // --duration (or a write failure) ended it; the command goes on
-      release_collectors(running, out, opt.quiet, tty, /*in_background=*/false);
+      release_collectors(running, out, opt.quiet, tty);
       released = true;
     }
   }
@@ -376,6 +353,15 @@ RegisterCommand reg("record", 10, [](CLI::App& app, int& exit_code) {
   cmd->add_option("--python-duty", opt->python_duty,
                   "With --python-mode capi: attach the C-API probes ON of every PERIOD (default 1s/10s: ~10 % of "
                   "their cost; series python.capi.watching marks the watched intervals), or 'always'");
+  cmd->add_option("--budget", opt->budget_pct,
+                  "Probe cost budget in % of the job's CPU time (default 1): a probe family whose hits would cost more "
+                  "is attached for a share of each second (series trace.<family>.watching; the notes give the "
+                  "sampling fraction to scale counts by); 0: no budget. Not with --detail full");
+  cmd->add_option("--detail", opt->detail,
+                  "budgeted (default): asynchronous CUDA calls probed at entry only (no duration), torch operators "
+                  "counted in the kernel (series torch.op.*), the cost budget applies; full: every call an event "
+                  "with its duration, every probe attached throughout (exact counts, higher cost)")
+      ->check(CLI::IsMember({"budgeted", "full"}));
   cmd->add_option("command", opt->command, "-- CMD ARGS...: run CMD as a child; the recording ends when it exits")
       ->excludes(pid);
   cmd->footer(

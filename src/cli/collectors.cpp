@@ -31,10 +31,12 @@ std::string python_offsets_json() {
 #endif
 }
 
-std::vector<std::unique_ptr<Collector>> make_collectors(const std::vector<Layer>& layers, const PythonOptions& python) {
+std::vector<std::unique_ptr<Collector>> make_collectors(const std::vector<Layer>& layers, const PythonOptions& python,
+                                                       const TraceDetail& detail) {
   std::vector<std::unique_ptr<Collector>> out;
   std::vector<Layer> traced;
-  (void)python;  // only the eBPF build uses it
+  (void)python;  // only the eBPF build uses them
+  (void)detail;
   for (Layer l : layers) {
     if (l == Layer::host) out.push_back(make_procfs_sampler({}));
     if (l == Layer::nvml) out.push_back(make_nvml_sampler({}));
@@ -51,6 +53,8 @@ std::vector<std::unique_ptr<Collector>> make_collectors(const std::vector<Layer>
     topts.python_duty_period_ms = python.duty_period_ms;
     topts.python_sample_hz = python.sample_hz;
     topts.python_offcpu_min_ns = static_cast<uint64_t>(python.offcpu_min_ns);
+    topts.full_detail = detail.full;
+    topts.budget_pct = detail.budget_pct;
     out.push_back(trace::make_uprobe_tracer(traced, topts));
   }
 #endif

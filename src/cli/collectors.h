@@ -24,9 +24,16 @@ struct PythonOptions {
   int sample_hz = 99;
   int64_t offcpu_min_ns = 200'000;
 };
+// What the uprobe families record (see trace/tracer.h): "budgeted" (entry-only asynchronous calls, torch operators
+// counted in the kernel, hot families duty-cycled to stay within budget_pct of the job's CPU) or "full".
+struct TraceDetail {
+  bool full = false;
+  double budget_pct = 1.0;
+};
 // Collectors for `layers` (one collector may serve several layers, e.g. the uprobe tracer).
 std::vector<std::unique_ptr<Collector>> make_collectors(const std::vector<Layer>& layers,
-                                                       const PythonOptions& python = {});
+                                                       const PythonOptions& python = {},
+                                                       const TraceDetail& detail = {});
 // The CPython offsets the stack sampler uses, as JSON ("" in a build without eBPF).
 std::string python_offsets_json();
 

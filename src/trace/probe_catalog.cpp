@@ -25,6 +25,7 @@ CallSpec rt(std::string name, std::vector<ArgField> fields, uint64_t flags = 0, 
   s.fields = std::move(fields);
   s.cookie_flags = flags | SS_COOKIE_RUNTIME;
   s.host_enqueue = async;
+  s.entry_only = async && SS_COOKIE_RET_DEREF(flags) == 0 && s.name.find("Free") == std::string::npos;
   return s;
 }
 
@@ -39,6 +40,7 @@ CallSpec drv(std::string name, std::vector<std::string> versions, std::vector<Ar
   s.fields = std::move(fields);
   s.cookie_flags = flags | SS_COOKIE_DRIVER;
   s.host_enqueue = async;
+  s.entry_only = async && SS_COOKIE_RET_DEREF(flags) == 0 && s.name.find("Free") == std::string::npos;
   return s;
 }
 
@@ -238,8 +240,9 @@ CallSpec python_capi_spec(const std::string& symbol) {
   return s;
 }
 
-uint64_t call_cookie(const CallSpec& spec, uint32_t id) {
+uint64_t call_cookie(const CallSpec& spec, uint32_t id, bool full_detail) {
   uint64_t c = (id & 0xffff) | spec.cookie_flags;
+  if (spec.entry_only && !full_detail) c |= SS_COOKIE_ENTRY_ONLY;
   for (auto& f : spec.fields)
     if (f.index >= SS_ARG_STACK && f.index < SS_ARG_DEREF) c |= SS_COOKIE_STACK;
   return c;

@@ -50,6 +50,9 @@ struct CallSpec {
   uint8_t kernel_arg = 0;
   uint64_t cookie_flags = 0;         // SS_COOKIE_* capture flags (stack, deref, runtime/driver)
   bool host_enqueue = false;         // asynchronous: duration is the CPU enqueue cost only
+  // Probed without a return probe unless --detail full: an asynchronous call with no out-parameter, whose
+  // duration is only the enqueue time (launches, async copies and memsets, stream waits). One trap, not two.
+  bool entry_only = false;
   bool has_ret = true;               // returns an error code worth recording
   const char* direction = nullptr;   // copies whose direction is in the name (cuMemcpyHtoD)
   uint8_t elem_size = 0;             // memsets by element count (cuMemsetD32: 4)
@@ -59,8 +62,9 @@ struct CallSpec {
 std::vector<CallSpec> builtin_call_specs();
 // Python C-API fallbacks (timed only, no arguments), appended after the built-ins.
 CallSpec python_capi_spec(const std::string& symbol);
-// The cookie for spec `id`: id plus the capture flags its fields need.
-uint64_t call_cookie(const CallSpec& spec, uint32_t id);
+// The cookie for spec `id`: id plus the capture flags its fields need; `full_detail` keeps the return probe of
+// entry-only calls (their duration and return value).
+uint64_t call_cookie(const CallSpec& spec, uint32_t id, bool full_detail = true);
 
 const char* nccl_datatype_name(int64_t dt);
 int nccl_datatype_size(int64_t dt);  // 0 when unknown

@@ -35,6 +35,8 @@ std::optional<Event> RecordDecoder::decode_call(const ss_call_record& r) {
   Event e = timed_event(spec.layer, r);
   e.name = spec.name;
   if (spec.host_enqueue) e.flags |= kEventHostEnqueue;
+  const bool entry_only = r.flags & SS_CALL_ENTRY_ONLY;  // no return probe: no duration, no return value
+  if (entry_only) e.flags |= kEventInstant;
   int64_t count = -1, dtype = -1, comm = 0;
   bool has_comm = false;
   for (auto& f : spec.fields) {
@@ -74,8 +76,8 @@ std::optional<Event> RecordDecoder::decode_call(const ss_call_record& r) {
   if (dtype >= 0 && count >= 0) {
     if (int size = nccl_datatype_size(dtype)) e.args.push_back({"bytes", count * size});
   }
-  if (spec.has_ret) e.args.push_back({"ret", static_cast<int64_t>(static_cast<int32_t>(r.ret))});
-  bool ok = !spec.has_ret || static_cast<int32_t>(r.ret) == 0;
+  if (spec.has_ret && !entry_only) e.args.push_back({"ret", static_cast<int64_t>(static_cast<int32_t>(r.ret))});
+  bool ok = !spec.has_ret || entry_only || static_cast<int32_t>(r.ret) == 0;
 
   switch (spec.role) {
     case CallRole::launch_host_fn: {

@@ -32,6 +32,17 @@ struct TracerOptions {
   int python_duty_period_ms = 0;
   // Python calls shorter than this are not reported (cuts volume on call-heavy code).
   uint64_t python_min_duration_ns = 0;
+  // false ("budgeted", the default): asynchronous CUDA calls are probed at entry only (no duration), torch
+  // operators are counted in the kernel (series torch.op.*, not one event each), and probe families whose hits
+  // would cost more than budget_pct of the job's CPU time are duty-cycled (trace.<family>.watching says when).
+  // true ("full"): every call is a record with its duration and every probe stays attached: exact counts.
+  bool full_detail = false;
+  double budget_pct = 1.0;      // 0: no budget
+  int budget_period_ms = 1000;  // a duty-cycled family is attached for a share of every period
+  double hit_cost_ns = 0;       // price of one probe hit; 0: measured at start
+  // false: one uprobe per probe even where the kernel has uprobe_multi (what kernels before 6.6 get; for tests
+  // and comparisons).
+  bool uprobe_multi = true;
   // Safety-net rescan of traced processes' maps (dlopen, missed events), milliseconds.
   int rescan_interval_ms = 1000;
   // Forward libbpf warnings to stderr.

@@ -7,13 +7,17 @@
 #include <sys/syscall.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdarg>
 #include <cstdio>
+#include <cmath>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -65,15 +69,90 @@ uint64_t read_counter(const bpf_map* map, uint32_t slot) {
   return sum;
 }
 
+// uprobe_multi links came with Linux 6.6. Older kernels load only the single-uprobe programs.
+bool kernel_has_uprobe_multi() {
+  utsname u{};
+  int major = 0, minor = 0;
+  if (::uname(&u) != 0 || std::sscanf(u.release, "%d.%d", &major, &minor) != 2) return false;
+  return major > 6 || (major == 6 && minor >= 6);
+}
+
+void skip_multi_programs(bpf_object* obj) {
+  bpf_program* prog = nullptr;
+  bpf_object__for_each_program(prog, obj) {
+    std::string name = bpf_program__name(prog);
+    if (name.ends_with("_multi")) bpf_program__set_autoload(prog, false);
+  }
+}
+
+// utime + stime of a process, in clock ticks (all its threads); 0 when gone.
+uint64_t process_cpu_ticks(uint32_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  std::getline(in, text);
+  auto close = text.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream rest(text.substr(close + 2));
+  std::string field;
+  uint64_t utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && rest >> field; ++i) {
+    if (i == 14) utime = std::strtoull(field.c_str(), nullptr, 10);
+    if (i == 15) stime = std::strtoull(field.c_str(), nullptr, 10);
+  }
+  return utime + stime;
+}
+
+// Busy ticks of the whole machine (/proc/stat: user nice system irq softirq steal), for --all.
+uint64_t system_busy_ticks() {
+  std::ifstream in("/proc/stat");
+  std::string cpu;
+  uint64_t v[8] = {};
+  in >> cpu;
+  for (auto& x : v) in >> x;
+  return v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+}
+
+}  // namespace
+
+// What the calibration probe is attached to: a function of this binary that does nothing.
+extern "C" __attribute__((noinline, used)) int stackscope_uprobe_calibration_target(int x) {
+  asm volatile("" ::: "memory");
+  return x + 1;
+}
+
+namespace {
+
+// libbpf's option structs, zeroed and sized (LIBBPF_OPTS's designated initialisers warn in C++).
+bpf_uprobe_opts uprobe_opts(uint64_t cookie, bool retprobe) {
+  bpf_uprobe_opts o{};
+  o.sz = sizeof o;
+  o.bpf_cookie = cookie;
+  o.retprobe = retprobe;
+  return o;
+}
+
+bpf_uprobe_multi_opts uprobe_multi_opts(const std::vector<uint64_t>& offsets, const std::vector<uint64_t>* cookies,
+                                        bool retprobe) {
+  static_assert(sizeof(uint64_t) == sizeof(__u64));
+  bpf_uprobe_multi_opts o{};
+  o.sz = sizeof o;
+  o.offsets = offsets.data();  // unsigned long: uint64_t on LP64
+  o.cookies = cookies ? reinterpret_cast<const __u64*>(cookies->data()) : nullptr;
+  o.cnt = offsets.size();
+  o.retprobe = retprobe;
+  return o;
+}
+
 template <typename Skel>
 int open_and_load(Skel*& skel, Skel* (*open)(), int (*load)(Skel*), void (*destroy)(Skel*), uint32_t rb_bytes,
-                  std::string* err, const std::function<void(Skel*)>& configure = {}) {
+                  bool multi, std::string* err, const std::function<void(Skel*)>& configure = {}) {
   skel = open();
   if (!skel) {
     *err = std::string("open failed: ") + std::strerror(errno);
     return -1;
   }
   bpf_map__set_max_entries(skel->maps.events, rb_bytes);
+  if (!multi) skip_multi_programs(skel->obj);
   if (configure) configure(skel);
   int rc = load(skel);
   if (rc) {
@@ -87,6 +166,7 @@ int open_and_load(Skel*& skel, Skel* (*open)(), int (*load)(Skel*), void (*destr
 }  // namespace
 
 bool is_traced_layer(Layer layer) {
+  static_assert(kPython == 3, "gates_ holds the uprobe families cuda, nccl, torch, python");
   return layer == Layer::cuda || layer == Layer::nccl || layer == Layer::torch || layer == Layer::python;
 }
 
@@ -126,24 +206,26 @@ CollectorStatus UprobeTracer::start(TelemetrySink& sink, const CollectorOptions&
     return CollectorStatus{false, msg};
   };
   uint32_t rb = topts_.ringbuf_bytes;
+  const bool multi = topts_.uprobe_multi && kernel_has_uprobe_multi();
   if (wants(Layer::cuda) &&
-      open_and_load<cuda_bpf>(cuda_, cuda_bpf__open, cuda_bpf__load, cuda_bpf__destroy, rb, &err))
+      open_and_load<cuda_bpf>(cuda_, cuda_bpf__open, cuda_bpf__load, cuda_bpf__destroy, rb, multi, &err))
     return fail("cuda BPF");
   if (wants(Layer::nccl) &&
-      open_and_load<nccl_bpf>(nccl_, nccl_bpf__open, nccl_bpf__load, nccl_bpf__destroy, std::max(rb / 4, 65536u), &err))
+      open_and_load<nccl_bpf>(nccl_, nccl_bpf__open, nccl_bpf__load, nccl_bpf__destroy, std::max(rb / 4, 65536u), multi, &err))
     return fail("nccl BPF");
   if (wants(Layer::torch) &&
-      open_and_load<torch_bpf>(torch_, torch_bpf__open, torch_bpf__load, torch_bpf__destroy, rb, &err))
+      open_and_load<torch_bpf>(torch_, torch_bpf__open, torch_bpf__load, torch_bpf__destroy, rb, multi, &err,
+                               [&](torch_bpf* s) { s->rodata->aggregate = !topts_.full_detail; }))
     return fail("torch BPF");
   if (wants(Layer::python) && (topts_.python_mode == "stack" || topts_.python_mode == "auto") &&
-      open_and_load<pystack_bpf>(pystack_, pystack_bpf__open, pystack_bpf__load, pystack_bpf__destroy, rb, &err,
+      open_and_load<pystack_bpf>(pystack_, pystack_bpf__open, pystack_bpf__load, pystack_bpf__destroy, rb, multi, &err,
                                  [&](pystack_bpf* s) { s->rodata->offcpu_min_ns = topts_.python_offcpu_min_ns; }))
     return fail("python stack BPF");
   if (wants(Layer::python) && topts_.python_mode != "off" && topts_.python_mode != "stack" &&
-      open_and_load<python_bpf>(python_, python_bpf__open, python_bpf__load, python_bpf__destroy, rb, &err,
+      open_and_load<python_bpf>(python_, python_bpf__open, python_bpf__load, python_bpf__destroy, rb, multi, &err,
                                 [&](python_bpf* s) { s->rodata->min_duration_ns = topts_.python_min_duration_ns; }))
     return fail("python BPF");
-  if (open_and_load<proc_bpf>(proc_, proc_bpf__open, proc_bpf__load, proc_bpf__destroy, 256u << 10, &err,
+  if (open_and_load<proc_bpf>(proc_, proc_bpf__open, proc_bpf__load, proc_bpf__destroy, 256u << 10, multi, &err,
                               [&](proc_bpf* s) {
                                 s->rodata->all_processes = options.all_processes;
                                 s->rodata->follow_children = options.follow_children;
@@ -199,27 +281,49 @@ CollectorStatus UprobeTracer::start(TelemetrySink& sink, const CollectorOptions&
   for (auto pid : options.pids) bpf_map_update_elem(bpf_map__fd(proc_->maps.traced), &pid, &one, BPF_ANY);
   if (options.all_processes)
     for (auto pid : list_pids()) pending_rescan_.insert(pid);
-  started_ = true;
-  stopping_ = false;
-  poller_ = std::thread([this] { poll_loop(); });
-  maintainer_ = std::thread([this] { maintain_loop(); });
-  if (python_ && duty_cycled()) {
-    python_->data->capture_enabled = 0;
-    SeriesInfo w;
-    w.name = "python.capi.watching";
-    w.subsystem = Subsystem::software;
-    w.unit = "ratio";
-    w.kind = SeriesKind::gauge;
-    w.category = SeriesCategory::static_value;  // strictly periodic: says when calls were watched, not a signal
-    w.host = options.host;
-    w.source = "ebpf";
-    watching_series_ = sink.add_series(w);
+  use_multi_ = multi;
+  if (!kernel_has_uprobe_multi()) sink.add_note("trace", "kernel older than 6.6: no uprobe_multi links, one uprobe per probe "
+                                          "(attaching and detaching take one kernel call each)");
+  start_ns_ = budget_mark_ns_ = monotonic_ns();
+  if (budgeted()) measure_hit_cost();
+  {
+    std::lock_guard<std::mutex> lock(gate_mu_);
+    auto now = std::chrono::steady_clock::now();
+    for (int f = kCuda; f <= kPython; ++f) {
+      auto& g = gates_[static_cast<size_t>(f)];
+      g.on_since_ns = start_ns_;
+      g.next_toggle = g.window_start = now;
+      if (!counters_of(f) || !progs_of(f).entry) continue;  // not loaded
+      g.hits_prev = read_counter(counters_of(f), SS_CNT_HITS);
+      if (f == kPython && duty_cycled()) {
+        g.fixed = g.cycling = g.ever_cycled = true;
+        g.on = false;  // the first window opens at once
+        g.on_ms = topts_.python_duty_on_ms;
+        g.period_ms = topts_.python_duty_period_ms;
+        g.fraction = static_cast<double>(g.on_ms) / g.period_ms;
+        g.watching_name = "python.capi.watching";
+        *capture_flag_of(f) = 0;
+      } else if (budgeted()) {
+        g.watching_name = fmt::format("trace.{}.watching", family_name(f));
+      }
+      if (g.fixed) add_watching_series(f);  // the budget's are added with the family's first probes
+    }
+  }
+  if (python_ && duty_cycled())
     sink.add_note("trace", fmt::format("python C-API probes duty-cycled: attached {} ms of every {} ms; calls are "
                                        "recorded only while python.capi.watching is 1, so divide counts by the "
                                        "watched time, not the run time", topts_.python_duty_on_ms,
                                        topts_.python_duty_period_ms));
-    duty_ = std::thread([this] { duty_loop(); });
-  }
+  if (budgeted())
+    sink.add_note("trace", fmt::format("cost budget {}% of the job's CPU time at {:.0f} ns per probe hit: a probe "
+                                       "family above it is attached for a share of every {} ms "
+                                       "(trace.<family>.watching is 1 while attached)", topts_.budget_pct,
+                                       hit_cost_ns_, topts_.budget_period_ms));
+  started_ = true;
+  stopping_ = false;
+  poller_ = std::thread([this] { poll_loop(); });
+  maintainer_ = std::thread([this] { maintain_loop(); });
+  control_ = std::thread([this] { control_loop(); });
   std::string layers;
   for (auto l : layers_) layers += (layers.empty() ? "" : ",") + std::string(layer_name(l));
   return {true, "tracing " + layers + (options.all_processes ? " in all processes" : "")};
@@ -244,12 +348,34 @@ void UprobeTracer::stop() {
     stopping_ = true;
   }
   cv_.notify_all();
-  if (duty_.joinable()) duty_.join();
-  if (watching_) set_watching(false);
-  if (duty_windows_)
-    sink_->add_note("trace", fmt::format("python duty cycle: {} window(s); attach {:.1f} ms, detach {:.1f} ms per "
-                                         "window on average", duty_windows_, duty_attach_ns_ / 1e6 / duty_windows_,
-                                         duty_detach_ns_ / 1e6 / duty_windows_));
+  if (control_.joinable()) control_.join();
+  if (torch_ && !topts_.full_detail) sample_torch_ops();  // the last interval's operators
+  {
+    std::lock_guard<std::mutex> lock(gate_mu_);
+    const int64_t end = monotonic_ns();
+    for (int f = kCuda; f <= kPython; ++f) {
+      auto& g = gates_[static_cast<size_t>(f)];
+      if (g.on) set_watching(f, false);
+      if (!g.ever_cycled) continue;
+      const int64_t since = g.first_ns ? g.first_ns : start_ns_;
+      const double watched = end > since ? static_cast<double>(g.watched_ns) / static_cast<double>(end - since) : 0;
+      // Each period's count is its window's rate times the period: with per-window errors of variance s2
+      // (estimated from consecutive windows), the total's relative error is 2 sqrt(n s2) / sum of rates.
+      double err = 0;
+      if (g.windows >= 2 && g.rate_sum > 0) {
+        const double n = static_cast<double>(g.windows), s2 = g.rate_ssd / (2 * (n - 1));
+        err = 2 * std::sqrt(n * s2) / g.rate_sum;
+      }
+      sink_->add_note("trace", fmt::format(
+          "{}: probes watched {:.1f}% of the recording since they were first attached ({} window(s), {}; attach {:.1f} ms, detach {:.1f} ms per "
+          "window): its events and series cover only the time {} is 1; scale counts by {:.4g} (sampling fraction "
+          "{:.4f}, error of the scaled counts about {:.0f}% from the spread of per-window rates)",
+          family_name(f), 100 * watched, g.windows, g.fixed ? "fixed duty cycle" : "cost budget",
+          g.windows ? g.attach_ns / 1e6 / static_cast<double>(g.windows) : 0.0,
+          g.windows ? g.detach_ns / 1e6 / static_cast<double>(g.windows) : 0.0, g.watching_name,
+          watched > 0 ? 1 / watched : 0.0, watched, 100 * err));
+    }
+  }
   if (poller_.joinable()) poller_.join();
   if (maintainer_.joinable()) maintainer_.join();
   if (rb_) ring_buffer__consume(rb_);  // what is still buffered
@@ -276,25 +402,42 @@ void UprobeTracer::release(const std::function<void(size_t done, size_t total)>&
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& [pid, v] : links_) links.insert(links.end(), v.begin(), v.end());
     links_.clear();
-    links.insert(links.end(), duty_links_.begin(), duty_links_.end());
-    duty_links_.clear();
     links.insert(links.end(), exited_links_.begin(), exited_links_.end());
     exited_links_.clear();
     attached_.clear();
   }
+  {
+    std::lock_guard<std::mutex> lock(gate_mu_);
+    for (auto& g : gates_) {
+      for (auto& set : g.sets)  // entries before returns, as detach_set does
+        links.insert(links.end(), set.links.rbegin(), set.links.rend());
+      g.sets.clear();
+    }
+  }
   links.insert(links.end(), pystack_links_.begin(), pystack_links_.end());
   pystack_links_.clear();
   pystack_attached_ = false;
+  if (proc_)  // the lifecycle tracepoints too: each detach waits for the kernel, so they go with the others
+    for (bpf_link** l : {&proc_->links.on_fork, &proc_->links.on_exec, &proc_->links.on_exit,
+                         &proc_->links.on_mmap_enter, &proc_->links.on_mmap_exit})
+      if (*l) {
+        links.push_back(*l);
+        *l = nullptr;
+      }
   destroy_links(links, progress);
   if (rb_) ring_buffer__free(rb_);
   rb_ = nullptr;
   ring_ctx_.clear();
-  if (cuda_) cuda_bpf__destroy(cuda_);
-  if (nccl_) nccl_bpf__destroy(nccl_);
-  if (torch_) torch_bpf__destroy(torch_);
-  if (python_) python_bpf__destroy(python_);
-  if (proc_) proc_bpf__destroy(proc_);
-  if (pystack_) pystack_bpf__destroy(pystack_);
+  {  // unloading a family also waits for the kernel: all at once
+    std::vector<std::thread> unload;
+    if (cuda_) unload.emplace_back(cuda_bpf__destroy, cuda_);
+    if (nccl_) unload.emplace_back(nccl_bpf__destroy, nccl_);
+    if (torch_) unload.emplace_back(torch_bpf__destroy, torch_);
+    if (python_) unload.emplace_back(python_bpf__destroy, python_);
+    if (proc_) unload.emplace_back(proc_bpf__destroy, proc_);
+    if (pystack_) unload.emplace_back(pystack_bpf__destroy, pystack_);
+    for (auto& t : unload) t.join();
+  }
   pystack_ = nullptr;
   cuda_ = nullptr;
   nccl_ = nullptr;
@@ -303,14 +446,19 @@ void UprobeTracer::release(const std::function<void(size_t done, size_t total)>&
   proc_ = nullptr;
 }
 
-// Serial on purpose: the kernel serialises uprobe detach (~100 ms each here); 8 or 32 threads took as long as one
-// (354 torch-layer links: 34-44 s either way, docs/BENCHMARKS.md).
+// Destroying a link waits for the kernel's RCU grace periods (~50-100 ms for a uprobe_multi link here); links are
+// destroyed from several threads so those waits overlap: a few dozen links still take about one wait.
 void UprobeTracer::destroy_links(const std::vector<bpf_link*>& links,
                                  const std::function<void(size_t done, size_t total)>& progress) {
-  for (size_t i = 0; i < links.size(); ++i) {
-    if (progress) progress(i, links.size());
-    bpf_link__destroy(links[i]);
-  }
+  std::atomic<size_t> next{0}, done{0};
+  auto work = [&] {
+    for (size_t i; (i = next++) < links.size(); ++done) bpf_link__destroy(links[i]);
+  };
+  std::vector<std::thread> threads;
+  for (size_t i = 1; i < std::min<size_t>(links.size(), 16); ++i) threads.emplace_back(work);
+  if (progress && !links.empty()) progress(0, links.size());
+  work();
+  for (auto& t : threads) t.join();
   if (progress && !links.empty()) progress(links.size(), links.size());
 }
 
@@ -435,10 +583,20 @@ void UprobeTracer::process_exited(uint32_t pid) {
       it = std::get<0>(*it) == static_cast<int>(pid) ? attached_.erase(it) : std::next(it);
     known_libs_.erase(static_cast<int>(pid));
     attached_layers_.erase(static_cast<int>(pid));
-    std::erase_if(duty_targets_, [&](const DutyTarget& t) { return t.pid_filter == static_cast<int>(pid); });
   }
-  // A dead process's probes are freed here, one RCU wait each, unless the recording is ending: then release()
-  // frees them after the recording is closed (the traced command exiting is what usually ends it).
+  if (cuda_) bpf_map_delete_elem(bpf_map__fd(cuda_->maps.fold_ranges), &pid);
+  fold_ranges_.erase(pid);
+  {
+    std::lock_guard<std::mutex> lock(gate_mu_);
+    for (auto& g : gates_)
+      std::erase_if(g.sets, [&](ProbeSet& set) {
+        if (set.pid_filter != static_cast<int>(pid)) return false;
+        links.insert(links.end(), set.links.rbegin(), set.links.rend());
+        return true;
+      });
+  }
+  // A dead process's probes are freed here, unless the recording is ending: then release() frees them after the
+  // recording is closed (the traced command exiting is what usually ends it).
   for (size_t i = 0; i < links.size(); ++i) {
     if (stopping_) {
       std::lock_guard<std::mutex> lock(mu_);
@@ -457,6 +615,7 @@ void UprobeTracer::rescan(uint32_t pid) {
   }
   auto maps = read_proc_maps(pid);
   if (maps.empty()) return;  // gone (its exit record follows) or a kernel thread
+  if (cuda_) update_fold_ranges(pid, maps);
   unsigned layers = 0;
   for (auto& lib : find_libraries(pid, maps)) {
     if (lib.kind == LibraryKind::python && pystack_) {
@@ -487,67 +646,214 @@ void UprobeTracer::rescan(uint32_t pid) {
   }
 }
 
-bool UprobeTracer::attach_pair(int pid_filter, const MappedLibrary& lib, uint64_t offset, bpf_program* entry,
-                               bpf_program* ret, uint64_t cookie) {
-  int family = entry == (cuda_ ? cuda_->progs.call_entry : nullptr)       ? kCuda
-               : entry == (nccl_ ? nccl_->progs.call_entry : nullptr)     ? kNccl
-               : entry == (torch_ ? torch_->progs.op_entry : nullptr)     ? kTorch
-                                                                          : kPython;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!attached_.insert({pid_filter, lib.dev, lib.inode, offset, family}).second) return true;  // alias
+void UprobeTracer::update_fold_ranges(uint32_t pid, const std::vector<MapEntry>& maps) {
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  for (auto& m : maps) {
+    if (!m.exec || ranges.size() >= SS_FOLD_RANGES) continue;
+    auto kind = classify_library(m.path);
+    if (kind == LibraryKind::cudart || kind == LibraryKind::cuda_driver) ranges.emplace_back(m.start, m.end);
   }
-  LIBBPF_OPTS(bpf_uprobe_opts, eo, .bpf_cookie = cookie, .retprobe = false);
-  LIBBPF_OPTS(bpf_uprobe_opts, ro, .bpf_cookie = cookie, .retprobe = true);
-  // Return probe first, as in duty_loop(): a call entered between the two attachments then has a return without
-  // an entry (counted, ignored) rather than an entry that no return ever closes.
-  bpf_link* r = bpf_program__attach_uprobe_opts(ret, pid_filter, lib.host_path.c_str(), offset, &ro);
-  if (!r) return false;
-  bpf_link* e = bpf_program__attach_uprobe_opts(entry, pid_filter, lib.host_path.c_str(), offset, &eo);
-  if (!e) {
-    bpf_link__destroy(r);
-    return false;
+  if (ranges.empty() || fold_ranges_[pid] == ranges) return;
+  fold_ranges_[pid] = ranges;
+  ss_fold_ranges value{};
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    value.lo[i] = ranges[i].first;
+    value.hi[i] = ranges[i].second;
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  auto& v = links_[pid_filter];
-  v.push_back(e);
-  v.push_back(r);
+  bpf_map_update_elem(bpf_map__fd(cuda_->maps.fold_ranges), &pid, &value, BPF_ANY);
+}
+
+UprobeTracer::FamilyProgs UprobeTracer::progs_of(int family) const {
+  switch (family) {
+    case kCuda:
+      if (cuda_) return {cuda_->progs.call_entry, cuda_->progs.call_return, cuda_->progs.call_entry_multi,
+                         cuda_->progs.call_return_multi};
+      break;
+    case kNccl:
+      if (nccl_) return {nccl_->progs.call_entry, nccl_->progs.call_return, nccl_->progs.call_entry_multi,
+                         nccl_->progs.call_return_multi};
+      break;
+    case kTorch:
+      if (torch_) return {torch_->progs.op_entry, torch_->progs.op_return, torch_->progs.op_entry_multi,
+                          torch_->progs.op_return_multi};
+      break;
+    case kPython:
+      if (python_) return {python_->progs.call_entry, python_->progs.call_return, python_->progs.call_entry_multi,
+                           python_->progs.call_return_multi};
+      break;
+  }
+  return {};
+}
+
+const bpf_map* UprobeTracer::counters_of(int family) const {
+  switch (family) {
+    case kCuda: return cuda_ ? cuda_->maps.counters : nullptr;
+    case kNccl: return nccl_ ? nccl_->maps.counters : nullptr;
+    case kTorch: return torch_ ? torch_->maps.counters : nullptr;
+    case kPython: return python_ ? python_->maps.counters : nullptr;
+    case kProc: return proc_ ? proc_->maps.counters : nullptr;
+    case kPyStack: return pystack_ ? pystack_->maps.counters : nullptr;
+  }
+  return nullptr;
+}
+
+uint32_t* UprobeTracer::capture_flag_of(int family) const {
+  switch (family) {
+    case kCuda: return cuda_ ? &cuda_->data->capture_enabled : nullptr;
+    case kNccl: return nccl_ ? &nccl_->data->capture_enabled : nullptr;
+    case kTorch: return torch_ ? &torch_->data->capture_enabled : nullptr;
+    case kPython: return python_ ? &python_->data->capture_enabled : nullptr;
+  }
+  return nullptr;
+}
+
+bpf_map* UprobeTracer::thread_map_of(int family) const {
+  switch (family) {
+    case kCuda: return cuda_ ? cuda_->maps.call_threads : nullptr;
+    case kNccl: return nccl_ ? nccl_->maps.call_threads : nullptr;
+    case kTorch: return torch_ ? torch_->maps.torch_threads : nullptr;
+    case kPython: return python_ ? python_->maps.call_threads : nullptr;
+  }
+  return nullptr;
+}
+
+// Return probes first: a call entered between the two attachments then has a return without an entry (counted,
+// ignored) rather than an entry that no return ever closes. detach_set() removes entries first for the same reason.
+bool UprobeTracer::attach_set(int family, ProbeSet& set) {
+  const FamilyProgs progs = progs_of(family);
+  const char* path = set.host_path.c_str();
+  if (use_multi_ && progs.entry_multi && progs.ret_multi) {
+    bpf_link* ret = nullptr;
+    if (!set.ret_offsets.empty()) {
+      auto ro = uprobe_multi_opts(set.ret_offsets, &set.ret_cookies, true);
+      ret = bpf_program__attach_uprobe_multi(progs.ret_multi, set.pid_filter, path, nullptr, &ro);
+    }
+    if (ret || set.ret_offsets.empty()) {
+      auto eo = uprobe_multi_opts(set.offsets, &set.cookies, false);
+      if (bpf_link* entry = bpf_program__attach_uprobe_multi(progs.entry_multi, set.pid_filter, path, nullptr, &eo)) {
+        if (ret) set.links.push_back(ret);
+        set.links.push_back(entry);
+        return true;
+      }
+    }
+    const int e = errno;
+    if (ret) bpf_link__destroy(ret);
+    if (e == ENOENT || e == ESRCH) return false;  // the process (its /proc/PID/root) is gone
+    note_once(fmt::format("{}: uprobe_multi link refused ({}): one uprobe per probe there", set.host_path,
+                          std::strerror(e)));
+    if (e == EOPNOTSUPP || e == ENOSYS) use_multi_ = false;
+  }
+  int failures = 0;
+  for (size_t i = 0; i < set.ret_offsets.size(); ++i) {
+    auto ro = uprobe_opts(set.ret_cookies[i], true);
+    if (bpf_link* l = bpf_program__attach_uprobe_opts(progs.ret, set.pid_filter, path, set.ret_offsets[i], &ro))
+      set.links.push_back(l);
+    else
+      ++failures;
+  }
+  size_t attached = 0;
+  for (size_t i = 0; i < set.offsets.size(); ++i) {
+    auto eo = uprobe_opts(set.cookies[i], false);
+    if (bpf_link* l = bpf_program__attach_uprobe_opts(progs.entry, set.pid_filter, path, set.offsets[i], &eo)) {
+      set.links.push_back(l);
+      ++attached;
+    } else {
+      ++failures;
+    }
+  }
+  if (failures)
+    note_once(fmt::format("{}: {} probe(s) failed to attach (pid filter {}): {}", set.host_path, failures,
+                          set.pid_filter, std::strerror(errno)));
+  return attached > 0;
+}
+
+void UprobeTracer::detach_set(ProbeSet& set) {
+  destroy_links({set.links.rbegin(), set.links.rend()}, {});
+  set.links.clear();
+}
+
+// The series that says when a family's probes were attached: 1 from now while they are, 0 while detached.
+// Called with gate_mu_ held.
+void UprobeTracer::add_watching_series(int family) {
+  auto& g = gates_[static_cast<size_t>(family)];
+  if (g.has_watching || g.watching_name.empty()) return;
+  SeriesInfo w;
+  w.name = g.watching_name;
+  w.subsystem = Subsystem::software;
+  w.unit = "ratio";
+  w.kind = SeriesKind::gauge;
+  w.category = SeriesCategory::static_value;  // says when calls were watched, not a signal
+  w.host = copts_.host;
+  w.source = "ebpf";
+  g.watching = sink_->add_series(w);
+  g.has_watching = true;
+  g.first_ns = monotonic_ns();
+  if (g.on) {
+    g.on_since_ns = g.first_ns;  // watched time counts from the family's first probes
+    Sample s{g.watching, g.first_ns, 1.0};
+    sink_->append_samples({&s, 1});
+  }
+}
+
+bool UprobeTracer::add_probe_set(int family, ProbeSet set) {
+  if (set.offsets.empty()) return false;
+  std::lock_guard<std::mutex> lock(gate_mu_);
+  auto& g = gates_[static_cast<size_t>(family)];
+  add_watching_series(family);
+  if (g.on && !attach_set(family, set)) return false;
+  g.sets.push_back(std::move(set));
   return true;
 }
 
 unsigned UprobeTracer::attach_library(int pid_filter, const MappedLibrary& lib,
                                       const std::shared_ptr<ElfImage>& img) {
-  int failures = 0, attached = 0;
-  auto attach_specs = [&](Layer layer, bpf_program* entry, bpf_program* ret) {
+  // One probe per address (aliases: weak nccl* and pnccl*, versioned names), entry-only where the cookie says so.
+  auto make_set = [&](const std::vector<std::pair<uint64_t, uint64_t>>& probes) {
+    ProbeSet set;
+    set.pid_filter = pid_filter;
+    set.host_path = lib.host_path;
+    std::set<uint64_t> seen;
+    for (auto& [offset, cookie] : probes) {
+      if (!seen.insert(offset).second) continue;
+      set.offsets.push_back(offset);
+      set.cookies.push_back(cookie);
+      if (!(cookie & SS_COOKIE_ENTRY_ONLY)) {
+        set.ret_offsets.push_back(offset);
+        set.ret_cookies.push_back(cookie);
+      }
+    }
+    return set;
+  };
+  auto spec_probes = [&](Layer layer) {
+    std::vector<std::pair<uint64_t, uint64_t>> probes;
     for (uint32_t id = 0; id < specs_.size(); ++id) {
       auto& spec = specs_[id];
       if (spec.layer != layer || std::find(spec.libs.begin(), spec.libs.end(), lib.kind) == spec.libs.end()) continue;
-      for (auto& sym_name : spec.symbols) {
-        const ElfSymbol* sym = img->find(sym_name);
-        if (!sym) continue;
-        auto off = img->vaddr_to_offset(sym->vaddr);
-        if (!off) continue;
-        if (attach_pair(pid_filter, lib, *off, entry, ret, call_cookie(spec, id)))
-          ++attached;
-        else
-          ++failures;
-      }
+      for (auto& sym_name : spec.symbols)
+        if (const ElfSymbol* sym = img->find(sym_name))
+          if (auto off = img->vaddr_to_offset(sym->vaddr))
+            probes.emplace_back(*off, call_cookie(spec, id, topts_.full_detail));
     }
+    return probes;
   };
+  int family = kCuda;
   Layer layer = Layer::cuda;
+  std::vector<std::pair<uint64_t, uint64_t>> probes;
   switch (lib.kind) {
     case LibraryKind::cudart:
     case LibraryKind::cuda_driver:
       if (!cuda_) return 0;
-      attach_specs(Layer::cuda, cuda_->progs.call_entry, cuda_->progs.call_return);
+      probes = spec_probes(Layer::cuda);
       break;
     case LibraryKind::nccl:
       if (!nccl_) return 0;
+      family = kNccl;
       layer = Layer::nccl;
-      attach_specs(Layer::nccl, nccl_->progs.call_entry, nccl_->progs.call_return);
+      probes = spec_probes(Layer::nccl);
       break;
     case LibraryKind::torch_cpu: {
       if (!torch_) return 0;
+      family = kTorch;
       layer = Layer::torch;
       std::vector<std::pair<uint32_t, uint64_t>> ops;
       {
@@ -571,13 +877,8 @@ unsigned UprobeTracer::attach_library(int pid_filter, const MappedLibrary& lib,
         }
         torch_ops_by_image_[img->path()] = ops;
       }
-      for (auto& [id, vaddr] : ops) {
-        auto off = img->vaddr_to_offset(vaddr);
-        if (off && attach_pair(pid_filter, lib, *off, torch_->progs.op_entry, torch_->progs.op_return, id))
-          ++attached;
-        else
-          ++failures;
-      }
+      for (auto& [id, vaddr] : ops)
+        if (auto off = img->vaddr_to_offset(vaddr)) probes.emplace_back(*off, id);
       if (ops.empty()) note_once(fmt::format("{}: no at::_ops::<op>::call symbol matched the operator list", lib.path));
       break;
     }
@@ -585,6 +886,7 @@ unsigned UprobeTracer::attach_library(int pid_filter, const MappedLibrary& lib,
       return 0;  // kernel host stubs are named from it on demand; operators enter through libtorch_cpu
     case LibraryKind::python: {
       if (!python_) return 0;  // off, or stack mode (register_python_stack)
+      family = kPython;
       layer = Layer::python;
       if (!img->find("Py_Initialize") && !img->find("_PyEval_EvalFrameDefault")) return 0;  // not an interpreter
       bool usdt = img->has_usdt("python", "function__entry") && img->has_usdt("python", "function__return");
@@ -600,50 +902,31 @@ unsigned UprobeTracer::attach_library(int pid_filter, const MappedLibrary& lib,
       }
       if (usdt && topts_.python_mode != "capi") {
         std::lock_guard<std::mutex> lock(mu_);
-        if (attached_.insert({pid_filter, lib.dev, lib.inode, 0, kPython}).second) {
-          bpf_link* e = bpf_program__attach_usdt(python_->progs.py_entry, pid_filter, lib.host_path.c_str(), "python",
-                                                 "function__entry", nullptr);
-          bpf_link* r = e ? bpf_program__attach_usdt(python_->progs.py_return, pid_filter, lib.host_path.c_str(),
-                                                     "python", "function__return", nullptr)
-                          : nullptr;
-          if (e && r) {
-            links_[pid_filter].push_back(e);
-            links_[pid_filter].push_back(r);
-            ++attached;
-          } else {
-            if (e) bpf_link__destroy(e);
-            attached_.erase({pid_filter, lib.dev, lib.inode, 0, kPython});
-            ++failures;
-          }
+        if (!attached_.insert({pid_filter, lib.dev, lib.inode, 0, kPython}).second) return 0;
+        bpf_link* e = bpf_program__attach_usdt(python_->progs.py_entry, pid_filter, lib.host_path.c_str(), "python",
+                                               "function__entry", nullptr);
+        bpf_link* r = e ? bpf_program__attach_usdt(python_->progs.py_return, pid_filter, lib.host_path.c_str(),
+                                                   "python", "function__return", nullptr)
+                        : nullptr;
+        if (e && r) {
+          links_[pid_filter].push_back(e);
+          links_[pid_filter].push_back(r);
+          return 1u << static_cast<unsigned>(layer);
         }
-      } else if (duty_cycled()) {
-        // Attached by duty_loop() at each watched window.
-        DutyTarget target{pid_filter, lib, {}};
-        for (uint32_t id = 0; id < specs_.size(); ++id) {
-          auto& spec = specs_[id];
-          if (spec.layer != Layer::python) continue;
-          for (auto& sym_name : spec.symbols)
-            if (const ElfSymbol* sym = img->find(sym_name))
-              if (auto off = img->vaddr_to_offset(sym->vaddr)) target.probes.emplace_back(*off, call_cookie(spec, id));
-        }
-        if (!target.probes.empty()) {
-          std::lock_guard<std::mutex> lock(mu_);
-          duty_targets_.push_back(std::move(target));
-          ++attached;
-        }
-      } else {
-        note_once(lib.path + ": no function-level USDT probes; timing C-API entry points instead");
-        attach_specs(Layer::python, python_->progs.call_entry, python_->progs.call_return);
+        if (e) bpf_link__destroy(e);
+        attached_.erase({pid_filter, lib.dev, lib.inode, 0, kPython});
+        note_once(fmt::format("{}: python USDT probes failed to attach (pid filter {}): {}", lib.path, pid_filter,
+                              std::strerror(errno)));
+        return 0;
       }
+      if (!duty_cycled()) note_once(lib.path + ": no function-level USDT probes; timing C-API entry points instead");
+      probes = spec_probes(Layer::python);
       break;
     }
     default:
       return 0;
   }
-  if (failures)
-    note_once(fmt::format("{}: {} probe(s) failed to attach (pid filter {}): {}", lib.path, failures, pid_filter,
-                          std::strerror(errno)));
-  return attached ? 1u << static_cast<unsigned>(layer) : 0u;
+  return add_probe_set(family, make_set(probes)) ? 1u << static_cast<unsigned>(layer) : 0u;
 }
 
 void UprobeTracer::note_once(const std::string& text) {
@@ -745,79 +1028,314 @@ bool UprobeTracer::attach_pystack() {
 
 // The watched interval must contain every reported call's start: its opening time is read before capture is
 // enabled, and its closing time after capture is disabled (a call that saw the flag set started in between).
-void UprobeTracer::set_watching(bool on) {
+// Called with gate_mu_ held.
+void UprobeTracer::set_watching(int family, bool on) {
+  auto& g = gates_[static_cast<size_t>(family)];
   int64_t t = 0;
   if (on) t = monotonic_ns();
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  python_->data->capture_enabled = on ? 1 : 0;
+  if (uint32_t* flag = capture_flag_of(family)) *flag = on ? 1 : 0;
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (!on) t = monotonic_ns();
-  watching_ = on;
-  Sample s{watching_series_, t, on ? 1.0 : 0.0};
-  sink_->append_samples({&s, 1});
+  if (on) {
+    g.on_since_ns = t;
+    g.window_hits0 = read_counter(counters_of(family), SS_CNT_HITS);
+  } else if (g.on) {
+    g.watched_ns += t - g.on_since_ns;
+    g.period_watched_ns += t - std::max(g.on_since_ns, budget_mark_ns_);
+    if (g.cycling && t > g.on_since_ns) {  // this window's hit rate: how steady the sampled family is
+      const double rate = static_cast<double>(read_counter(counters_of(family), SS_CNT_HITS) - g.window_hits0) /
+                          (static_cast<double>(t - g.on_since_ns) / 1e9);
+      if (g.windows++) g.rate_ssd += (rate - g.last_rate) * (rate - g.last_rate);
+      g.rate_sum += rate;
+      g.last_rate = rate;
+    }
+  }
+  g.on = on;
+  if (g.has_watching) {
+    Sample s{g.watching, t, on ? 1.0 : 0.0};
+    sink_->append_samples({&s, 1});
+  }
 }
 
-// Attaches the python C-API probes for python_duty_on_ms of every python_duty_period_ms. Calls are reported
-// only between set_watching(true), once all are attached, and set_watching(false), before any is detached.
-void UprobeTracer::duty_loop() {
-  using clock = std::chrono::steady_clock;
-  const auto on = std::chrono::milliseconds(topts_.python_duty_on_ms);
-  const auto period = std::chrono::milliseconds(topts_.python_duty_period_ms);
-  auto next_on = clock::now();
-  while (!stopping_) {
-    std::vector<DutyTarget> targets;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_until(lock, next_on, [&] { return stopping_.load(); });
-      if (stopping_) break;
-      targets = duty_targets_;
+// Attaches (on) or detaches (off) every probe set of a family. Calls are reported only between set_watching(true),
+// once all are attached, and set_watching(false), before any is detached. Called with gate_mu_ held.
+void UprobeTracer::switch_gate(int family, bool on) {
+  auto& g = gates_[static_cast<size_t>(family)];
+  if (on == g.on) return;
+  int64_t t0 = monotonic_ns();
+  if (on) {
+    for (auto& set : g.sets) attach_set(family, set);
+    // Calls in flight at the last detach, or entered while attaching, never return through a probe: forget every
+    // thread's stack of calls.
+    if (bpf_map* m = thread_map_of(family)) {
+      int fd = bpf_map__fd(m);
+      for (uint32_t tid; bpf_map_get_next_key(fd, nullptr, &tid) == 0;)
+        if (bpf_map_delete_elem(fd, &tid) != 0) break;
     }
-    if (targets.empty()) {  // no interpreter found yet: look again soon
-      next_on = clock::now() + std::chrono::milliseconds(100);
-      continue;
-    }
-    int64_t t0 = monotonic_ns();
-    // Calls in flight at the last detach never returned through a probe: forget every thread's call stack.
-    int fd = bpf_map__fd(python_->maps.call_threads);
-    for (uint32_t tid; bpf_map_get_next_key(fd, nullptr, &tid) == 0;)
-      if (bpf_map_delete_elem(fd, &tid) != 0) break;
-    for (auto& t : targets)
-      for (auto& [offset, cookie] : t.probes) {
-        LIBBPF_OPTS(bpf_uprobe_opts, eo, .bpf_cookie = cookie, .retprobe = false);
-        LIBBPF_OPTS(bpf_uprobe_opts, ro, .bpf_cookie = cookie, .retprobe = true);
-        // Return probe first: an entry probe alone pushes a frame per call that nothing pops, and a thread deeper
-        // than the frames kept reports nothing for the rest of the window. (Detached in this order too: entry first.)
-        for (auto [prog, opts] : {std::pair{python_->progs.call_return, &ro}, std::pair{python_->progs.call_entry, &eo}})
-          if (bpf_link* l = bpf_program__attach_uprobe_opts(prog, t.pid_filter, t.lib.host_path.c_str(), offset, opts)) {
-            std::lock_guard<std::mutex> lock(mu_);
-            duty_links_.push_back(l);
-          }
-      }
-    int64_t t1 = monotonic_ns();
-    for (uint32_t tid; bpf_map_get_next_key(fd, nullptr, &tid) == 0;)  // frames pushed while attaching
-      if (bpf_map_delete_elem(fd, &tid) != 0) break;
-    set_watching(true);
-    auto window_end = clock::now() + on;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_until(lock, window_end, [&] { return stopping_.load(); });
-    }
-    set_watching(false);
-    if (stopping_) break;  // release() detaches them, after the recording is closed
+    set_watching(family, true);
+    g.attach_ns += monotonic_ns() - t0;
+  } else {
+    set_watching(family, false);
+    // Every link of the family at once: while the entry link's detach waits for the kernel, the return link's
+    // breakpoint would still trap every call (a return probe traps at the entry too).
     std::vector<bpf_link*> links;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      links.swap(duty_links_);
+    for (auto& set : g.sets) {
+      links.insert(links.end(), set.links.rbegin(), set.links.rend());
+      set.links.clear();
     }
-    std::reverse(links.begin(), links.end());  // entries before returns (see above)
-    int64_t t2 = monotonic_ns();
     destroy_links(links, {});
-    duty_attach_ns_ += t1 - t0;
-    duty_detach_ns_ += monotonic_ns() - t2;
-    ++duty_windows_;
-    next_on += period;
-    if (next_on < clock::now()) next_on = clock::now() + (period - on);  // detaching overran the period
+    g.detach_ns += monotonic_ns() - t0;
   }
+}
+
+double UprobeTracer::watched_fraction(Layer layer) const {
+  int family = layer == Layer::cuda ? kCuda : layer == Layer::nccl ? kNccl : layer == Layer::torch ? kTorch : kPython;
+  std::lock_guard<std::mutex> lock(gate_mu_);
+  auto& g = gates_[static_cast<size_t>(family)];
+  int64_t now = monotonic_ns(), watched = g.watched_ns + (g.on ? now - g.on_since_ns : 0);
+  const int64_t since = g.first_ns ? g.first_ns : start_ns_;
+  return now > since ? static_cast<double>(watched) / static_cast<double>(now - since) : 1.0;
+}
+
+// Every interval: torch operator series; every budget period: the families' shares; at each window edge: attach
+// or detach a duty-cycled family.
+void UprobeTracer::control_loop() {
+  using clock = std::chrono::steady_clock;
+  const auto interval = std::chrono::milliseconds(std::max(1, copts_.interval_ms));
+  const auto budget_period = std::chrono::milliseconds(std::max(10, topts_.budget_period_ms));
+  // The first look comes early: a hot family costs its full price until then.
+  auto next_sample = clock::now() + interval,
+       next_budget = clock::now() + std::min<clock::duration>(budget_period, std::chrono::milliseconds(200));
+  auto last_budget = clock::now();
+  job_cpu_seconds();  // the baseline
+  while (!stopping_) {
+    auto wake = next_sample;
+    if (budgeted()) wake = std::min(wake, next_budget);
+    {
+      std::lock_guard<std::mutex> lock(gate_mu_);
+      for (auto& g : gates_)
+        if (g.cycling) wake = std::min(wake, g.next_toggle);
+    }
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_until(lock, wake, [&] { return stopping_.load(); });
+    }
+    if (stopping_) break;
+    auto now = clock::now();
+    if (now >= next_sample) {
+      if (torch_ && !topts_.full_detail) sample_torch_ops();
+      next_sample += interval;
+      if (next_sample < now) next_sample = now + interval;
+    }
+    if (budgeted() && now >= next_budget) {
+      rebalance_budget(std::chrono::duration<double>(now - last_budget).count());
+      last_budget = now;
+      next_budget = now + budget_period;
+    }
+    std::lock_guard<std::mutex> lock(gate_mu_);
+    for (int f = kCuda; f <= kPython; ++f) {
+      auto& g = gates_[static_cast<size_t>(f)];
+      if (!g.cycling || clock::now() < g.next_toggle) continue;
+      const auto period = std::chrono::milliseconds(g.period_ms);
+      if (g.on) {
+        switch_gate(f, false);
+        g.next_toggle = g.window_start + period;
+        if (g.next_toggle < clock::now()) g.next_toggle = clock::now() + period / 2;  // detaching overran it
+      } else {
+        g.window_start = clock::now();
+        switch_gate(f, true);
+        g.next_toggle = g.window_start + std::chrono::milliseconds(g.on_ms);
+      }
+    }
+  }
+}
+
+// The job's CPU time since the last call, in seconds: its processes' (the traced ones), or the machine's (--all).
+double UprobeTracer::job_cpu_seconds() {
+  static const double hz = static_cast<double>(::sysconf(_SC_CLK_TCK));
+  if (copts_.all_processes) {
+    uint64_t busy = system_busy_ticks(), prev = system_busy_ticks_;
+    system_busy_ticks_ = busy;
+    return prev && busy > prev ? static_cast<double>(busy - prev) / hz : 0;
+  }
+  uint64_t delta = 0;
+  std::map<uint32_t, uint64_t> now;
+  for (auto pid : traced_pids()) {
+    uint64_t ticks = process_cpu_ticks(pid);
+    now[pid] = ticks;
+    auto it = cpu_ticks_.find(pid);
+    uint64_t before = it != cpu_ticks_.end() ? it->second : 0;
+    if (ticks > before) delta += ticks - before;
+  }
+  cpu_ticks_.swap(now);
+  return static_cast<double>(delta) / hz;
+}
+
+// Each family's cost at full attachment is its hit rate while attached times the price of a hit. When they add up
+// to more than budget_pct of the job's own CPU time, the budget is shared out water-filling: the cheap families
+// stay attached, the hot ones get equal shares and are attached for that fraction of each period.
+void UprobeTracer::rebalance_budget(double period_s) {
+  constexpr double kNegligibleCores = 0.005;
+  if (period_s <= 0) return;
+  const double job_cores = job_cpu_seconds() / period_s;
+  std::lock_guard<std::mutex> lock(gate_mu_);
+  const int64_t now = monotonic_ns();
+  std::vector<std::pair<double, int>> costs;  // cores at full attachment, family
+  double overhead = 0;
+  for (int f = kCuda; f <= kPython; ++f) {
+    auto& g = gates_[static_cast<size_t>(f)];
+    if (g.fixed || g.watching_name.empty() || g.sets.empty()) continue;
+    const uint64_t hits = read_counter(counters_of(f), SS_CNT_HITS);
+    const int64_t watched = g.period_watched_ns + (g.on ? now - std::max(g.on_since_ns, budget_mark_ns_) : 0);
+    g.period_watched_ns = 0;
+    if (watched > 5'000'000) g.full_rate = static_cast<double>(hits - g.hits_prev) / (static_cast<double>(watched) / 1e9);
+    g.hits_prev = hits;
+    const double cost = g.full_rate * hit_cost_ns_ / 1e9;
+    overhead += cost * (g.cycling ? g.fraction : 1.0);
+    costs.emplace_back(cost, f);
+  }
+  budget_mark_ns_ = now;
+  if (costs.empty()) return;
+  double budget = topts_.budget_pct / 100.0 * std::max(0.0, job_cores - overhead);
+  std::sort(costs.begin(), costs.end());
+  size_t left = costs.size();
+  for (auto& [cost, f] : costs) {
+    auto& g = gates_[static_cast<size_t>(f)];
+    const double share = budget / static_cast<double>(left--);
+    // A family costing under 5 ms of CPU a second is never sampled, however idle the job: its calls are too few
+    // to matter and too few to estimate from a sample. Otherwise >= 5 ms of every second, so rates are still seen.
+    double fraction = cost <= std::max(share, kNegligibleCores) ? 1.0 : std::clamp(share / cost, 0.005, 1.0);
+    if (fraction > 0.95) fraction = 1.0;
+    budget -= std::min(cost, share);
+    const bool was_cycling = g.cycling;
+    g.fraction = fraction;
+    g.cycling = fraction < 1.0;
+    if (g.cycling) {
+      g.period_ms = std::max(10, topts_.budget_period_ms);
+      g.on_ms = std::max(5, static_cast<int>(std::lround(fraction * g.period_ms)));
+      if (!was_cycling) {
+        g.window_start = std::chrono::steady_clock::now();
+        g.next_toggle = g.window_start + std::chrono::milliseconds(g.on_ms);
+        if (!g.ever_cycled)
+          sink_->add_note("trace", fmt::format("{}: probes would cost {:.1f}% of the job's CPU ({:.0f} hits/s x {:.0f} "
+                                               "ns): attached {:.1f}% of each {} ms to stay within the {}% budget",
+                                               family_name(f), job_cores > 0 ? 100 * cost / job_cores : 0.0,
+                                               g.full_rate, hit_cost_ns_, 100 * fraction, g.period_ms,
+                                               topts_.budget_pct));
+        g.ever_cycled = true;
+      }
+    } else if (was_cycling && !g.on) {
+      switch_gate(f, true);
+    }
+  }
+}
+
+// Torch operators counted in the kernel: running totals per operator, turned into counter series (calls, time)
+// and the interval's median and 99th percentile from the log2 histogram (bucket midpoints).
+void UprobeTracer::sample_torch_ops() {
+  const int ncpu = libbpf_num_possible_cpus();
+  if (ncpu <= 0) return;
+  const int fd = bpf_map__fd(torch_->maps.op_stats);
+  std::vector<ss_op_stats> values(static_cast<size_t>(ncpu));
+  std::vector<Sample> samples;
+  const int64_t t = monotonic_ns();
+  uint32_t key = 0, next = 0;
+  bool first = true;
+  while (bpf_map_get_next_key(fd, first ? nullptr : &key, &next) == 0) {
+    first = false;
+    key = next;
+    if (bpf_map_lookup_elem(fd, &key, values.data()) != 0) continue;
+    ss_op_stats sum{};
+    for (auto& v : values) {
+      sum.count += v.count;
+      sum.total_ns += v.total_ns;
+      for (int b = 0; b < SS_HIST_BUCKETS; ++b) sum.hist[b] += v.hist[b];
+    }
+    auto [it, added] = op_series_.try_emplace(key);
+    OpSeries& os = it->second;
+    if (sum.count == os.count) continue;
+    if (added) {
+      std::string name;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        name = key < torch_names_.size() ? torch_names_[key] : fmt::format("aten::op#{}", key);
+      }
+      auto series = [&](const char* what, const char* unit, SeriesKind kind) {
+        SeriesInfo info = series_info(fmt::format("torch.op.{}", what), name, Subsystem::software, unit, kind,
+                                      kind == SeriesKind::counter ? SeriesCategory::event_counter
+                                                                  : SeriesCategory::dynamic,
+                                      "ebpf");
+        info.host = copts_.host;
+        return sink_->add_series(info);
+      };
+      os.calls = series("calls", "count", SeriesKind::counter);
+      os.time = series("time", "seconds", SeriesKind::counter);
+      os.p50 = series("p50", "seconds", SeriesKind::gauge);
+      os.p99 = series("p99", "seconds", SeriesKind::gauge);
+    }
+    const uint64_t n = sum.count - os.count;
+    auto quantile = [&](double q) {
+      uint64_t need = static_cast<uint64_t>(std::ceil(q * static_cast<double>(n))), seen = 0;
+      for (int b = 0; b < SS_HIST_BUCKETS; ++b) {
+        seen += sum.hist[b] - os.hist[static_cast<size_t>(b)];
+        if (seen >= need) return 1.5 * std::ldexp(1.0, b) / 1e9;
+      }
+      return std::ldexp(1.0, SS_HIST_BUCKETS) / 1e9;
+    };
+    samples.push_back({os.calls, t, static_cast<double>(sum.count)});
+    samples.push_back({os.time, t, static_cast<double>(sum.total_ns) / 1e9});
+    samples.push_back({os.p50, t, quantile(0.5)});
+    samples.push_back({os.p99, t, quantile(0.99)});
+    os.count = sum.count;
+    os.total_ns = sum.total_ns;
+    for (int b = 0; b < SS_HIST_BUCKETS; ++b) os.hist[static_cast<size_t>(b)] = sum.hist[b];
+  }
+  if (!samples.empty()) sink_->append_samples(samples);
+}
+
+// The price of one probe hit here: a function of this binary called with and without the calibration probe (a
+// program that only counts). Falls back to 5 us, what a hit costs on the GPU machines (docs/BENCHMARKS.md).
+void UprobeTracer::measure_hit_cost() {
+  hit_cost_ns_ = topts_.hit_cost_ns > 0 ? topts_.hit_cost_ns : 5000.0;
+  if (topts_.hit_cost_ns > 0 || !proc_) return;
+  auto addr = reinterpret_cast<uint64_t>(&stackscope_uprobe_calibration_target);
+  std::string path;
+  uint64_t offset = 0;
+  for (auto& m : read_proc_maps(static_cast<uint32_t>(::getpid())))
+    if (addr >= m.start && addr < m.end && m.exec && !m.path.empty() && m.path[0] == '/') {
+      path = m.path;
+      offset = addr - m.start + m.offset;
+    }
+  if (path.empty()) return;
+  int (*volatile fn)(int) = &stackscope_uprobe_calibration_target;
+  // The quickest of many short batches: a batch that the scheduler interrupted says nothing of the probe.
+  constexpr int kBatch = 100, kBatches = 40, kCalls = kBatch * kBatches;
+  auto run = [&] {
+    int64_t best = INT64_MAX;
+    int x = 0;
+    for (int b = 0; b < kBatches; ++b) {
+      int64_t t0 = monotonic_ns();
+      for (int i = 0; i < kBatch; ++i) x = fn(x);
+      best = std::min(best, monotonic_ns() - t0);
+    }
+    return best;
+  };
+  const int64_t bare = run();
+  bpf_link* link = nullptr;
+  if (use_multi_) {
+    std::vector<uint64_t> offsets{offset};
+    auto o = uprobe_multi_opts(offsets, nullptr, false);
+    link = bpf_program__attach_uprobe_multi(proc_->progs.calibrate_multi, ::getpid(), path.c_str(), nullptr, &o);
+  }
+  if (!link) link = bpf_program__attach_uprobe_opts(proc_->progs.calibrate, ::getpid(), path.c_str(), offset, nullptr);
+  if (!link) return;
+  const uint64_t hits0 = read_counter(proc_->maps.counters, SS_CNT_HITS);
+  const int64_t probed = run();
+  const uint64_t hits = read_counter(proc_->maps.counters, SS_CNT_HITS) - hits0;
+  bpf_link__destroy(link);
+  if (hits >= static_cast<uint64_t>(kCalls) && probed > bare)
+    hit_cost_ns_ = static_cast<double>(probed - bare) / kBatch;
 }
 
 bool UprobeTracer::wait_until_attached(uint32_t pid, Layer layer, std::chrono::milliseconds timeout) {
@@ -845,8 +1363,14 @@ UprobeTracer::Stats UprobeTracer::stats() const {
     s.nested += read_counter(m, SS_CNT_NESTED);
     s.unmatched += read_counter(m, SS_CNT_UNMATCHED);
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  for (auto& [pid, v] : links_) s.links += v.size();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [pid, v] : links_) s.links += v.size();
+  }
+  std::lock_guard<std::mutex> lock(gate_mu_);
+  for (auto& g : gates_)
+    for (auto& set : g.sets) s.links += set.links.size();
+  s.uprobe_multi = use_multi_;
   return s;
 }
 

@@ -1,6 +1,9 @@
 // The eBPF uprobe tracer: loads one BPF skeleton per family (cuda, nccl, torch, python) plus proc (fork, exec,
 // mmap, exit), finds the libraries in /proc/PID/maps, attaches per pid (or pid -1 for --all), follows new
 // processes and late-loaded libraries, and turns ring-buffer records into Events.
+// A family's probes in one library of one process are one uprobe_multi link per program (entry, return), so
+// attaching and detaching them is one call each; that makes stopping fast and lets the cost budget duty-cycle a
+// hot family (ProbeGate).
 #pragma once
 #include <array>
 #include <atomic>
@@ -24,6 +27,7 @@
 #include "trace/tracer.h"
 
 struct bpf_link;
+struct bpf_map;
 struct bpf_program;
 struct ring_buffer;
 struct cuda_bpf;
@@ -56,7 +60,12 @@ class UprobeTracer final : public Collector {
   struct Stats {
     uint64_t events = 0, lost = 0, nested = 0, unmatched = 0;
     size_t links = 0;
+    bool uprobe_multi = false;  // probes attached as uprobe_multi links (else one link per probe)
   };
+  // The share of the time since `layer`'s first probes during which they were attached (1 when never duty-cycled).
+  double watched_fraction(Layer layer) const;
+  // What one probe hit costs here, as measured at start (or given): the budget's price per hit.
+  double hit_cost_ns() const { return hit_cost_ns_; }
   Stats stats() const;
 
  private:
@@ -73,8 +82,58 @@ class UprobeTracer final : public Collector {
   void destroy_links(const std::vector<bpf_link*>& links, const std::function<void(size_t done, size_t total)>& progress);
   // Returns the bit of the layer it attached probes for (0: none).
   unsigned attach_library(int pid_filter, const MappedLibrary& lib, const std::shared_ptr<ElfImage>& img);
-  bool attach_pair(int pid_filter, const MappedLibrary& lib, uint64_t offset, bpf_program* entry,
-                   bpf_program* ret, uint64_t cookie);
+  // One family's probes in one library of one process filter.
+  struct ProbeSet {
+    int pid_filter = -1;
+    std::string host_path;
+    std::vector<uint64_t> offsets, cookies;          // entry probes
+    std::vector<uint64_t> ret_offsets, ret_cookies;  // return probes (not for entry-only calls)
+    std::vector<bpf_link*> links;                    // attached now, returns first
+  };
+  struct FamilyProgs {
+    bpf_program *entry = nullptr, *ret = nullptr, *entry_multi = nullptr, *ret_multi = nullptr;
+  };
+  // A family's probe sets and whether they are attached: always, or for a share of each period (the cost budget,
+  // or --python-duty), with a watching series saying when.
+  struct ProbeGate {
+    std::vector<ProbeSet> sets;
+    bool on = true;        // attached now (a new set is attached at once)
+    bool cycling = false;  // duty-cycled
+    bool fixed = false;    // duty from the options (python C-API), not from the budget
+    bool ever_cycled = false;
+    double fraction = 1;   // watched share of each period while cycling
+    int on_ms = 0, period_ms = 0;
+    std::string watching_name;
+    SeriesId watching = 0;
+    bool has_watching = false;
+    int64_t first_ns = 0;  // when its first probes were added (its watching series starts)
+    int64_t on_since_ns = 0, watched_ns = 0, period_watched_ns = 0;
+    uint64_t hits_prev = 0, window_hits0 = 0;
+    double full_rate = 0;  // probe hits per second while attached
+    uint64_t windows = 0;
+    // Per-window hit rates: their sum and the sum of squared differences between consecutive windows, which
+    // gives the scaled counts' error without mistaking the job's phases (idle, then busy) for noise.
+    double rate_sum = 0, rate_ssd = 0, last_rate = 0;
+    int64_t attach_ns = 0, detach_ns = 0;
+    std::chrono::steady_clock::time_point next_toggle, window_start;
+  };
+  FamilyProgs progs_of(int family) const;
+  const bpf_map* counters_of(int family) const;
+  uint32_t* capture_flag_of(int family) const;
+  bpf_map* thread_map_of(int family) const;
+  // Attaches a probe set (uprobe_multi, or one uprobe per probe where that fails); false when nothing attached.
+  bool attach_set(int family, ProbeSet& set);
+  void detach_set(ProbeSet& set);
+  // Adds a family's probes of one library; attaches them unless the family is duty-cycled and off now.
+  bool add_probe_set(int family, ProbeSet set);
+  void switch_gate(int family, bool on);
+  void add_watching_series(int family);
+  void control_loop();
+  void rebalance_budget(double period_s);
+  void sample_torch_ops();
+  double job_cpu_seconds();
+  void measure_hit_cost();
+  void update_fold_ranges(uint32_t pid, const std::vector<MapEntry>& maps);
   std::string kernel_name(uint32_t pid, uint64_t address);
   // Python stack sampling: registers the interpreter `lib` of `pid` with the sampler (its _PyRuntime address and
   // version's offsets). Returns the python layer bit when the process is sampled, 0 when this interpreter is
@@ -82,13 +141,13 @@ class UprobeTracer final : public Collector {
   unsigned register_python_stack(uint32_t pid, const std::vector<MapEntry>& maps, const MappedLibrary& lib);
   bool attach_pystack();  // perf events on every CPU and the scheduler tracepoints, at the first registration
   void note_once(const std::string& text);
-  // Only the C-API fallback is duty-cycled: USDT probes cost nothing where the interpreter has them.
+  // Only the C-API fallback has a fixed duty cycle: USDT probes cost nothing where the interpreter has them.
   bool duty_cycled() const {
     return topts_.python_mode == "capi" && topts_.python_duty_on_ms > 0 &&
            topts_.python_duty_period_ms > topts_.python_duty_on_ms;
   }
-  void duty_loop();
-  void set_watching(bool on);
+  bool budgeted() const { return !topts_.full_detail && topts_.budget_pct > 0; }
+  void set_watching(int family, bool on);
   void report_counters(bool final_report);
   void report_program_runs();
   bool wants(Layer l) const;
@@ -119,7 +178,7 @@ class UprobeTracer final : public Collector {
   std::condition_variable cv_;
   std::set<uint32_t> pending_rescan_, pending_exit_;
   std::set<uint32_t> traced_;
-  std::map<int, std::vector<bpf_link*>> links_;                        // by pid filter (-1: all)
+  std::map<int, std::vector<bpf_link*>> links_;                        // USDT links by pid filter (-1: all)
   std::set<std::tuple<int, uint64_t, uint64_t, uint64_t, int>> attached_;  // pid, dev, inode, offset, family
   std::map<int, std::set<std::pair<uint64_t, uint64_t>>> known_libs_;  // pid filter -> (dev, inode) handled
   std::map<int, unsigned> attached_layers_;                            // pid filter -> bit per Layer
@@ -127,20 +186,25 @@ class UprobeTracer final : public Collector {
   std::map<std::string, std::vector<std::pair<uint32_t, uint64_t>>> torch_ops_by_image_;  // image -> (op id, vaddr)
   std::set<std::string> notes_sent_;
   std::set<uint32_t> py_sampled_;  // processes registered with the stack sampler
-  // Duty-cycled python C-API probes: what to attach at each window (pid filter, library, (offset, cookie)).
-  struct DutyTarget {
-    int pid_filter;
-    MappedLibrary lib;
-    std::vector<std::pair<uint64_t, uint64_t>> probes;
-  };
-  std::vector<DutyTarget> duty_targets_;
-  std::vector<bpf_link*> duty_links_;  // attached now (duty thread only, and release())
   std::vector<bpf_link*> exited_links_;  // of processes that exited while stopping: left to release()
-  std::thread duty_;
-  SeriesId watching_series_ = 0;
-  bool watching_ = false;
-  uint64_t duty_windows_ = 0;
-  int64_t duty_attach_ns_ = 0, duty_detach_ns_ = 0;
+  std::map<uint32_t, std::vector<std::pair<uint64_t, uint64_t>>> fold_ranges_;  // pid -> CUDA library code
+
+  // Probe gates of the uprobe families (cuda, nccl, torch, python C-API) and the thread that duty-cycles them.
+  mutable std::mutex gate_mu_;  // gates_; taken before mu_ where both are
+  std::array<ProbeGate, 4> gates_;
+  bool use_multi_ = true;
+  double hit_cost_ns_ = 0;
+  std::thread control_;
+  int64_t start_ns_ = 0, budget_mark_ns_ = 0;  // recording start; last budget period's end
+  std::map<uint32_t, uint64_t> cpu_ticks_;  // job CPU: pid -> utime+stime at the last budget period
+  uint64_t system_busy_ticks_ = 0;
+  // Torch operators counted in the kernel: running totals already sent, series per operator.
+  struct OpSeries {
+    SeriesId calls = 0, time = 0, p50 = 0, p99 = 0;
+    uint64_t count = 0, total_ns = 0;
+    std::array<uint64_t, 32> hist{};
+  };
+  std::map<uint32_t, OpSeries> op_series_;
 
   // Poller-only state.
   std::unique_ptr<RecordDecoder> decoder_;

@@ -2,6 +2,8 @@
 //   fake_app calls          print "ready", wait for a line on stdin, make the calls, print "done"
 //   fake_app spawn N DIR    after a line on stdin, run N children (`child DIR`) one after another
 //   fake_app child DIR      wait until DIR/go.<pid> exists, make the calls, exit
+//   fake_app launches N     after a line on stdin: N runtime launches and N/2 direct driver launches, then one
+//                           stream synchronisation; prints "done"
 //   fake_app longjmp N      after a line on stdin: N stream synchronisations that a signal handler leaves with
 //                           siglongjmp (the probed runtime and driver calls never return), then 3 launches
 #include <setjmp.h>
@@ -99,6 +101,20 @@ int main(int argc, char** argv) {
       waitpid(c, &st, 0);
       std::printf("child %d exited %d\n", c, WIFEXITED(st) ? WEXITSTATUS(st) : -1);
     }
+    std::printf("done\n");
+    return 0;
+  }
+  if (mode == "launches" && argc > 2) {
+    std::printf("ready %d\n", getpid());
+    wait_line();
+    void* kargs[1] = {nullptr};
+    auto stream = reinterpret_cast<cudaStream_t>(0x5000);
+    int n = std::atoi(argv[2]);
+    for (int i = 0; i < n; ++i)
+      cudaLaunchKernel(reinterpret_cast<const void*>(&vector_add_stub), dim3{}, dim3{}, kargs, 0, stream);
+    for (int i = 0; i < n / 2; ++i)
+      cuLaunchKernel(reinterpret_cast<CUfunction>(0x77), 1, 1, 1, 1, 1, 1, 0, stream, kargs, nullptr);
+    cudaStreamSynchronize(stream);
     std::printf("done\n");
     return 0;
   }

@@ -1,0 +1,52 @@
+// Subject for the probe-cost tests: calls the fake libtorch_cpu.so's operators.
+//   fake_ops calls N          print "ready", wait for a line, call op10 N times and op11 once, print "done"
+//   fake_ops hot SECONDS US   print "ready", wait for a line, for SECONDS call op10 then spin US microseconds,
+//                             print "done CALLS"
+#include <time.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "fake_torch.h"
+
+static double now_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
+
+static void wait_line() {
+  char buf[64];
+  if (!std::fgets(buf, sizeof buf, stdin)) std::exit(2);
+}
+
+int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  std::string mode = argc > 1 ? argv[1] : "";
+  long x = 0;
+  if (mode == "calls" && argc > 2) {
+    std::printf("ready\n");
+    wait_line();
+    for (long i = 0, n = std::atol(argv[2]); i < n; ++i) x = fake_torch_op10(x);
+    x = fake_torch_op11(x);
+    std::printf("done %ld\n", x > 0 ? 0L : 1L);
+    return 0;
+  }
+  if (mode == "hot" && argc > 3) {
+    const double seconds = std::atof(argv[2]), spin = std::atof(argv[3]) / 1e6;
+    std::printf("ready\n");
+    wait_line();
+    long calls = 0;
+    const double end = now_s() + seconds;
+    for (double t = now_s(); t < end;) {
+      x = fake_torch_op10(x);
+      ++calls;
+      for (double until = t + spin; (t = now_s()) < until;) {
+      }
+    }
+    std::printf("done %ld\n", calls);
+    return x == 42 ? 3 : 0;
+  }
+  return 2;
+}
