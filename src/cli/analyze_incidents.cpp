@@ -76,40 +76,8 @@ Reported report_recording(const std::string& path, const AnalyzeOptions& opt) {
   nlohmann::json incidents = nlohmann::json::array();
   std::vector<Finding> findings;
   for (const Incident& inc : rep.incidents) {
-    nlohmann::json culprits = nlohmann::json::array(), evidence = nlohmann::json::array(), also = nlohmann::json::array();
-    for (const Culprit& c : inc.cause.culprits) {
-      nlohmann::json j = {{"kind", c.kind}, {"name", c.name}};
-      if (c.pid) j["pid"] = *c.pid;
-      culprits.push_back(j);
-    }
-    for (const IncidentEvidence& e : inc.cause.evidence)
-      evidence.push_back({{"metric", e.metric}, {"expected", number_or_null(e.expected)},
-                          {"observed", number_or_null(e.observed)}, {"unit", e.unit}, {"layer", e.layer},
-                          {"z", number_or_null(e.z)}});
-    for (CauseClass c : inc.also) also.push_back(cause_class_name(c));
-    auto at = [&](const std::optional<int64_t>& t) { return t ? nlohmann::json(rel(*t)) : nlohmann::json(nullptr); };
-    incidents.push_back(
-        {{"id", inc.id}, {"start_s", rel(inc.start_ns)}, {"end_s", rel(inc.end_ns)}, {"start_utc", iso(inc.start_ns)},
-         {"end_utc", iso(inc.end_ns)}, {"start_ns", inc.start_ns}, {"end_ns", inc.end_ns},
-         {"detected_at_s", at(inc.detected_at_ns)}, {"cause_at_s", at(inc.cause_at_ns)},
-         {"symptom", {{"metric", inc.symptom.metric}, {"expected", number_or_null(inc.symptom.expected)},
-                      {"observed", number_or_null(inc.symptom.observed)}, {"unit", inc.symptom.unit}}},
-         {"impact_s", inc.impact_s}, {"layers", inc.layers},
-         {"cause", {{"class", cause_class_name(inc.cause.cls)}, {"confidence", inc.cause.confidence},
-                    {"culprits", culprits}, {"evidence", evidence}}},
-         {"also", also}, {"summary", inc.summary}});
-    Finding f;
-    f.detector = "incident";
-    f.layer = inc.layers.empty() ? "job" : inc.layers.front();
-    f.subsystem = subsystem_of(inc.cause.cls);
-    f.host = rin.host;
-    f.subject = std::string(cause_class_name(inc.cause.cls));
-    f.t_start_ns = inc.start_ns;
-    f.t_end_ns = inc.end_ns;
-    f.score = inc.impact_s;
-    f.summary = inc.summary;
-    for (const IncidentEvidence& e : inc.cause.evidence) f.evidence.push_back({e.metric, e.layer, e.observed, e.expected, e.z});
-    findings.push_back(std::move(f));
+    incidents.push_back(incident_json(inc, t0, rin.realtime_offset_ns));
+    findings.push_back(incident_finding(inc, rin.host));
   }
   if (opt.store) store_findings(path, "incident", findings);
 
@@ -172,6 +140,47 @@ Reported report_recording(const std::string& path, const AnalyzeOptions& opt) {
 }
 
 }  // namespace
+
+nlohmann::json incident_json(const Incident& inc, int64_t t0, int64_t realtime_offset_ns) {
+  auto rel = [&](int64_t t) { return static_cast<double>(t - t0) * 1e-9; };
+  auto iso = [&](int64_t t) { return utc(t + realtime_offset_ns, true); };
+  nlohmann::json culprits = nlohmann::json::array(), evidence = nlohmann::json::array(), also = nlohmann::json::array();
+  for (const Culprit& c : inc.cause.culprits) {
+    nlohmann::json j = {{"kind", c.kind}, {"name", c.name}};
+    if (c.pid) j["pid"] = *c.pid;
+    culprits.push_back(j);
+  }
+  for (const IncidentEvidence& e : inc.cause.evidence)
+    evidence.push_back({{"metric", e.metric}, {"expected", number_or_null(e.expected)},
+                        {"observed", number_or_null(e.observed)}, {"unit", e.unit}, {"layer", e.layer},
+                        {"z", number_or_null(e.z)}});
+  for (CauseClass c : inc.also) also.push_back(cause_class_name(c));
+  auto at = [&](const std::optional<int64_t>& t) { return t ? nlohmann::json(rel(*t)) : nlohmann::json(nullptr); };
+  return {{"id", inc.id}, {"start_s", rel(inc.start_ns)}, {"end_s", rel(inc.end_ns)}, {"start_utc", iso(inc.start_ns)},
+          {"end_utc", iso(inc.end_ns)}, {"start_ns", inc.start_ns}, {"end_ns", inc.end_ns},
+          {"detected_at_s", at(inc.detected_at_ns)}, {"cause_at_s", at(inc.cause_at_ns)},
+          {"symptom", {{"metric", inc.symptom.metric}, {"expected", number_or_null(inc.symptom.expected)},
+                       {"observed", number_or_null(inc.symptom.observed)}, {"unit", inc.symptom.unit}}},
+          {"impact_s", inc.impact_s}, {"layers", inc.layers},
+          {"cause", {{"class", cause_class_name(inc.cause.cls)}, {"confidence", inc.cause.confidence},
+                     {"culprits", culprits}, {"evidence", evidence}}},
+          {"also", also}, {"summary", inc.summary}};
+}
+
+Finding incident_finding(const Incident& inc, const std::string& host) {
+  Finding f;
+  f.detector = "incident";
+  f.layer = inc.layers.empty() ? "job" : inc.layers.front();
+  f.subsystem = subsystem_of(inc.cause.cls);
+  f.host = host;
+  f.subject = std::string(cause_class_name(inc.cause.cls));
+  f.t_start_ns = inc.start_ns;
+  f.t_end_ns = inc.end_ns;
+  f.score = inc.impact_s;
+  f.summary = inc.summary;
+  for (const IncidentEvidence& e : inc.cause.evidence) f.evidence.push_back({e.metric, e.layer, e.observed, e.expected, e.z});
+  return f;
+}
 
 AnalysisOutput analyze_incidents(const AnalyzeOptions& opt) {
   AnalysisOutput out;

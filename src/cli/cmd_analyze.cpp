@@ -23,9 +23,11 @@ int run_analyze(const AnalyzeOptions& opt) {
     if (out.status) status = out.status;
   };
   if (opt.detector == "incidents" || opt.detector == "all") run_one("incidents", analyze_incidents);
-  // --verbose: the per-layer detail behind the incidents, in the text report.
+  // --verbose: the host-telemetry detail behind the incidents (Reveal reads samples only), in the text report.
+  // The per-layer GMM decodes every event into memory (gigabytes for an hour of a busy job), so it runs only
+  // when asked for (--detector gmm or all).
   const bool detail = opt.detector == "all" || (only_incidents && opt.verbose && !opt.json);
-  if (opt.detector == "gmm" || detail) run_one("gmm", analyze_gmm);
+  if (opt.detector == "gmm" || opt.detector == "all") run_one("gmm", analyze_gmm);
   if (opt.detector == "reveal" || detail) run_one("reveal", analyze_reveal);
   // The incidents alone print the documented object itself (docs/INCIDENTS.md); several analyses, one key each.
   if (opt.json) std::cout << (only_incidents ? all["incidents"] : all).dump(2) << "\n";
@@ -44,7 +46,8 @@ RegisterCommand reg("analyze", 30, [](CLI::App& app, int& exit_code) {
                   "(host telemetry), all")
       ->check(CLI::IsMember({"incidents", "gmm", "reveal", "all"}));
   cmd->add_flag("-v,--verbose", opt->verbose,
-                "incidents: also phases, progress signals and class scores, then the per-layer GMM and Reveal report");
+                "incidents: also phases, progress signals and class scores, then the Reveal host report (the per-layer GMM, "
+                "which holds every event in memory: --detector gmm)");
   cmd->add_option("--incident-window", opt->incident_window_s, "incidents: window length in seconds (default 1)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--window", opt->reveal_window, "reveal: sliding window length (default 3s)");

@@ -1,7 +1,7 @@
-// Reads a recording into the incident engine's input (analyze/incidents/incident_engine.h) by streaming it:
-// one pass over the event blocks feeds every event layer's window features and the job-progress counter, one
-// pass over the sample blocks feeds the nvml and host series' window features and the per-process series
-// (culprits). No event is held beyond the bounded prefix the step detection keeps.
+// Reads a recording into the incident engine's input (analyze/incidents/incident_engine.h) in one streaming pass
+// (store/recording_window_tables.h stream_call_records: events decoded on a second thread, then the sample
+// blocks) through analyze/incidents/incident_input_builder.h, the same builder `record --detect` feeds live.
+// No event is held beyond the bounded prefix the step detection keeps.
 #pragma once
 #include <string>
 

@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -79,93 +80,112 @@ class RecordPipeline {
 
 }  // namespace
 
-RecordingWindowTables read_window_tables(const RecordingReader& r, const WindowTablesOptions& o) {
-  if (!(o.window_s > 0)) throw std::invalid_argument("window must be > 0 seconds");
+void stream_call_records(const RecordingReader& r, const std::vector<Layer>& layers,
+                         const std::function<void(std::span<const analyze::CallRecord>)>& on_batch) {
+  if (layers.empty()) return;
+  EventFilter filter;
+  filter.layers = layers;
+  std::array<bool, static_cast<size_t>(Layer::kCount)> wanted{};
+  for (Layer l : layers) wanted[static_cast<size_t>(l)] = true;
+  // Arguments are compared by string id: each key is looked up once per recording, not once per event.
+  constexpr uint32_t kAbsent = UINT32_MAX;
+  const uint32_t depth = r.find_string("depth").value_or(kAbsent), bytes = r.find_string("bytes").value_or(kAbsent),
+                 sample = r.find_string("sample").value_or(kAbsent),
+                 offcpu = r.find_string("off-cpu").value_or(kAbsent);
+  auto record_of = [&](const codec::EventRef& e) {
+    analyze::CallRecord c;
+    c.layer = e.layer;
+    c.timed = !(e.flags & (kEventInstant | kEventUnfinished));
+    c.instant = e.flags & kEventInstant;
+    c.pid = e.pid;
+    c.tid = e.tid;
+    c.start_ns = e.start_ns;
+    c.duration_ns = e.duration_ns;
+    c.name = r.string_view_at(e.name);
+    c.name_key = e.name;
+    bool have_depth = false, have_bytes = false;
+    for (const codec::ArgRef& a : e.args) {  // the first argument of each key counts, as Event::arg finds it
+      if (a.key == depth && !have_depth) {
+        have_depth = true;
+        c.depth = a.kind == codec::ArgKind::integer ? a.integer : 0;
+      } else if (a.key == bytes && !have_bytes) {
+        have_bytes = true;
+        c.bytes = static_cast<double>(std::max<int64_t>(a.kind == codec::ArgKind::integer ? a.integer : 0, 0));
+      } else if (a.key == sample && !c.sample) {
+        c.sample = true;
+        c.offcpu = a.kind == codec::ArgKind::string && a.text == offcpu;
+      }
+    }
+    return c;
+  };
+  // Two stages on two threads: reading, decompressing and decoding blocks here, windowing in the caller's
+  // thread, handing over batches of records (a few MB in flight).
+  RecordPipeline pipe;
+  std::thread reader([&] {
+    try {
+      std::vector<analyze::CallRecord> batch;
+      batch.reserve(RecordPipeline::kBatch);
+      r.for_each_event_ref(filter, [&](const codec::EventRef& e) {
+        if (!wanted[static_cast<size_t>(e.layer)]) return;
+        batch.push_back(record_of(e));
+        if (batch.size() == RecordPipeline::kBatch) {
+          pipe.push(std::move(batch));
+          batch.clear();
+          batch.reserve(RecordPipeline::kBatch);
+        }
+      });
+      if (!batch.empty()) pipe.push(std::move(batch));
+      pipe.finish(nullptr);
+    } catch (...) {
+      pipe.finish(std::current_exception());
+    }
+  });
+  try {
+    std::vector<analyze::CallRecord> batch;
+    while (pipe.pop(batch)) on_batch(batch);
+  } catch (...) {
+    pipe.cancel();
+    reader.join();
+    throw;
+  }
+  reader.join();
+  pipe.rethrow();
+}
+
+analyze::WindowGrid recording_window_grid(const RecordingReader& r, double window_s) {
+  if (!(window_s > 0)) throw std::invalid_argument("window must be > 0 seconds");
   const auto span = r.data_span();
   if (!span) throw std::invalid_argument(r.path() + " holds no events and no samples");
-  RecordingWindowTables out;
-  out.grid = analyze::make_window_grid(span->first, span->second, static_cast<int64_t>(o.window_s * 1e9));
+  const auto grid = analyze::make_window_grid(span->first, span->second, static_cast<int64_t>(window_s * 1e9));
   // Every table keeps a few numbers per window and layer: a corrupt time or a tiny window must not ask for
   // gigabytes (10 M windows: 116 days of 1 s windows).
-  if (out.grid.count > kMaxWindows)
-    throw std::invalid_argument(r.path() + ": " + std::to_string(out.grid.count) + " windows of " +
-                                std::to_string(o.window_s) + " s, more than " + std::to_string(kMaxWindows) +
+  if (grid.count > kMaxWindows)
+    throw std::invalid_argument(r.path() + ": " + std::to_string(grid.count) + " windows of " +
+                                std::to_string(window_s) + " s, more than " + std::to_string(kMaxWindows) +
                                 "; choose a longer window");
+  return grid;
+}
+
+RecordingWindowTables read_window_tables(const RecordingReader& r, const WindowTablesOptions& o) {
+  RecordingWindowTables out;
+  out.grid = recording_window_grid(r, o.window_s);
   auto wanted = [&](Layer l) { return o.layers.empty() || std::find(o.layers.begin(), o.layers.end(), l) != o.layers.end(); };
 
   std::array<std::unique_ptr<analyze::CallWindowFeatures>, static_cast<size_t>(Layer::kCount)> calls;
-  EventFilter filter;
+  std::vector<Layer> call_layers;
   for (Layer l : kCallLayers) {
     if (!wanted(l)) continue;
     analyze::CallWindowOptions co;
     co.top_names = o.top_names;
     if (l == Layer::cuda) co.always_names = analyze::cuda_sync_and_memory_calls();
     calls[static_cast<size_t>(l)] = std::make_unique<analyze::CallWindowFeatures>(l, out.grid, std::move(co));
-    filter.layers.push_back(l);
+    call_layers.push_back(l);
   }
-  if (!filter.layers.empty()) {
-    // Arguments are compared by string id: each key is looked up once per recording, not once per event.
-    constexpr uint32_t kAbsent = UINT32_MAX;
-    const uint32_t depth = r.find_string("depth").value_or(kAbsent), bytes = r.find_string("bytes").value_or(kAbsent),
-                   sample = r.find_string("sample").value_or(kAbsent),
-                   offcpu = r.find_string("off-cpu").value_or(kAbsent);
-    auto record_of = [&](const codec::EventRef& e) {
-      analyze::CallRecord c;
-      c.layer = e.layer;
-      c.timed = !(e.flags & (kEventInstant | kEventUnfinished));
-      c.start_ns = e.start_ns;
-      c.duration_ns = e.duration_ns;
-      c.name = r.string_view_at(e.name);
-      c.name_key = e.name;
-      bool have_depth = false, have_bytes = false;
-      for (const codec::ArgRef& a : e.args) {  // the first argument of each key counts, as Event::arg finds it
-        if (a.key == depth && !have_depth) {
-          have_depth = true;
-          c.depth = a.kind == codec::ArgKind::integer ? a.integer : 0;
-        } else if (a.key == bytes && !have_bytes) {
-          have_bytes = true;
-          c.bytes = static_cast<double>(std::max<int64_t>(a.kind == codec::ArgKind::integer ? a.integer : 0, 0));
-        } else if (a.key == sample && !c.sample) {
-          c.sample = true;
-          c.offcpu = a.kind == codec::ArgKind::string && a.text == offcpu;
-        }
-      }
-      return c;
-    };
-    // Two stages on two threads: reading, decompressing and decoding blocks here, windowing in the caller's
-    // thread, handing over batches of records (a few MB in flight).
-    RecordPipeline pipe;
-    std::thread reader([&] {
-      try {
-        std::vector<analyze::CallRecord> batch;
-        batch.reserve(RecordPipeline::kBatch);
-        r.for_each_event_ref(filter, [&](const codec::EventRef& e) {
-          if (!calls[static_cast<size_t>(e.layer)]) return;
-          batch.push_back(record_of(e));
-          if (batch.size() == RecordPipeline::kBatch) {
-            pipe.push(std::move(batch));
-            batch.clear();
-            batch.reserve(RecordPipeline::kBatch);
-          }
-        });
-        if (!batch.empty()) pipe.push(std::move(batch));
-        pipe.finish(nullptr);
-      } catch (...) {
-        pipe.finish(std::current_exception());
-      }
+  if (!call_layers.empty()) {
+    stream_call_records(r, call_layers, [&](std::span<const analyze::CallRecord> batch) {
+      for (const analyze::CallRecord& c : batch) calls[static_cast<size_t>(c.layer)]->add(c);
     });
-    try {
-      std::vector<analyze::CallRecord> batch;
-      while (pipe.pop(batch))
-        for (const analyze::CallRecord& c : batch) calls[static_cast<size_t>(c.layer)]->add(c);
-    } catch (...) {
-      pipe.cancel();
-      reader.join();
-      throw;
-    }
-    reader.join();
-    pipe.rethrow();
-    for (Layer l : filter.layers) {
+    for (Layer l : call_layers) {
       const auto& acc = calls[static_cast<size_t>(l)];
       const std::string name(layer_name(l));
       out.events[name] = acc->events();

@@ -5,6 +5,8 @@
 // events, and events are decoded without building Event objects (RecordingReader::for_each_event_ref).
 #pragma once
 #include <cstdint>
+#include <functional>
+#include <span>
 #include <map>
 #include <set>
 #include <string>
@@ -36,6 +38,18 @@ struct RecordingWindowTables {
   std::map<std::string, uint64_t> events;  // call layers: events that started in the grid, by layer name
   uint64_t samples = 0;                    // samples read (both series layers)
 };
+
+// The back-to-back windows of `window_s` from the recording's first event or sample (analyze::make_window_grid).
+// Throws std::invalid_argument for a window <= 0, a recording that holds no events and no samples, or a span of
+// more than 10 M windows.
+analyze::WindowGrid recording_window_grid(const RecordingReader& reader, double window_s);
+
+// The events of `layers` (call layers), in stored order, as CallRecords: blocks are read, decompressed and decoded
+// on a second thread and handed over in batches (bounded: a few MB in flight) to `on_batch`, called on the
+// caller's thread; a record's name is a view into the reader's strings. Every streaming consumer of a recording's
+// events goes through here (read_window_tables, the incident engine's input). Throws RecordingError.
+void stream_call_records(const RecordingReader& reader, const std::vector<Layer>& layers,
+                         const std::function<void(std::span<const analyze::CallRecord>)>& on_batch);
 
 // Throws RecordingError for a defective file and std::invalid_argument for a window <= 0, a recording that
 // holds no events and no samples, or a span of more than 10 M windows.

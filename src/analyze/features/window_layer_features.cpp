@@ -169,11 +169,13 @@ CallWindowFeatures::CallWindowFeatures(Layer layer, WindowGrid grid, CallWindowO
       offcpu_ns_(grid.count, 0.0),
       offcpu_n_(grid.count, 0.0) {}
 
-void CallWindowFeatures::add(const Event& e) {
-  if (e.layer != layer_) return;
+CallRecord call_record_of(const Event& e) {
   CallRecord c;
   c.layer = e.layer;
   c.timed = !(e.flags & (kEventInstant | kEventUnfinished));
+  c.instant = e.flags & kEventInstant;
+  c.pid = e.pid;
+  c.tid = e.tid;
   c.start_ns = e.start_ns;
   c.duration_ns = e.duration_ns;
   c.name = e.name;
@@ -182,7 +184,12 @@ void CallWindowFeatures::add(const Event& e) {
   c.offcpu = sample && std::holds_alternative<std::string>(*sample) && std::get<std::string>(*sample) == "off-cpu";
   c.depth = e.arg_int("depth", 0);
   if (e.arg("bytes")) c.bytes = static_cast<double>(std::max<int64_t>(e.arg_int("bytes", 0), 0));
-  add(c);
+  return c;
+}
+
+void CallWindowFeatures::add(const Event& e) {
+  if (e.layer != layer_) return;
+  add(call_record_of(e));
 }
 
 uint32_t CallWindowFeatures::local_id(std::string_view name, uint32_t key) {

@@ -86,6 +86,8 @@ struct CallRecord {
   static constexpr uint32_t kNoNameKey = UINT32_MAX;
   Layer layer = Layer::host;
   bool timed = true;  // false: instant or unfinished (no duration)
+  bool instant = false;  // kEventInstant (a point in time, not an unfinished call)
+  uint32_t pid = 0, tid = 0;
   int64_t start_ns = 0, duration_ns = 0;
   std::string_view name;
   // The caller's own id for `name` (its recording's string id), so that a name is hashed once per recording
@@ -96,6 +98,9 @@ struct CallRecord {
   bool sample = false;  // has a "sample" argument (a Python stack sample)
   bool offcpu = false;  // ... and it is "off-cpu"
 };
+
+// The CallRecord of an Event (its string arguments read by key), for callers that hold Event objects.
+CallRecord call_record_of(const Event& e);
 
 // Accumulates the events of one layer (others are ignored) one at a time, so a long recording never has to be
 // held as Event objects; table() builds the columns described above.

@@ -14,8 +14,8 @@ namespace {
 constexpr size_t kMaxCountedNames = 1024;
 constexpr int kMinSteps = 8;
 
-bool is_sync(const std::string& n) { return n.find("Synchronize") != std::string::npos; }
-bool is_launch(const std::string& n) {
+bool is_sync(std::string_view n) { return n.find("Synchronize") != std::string::npos; }
+bool is_launch(std::string_view n) {
   return n.rfind("cudaLaunch", 0) == 0 || n.rfind("cuLaunch", 0) == 0 || n == "cudaGraphLaunch";
 }
 
@@ -61,11 +61,11 @@ JobProgressCounter::JobProgressCounter(WindowGrid grid, std::set<uint32_t> job_p
   for (auto& c : counts_) c.assign(grid_.count, 0.0);
 }
 
-void JobProgressCounter::add(const Event& e) {
+void JobProgressCounter::add(const CallRecord& e) {
   if (!pids_.empty() && !pids_.count(e.pid)) return;
   const auto w = grid_.index_of(e.start_ns);
   if (!w) return;
-  const bool instant = e.flags & kEventInstant;
+  const bool instant = e.instant;
   OpKind kind = OpKind::compute;
   bool op = false;
   switch (e.layer) {
@@ -89,14 +89,11 @@ void JobProgressCounter::add(const Event& e) {
       counts_[kTorch][*w] += 1;
       // Outermost operators only: nested ones start within microseconds of each other and their recorded order
       // varies, which hides the step's period.
-      op = !instant && e.arg_int("depth", 0) == 0;
+      op = !instant && e.depth == 0;
       break;
-    case Layer::python: {
-      const ArgValue* s = e.arg("sample");
-      if (s && std::holds_alternative<std::string>(*s) && std::get<std::string>(*s) == "cpu")
-        counts_[kPython][*w] += 1;
+    case Layer::python:
+      if (e.sample && !e.offcpu) counts_[kPython][*w] += 1;  // on-CPU stack samples
       break;
-    }
     default:
       break;
   }
@@ -124,12 +121,18 @@ void JobProgressCounter::add(const Event& e) {
   t.start_ns = e.start_ns;
   t.duration_ns = std::max<int64_t>(0, e.duration_ns);
   t.stream = static_cast<int32_t>(e.tid);
-  if (e.layer == Layer::nccl) t.bytes = e.arg_int("bytes", 0);
+  if (e.layer == Layer::nccl) t.bytes = static_cast<int64_t>(std::max(0.0, e.bytes));
   ops_.workers[wi->second].ops.push_back(t);
   ++buffered_;
 }
 
-JobProgress JobProgressCounter::finish() {
+JobProgress JobProgressCounter::finish(size_t windows) {
+  if (windows < grid_.count) {  // online: only the windows so far
+    grid_.count = windows;
+    for (auto& c : counts_) c.resize(windows);
+    for (auto& [name, per_window] : name_counts_) per_window.resize(windows);
+    for (auto& [pid, per_window] : ops_per_window_) per_window.resize(windows);
+  }
   static const char* kNames[kKinds] = {"collectives", "syncs", "launches", "torch_ops", "python_samples"};
   std::vector<ProgressSignal> candidates;
   std::optional<StepStats> steps;

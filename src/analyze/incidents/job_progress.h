@@ -46,8 +46,11 @@ class JobProgressCounter {
  public:
   // `job_pids`: the traced processes (empty: every event is the job's).
   JobProgressCounter(WindowGrid grid, std::set<uint32_t> job_pids = {}, size_t max_step_ops = 200'000);
-  void add(const Event& e);
-  JobProgress finish();
+  void add(const Event& e) { add(call_record_of(e)); }
+  // `c.name` is copied where kept.
+  void add(const CallRecord& c);
+  // The signals over the first `windows` windows (all of them by default): online, the windows so far. Once.
+  JobProgress finish(size_t windows = SIZE_MAX);
 
  private:
   enum Kind { kCollectives, kSyncs, kLaunches, kTorch, kPython, kKinds };
