@@ -118,7 +118,12 @@ std::string self_path() {
 }
 
 bpf_link* attach(bpf_program* prog, const char* target, bool retprobe, uint64_t cookie, std::string& err) {
-  LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = cookie, .retprobe = retprobe, .func_name = target);
+  // Filled by hand: LIBBPF_OPTS leaves members uninitialised by name, which g++ warns of with libbpf 1.7's headers.
+  bpf_uprobe_opts opts{};
+  opts.sz = sizeof(opts);
+  opts.bpf_cookie = cookie;
+  opts.retprobe = retprobe;
+  opts.func_name = target;
   bpf_link* l = bpf_program__attach_uprobe_opts(prog, static_cast<pid_t>(::getpid()), self_path().c_str(), 0, &opts);
   if (!l) err = std::string("attach ") + bpf_program__name(prog) + ": " + std::to_string(-errno);
   return l;

@@ -55,6 +55,7 @@ void IncidentInputBuilder::add(const CallRecord& c) {
 }
 
 void IncidentInputBuilder::add(const SeriesInfo& s, std::span<const int64_t> t, std::span<const double> v) {
+  progress_.add_watching(s.name, t, v);
   if (!host_) {
     nvml_ = std::make_unique<SeriesWindowFeatures>(grid_, job_pids_);
     host_ = std::make_unique<SeriesWindowFeatures>(grid_, job_pids_);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <type_traits>
 
 #include "analyze/incidents/robust_stats.h"
 #include "analyze/stragglers/straggler.h"
@@ -98,13 +99,15 @@ void JobProgressCounter::add(const CallRecord& e) {
       break;
   }
   if (!op) return;
-  auto& per_window = ops_per_window_[e.pid];
+  auto& per_window = ops_per_window_[{e.pid, e.layer}];
   if (per_window.empty()) per_window.assign(grid_.count, 0.0f);
   per_window[*w] += 1;
   const uint32_t name = ops_.intern(e.name);
   auto it = name_counts_.find(name);
-  if (it == name_counts_.end() && name_counts_.size() < kMaxCountedNames)
+  if (it == name_counts_.end() && name_counts_.size() < kMaxCountedNames) {
     it = name_counts_.emplace(name, std::vector<float>(grid_.count, 0.0f)).first;
+    name_layer_[name] = e.layer;
+  }
   if (it != name_counts_.end()) it->second[*w] += 1;
   if (buffered_ >= max_ops_) {
     capped_ = true;
@@ -126,13 +129,85 @@ void JobProgressCounter::add(const CallRecord& e) {
   ++buffered_;
 }
 
+void JobProgressCounter::add_watching(const std::string& series_name, std::span<const int64_t> t,
+                                      std::span<const double> v) {
+  static const std::map<std::string, Layer, std::less<>> kFamilies{
+      {"trace.cuda.watching", Layer::cuda},   {"trace.nccl.watching", Layer::nccl},
+      {"trace.torch.watching", Layer::torch}, {"trace.python.watching", Layer::python},
+      {"python.capi.watching", Layer::python}};
+  const auto f = kFamilies.find(series_name);
+  if (f == kFamilies.end() || t.empty() || grid_.count == 0) return;
+  auto& ns = watched_ns_[f->second];
+  if (ns.empty()) ns.assign(grid_.count, 0.0);
+  // A step function: each value holds until the next sample, the last one to the end of the grid.
+  const int64_t grid_end = grid_.end(grid_.count - 1);
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (!(v[i] > 0.5)) continue;
+    int64_t a = std::max(t[i], grid_.first_ns);
+    const int64_t b = std::min(i + 1 < t.size() ? t[i + 1] : grid_end, grid_end);
+    while (a < b) {
+      const auto w = grid_.index_of(a);
+      if (!w) break;
+      const int64_t cut = std::min(b, grid_.end(*w));
+      ns[*w] += static_cast<double>(cut - a);
+      a = cut;
+    }
+  }
+}
+
+std::vector<double> JobProgressCounter::watch_scale(Layer layer) const {
+  std::vector<double> scale(grid_.count, 1.0);
+  const auto it = watched_ns_.find(layer);
+  if (it == watched_ns_.end()) return scale;
+  // A window watched for less than 1 % of its length says nothing of its own (NaN: the caller fills it from a
+  // watched neighbour; its counts, 0 or a handful, would be scaled by a huge factor).
+  const double width = static_cast<double>(grid_.width_ns);
+  for (size_t w = 0; w < grid_.count && w < it->second.size(); ++w) {
+    const double share = it->second[w] / width;
+    if (share >= 0.01) {
+      scale[w] = 1.0 / std::min(1.0, share);
+    } else {
+      scale[w] = NAN;
+    }
+  }
+  return scale;
+}
+
 JobProgress JobProgressCounter::finish(size_t windows) {
   if (windows < grid_.count) {  // online: only the windows so far
     grid_.count = windows;
     for (auto& c : counts_) c.resize(windows);
     for (auto& [name, per_window] : name_counts_) per_window.resize(windows);
-    for (auto& [pid, per_window] : ops_per_window_) per_window.resize(windows);
+    for (auto& [key, per_window] : ops_per_window_) per_window.resize(windows);
+    for (auto& [layer, ns] : watched_ns_) ns.resize(windows);
   }
+  // Duty-cycled families: counts divided by the watched share of their window; a window never watched takes
+  // the previous watched window's scaled count (the next one's at the start).
+  auto rescale = [&](auto& per_window, Layer layer) {
+    if (!watched_ns_.count(layer)) return;
+    const std::vector<double> scale = watch_scale(layer);
+    std::optional<double> held;
+    for (size_t w = 0; w < per_window.size() && w < scale.size(); ++w) {
+      if (std::isfinite(scale[w])) {
+        per_window[w] = static_cast<std::remove_reference_t<decltype(per_window[w])>>(per_window[w] * scale[w]);
+        held = per_window[w];
+      } else if (held) {
+        per_window[w] = static_cast<std::remove_reference_t<decltype(per_window[w])>>(*held);
+      }
+    }
+    for (size_t w = 0; w < per_window.size() && w < scale.size() && !std::isfinite(scale[w]); ++w) {
+      size_t n = w;
+      while (n < scale.size() && !std::isfinite(scale[n])) ++n;
+      if (n < per_window.size()) per_window[w] = per_window[n];
+    }
+  };
+  rescale(counts_[kCollectives], Layer::nccl);
+  rescale(counts_[kSyncs], Layer::cuda);
+  rescale(counts_[kLaunches], Layer::cuda);
+  rescale(counts_[kTorch], Layer::torch);
+  for (auto& [name, per_window] : name_counts_)
+    if (auto l = name_layer_.find(name); l != name_layer_.end()) rescale(per_window, l->second);
+  for (auto& [key, per_window] : ops_per_window_) rescale(per_window, key.second);
   static const char* kNames[kKinds] = {"collectives", "syncs", "launches", "torch_ops", "python_samples"};
   std::vector<ProgressSignal> candidates;
   std::optional<StepStats> steps;
@@ -189,7 +264,10 @@ JobProgress JobProgressCounter::finish(size_t windows) {
   // operators' order varies): a step is `period` operations, so the operations per window give steps per window.
   if (!steps && main_ops_.size() >= 40) {
     const int period = sequence_period(main_ops_, std::min<int>(2000, static_cast<int>(main_ops_.size() / 4)), 0.75);
-    const std::vector<float>& ops = ops_per_window_[main_pid_];
+    std::vector<float> ops(grid_.count, 0.0f);
+    for (const auto& [key, per_window] : ops_per_window_)
+      if (key.first == main_pid_)
+        for (size_t w = 0; w < ops.size() && w < per_window.size(); ++w) ops[w] += per_window[w];
     if (period >= 2) {
       ProgressSignal sig{"steps", std::vector<double>(grid_.count)};
       std::vector<double> step_ms;

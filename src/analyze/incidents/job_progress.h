@@ -3,10 +3,15 @@
 // they can be found (markers, collective sequence or operator-sequence period: stragglers/assign_steps, run on a
 // bounded prefix of the job's operations), else collectives, synchronisations, kernel launches, Torch operators
 // or Python on-CPU stack samples -- and picks the most regular signal present.
+// Under the tracer's cost budget a hot probe family is attached only part of each second (series
+// trace.<family>.watching, python.capi.watching: 1 while attached): that family's counts in a window are divided
+// by the window's watched share, so a duty cycle is never read as the job slowing down.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -49,6 +54,8 @@ class JobProgressCounter {
   void add(const Event& e) { add(call_record_of(e)); }
   // `c.name` is copied where kept.
   void add(const CallRecord& c);
+  // A watching series (0/1 steps) of the tracer's budget; other series are ignored. Any order against add().
+  void add_watching(const std::string& series_name, std::span<const int64_t> t_ns, std::span<const double> values);
   // The signals over the first `windows` windows (all of them by default): online, the windows so far. Once.
   JobProgress finish(size_t windows = SIZE_MAX);
 
@@ -58,6 +65,9 @@ class JobProgressCounter {
   std::set<uint32_t> pids_;
   size_t max_ops_;
   std::vector<double> counts_[kKinds];
+  // Per layer: time the family's probes were attached, per window (ns); absent: always attached.
+  std::map<Layer, std::vector<double>> watched_ns_;
+  std::vector<double> watch_scale(Layer layer) const;  // per window: 1 / watched share (carried over unwatched windows)
   // Steps: a bounded prefix of the job's operations for assign_steps, and per-window counts of every operation
   // name (bounded) so that the step boundary found in the prefix can be counted over the whole recording.
   TimelineSet ops_;
@@ -65,7 +75,9 @@ class JobProgressCounter {
   size_t buffered_ = 0;
   bool capped_ = false;
   std::unordered_map<uint32_t, std::vector<float>> name_counts_;  // name id -> per window
-  std::unordered_map<uint32_t, std::vector<float>> ops_per_window_;  // pid -> its operations per window
+  std::unordered_map<uint32_t, Layer> name_layer_;                 // name id -> the layer its calls come from
+  // (pid, layer) -> that process's operations of that layer per window
+  std::map<std::pair<uint32_t, Layer>, std::vector<float>> ops_per_window_;
   std::vector<uint64_t> main_ops_;  // the main process's first operation names, in order
   uint32_t main_pid_ = 0;
 };
