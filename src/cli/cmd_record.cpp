@@ -52,6 +52,7 @@ struct RecordOptions {
   std::vector<std::string> command;
   bool detect = false;      // --detect: the incident engine while recording (online_detect.h)
   std::string detect_log;   // --detect-log FILE: its JSON lines ("-": stderr)
+  double detect_horizon_s = 1800;  // hidden --detect-horizon: windows the engine looks back over
 };
 
 std::string default_out_name() {
@@ -256,7 +257,7 @@ int run_record(const RecordOptions& opt) {
   std::unique_ptr<OnlineDetector> detector;
   if (opt.detect || !opt.detect_log.empty())
     detector = std::make_unique<OnlineDetector>(writer, std::set<uint32_t>(copt.pids.begin(), copt.pids.end()),
-                                                OnlineDetectOptions{.log_path = opt.detect_log, .host = host.hostname});
+                                                OnlineDetectOptions{.horizon_s = opt.detect_horizon_s, .log_path = opt.detect_log, .host = host.hostname});
   TelemetrySink& sink = detector ? static_cast<TelemetrySink&>(*detector) : writer;
   auto collectors = make_collectors(layers, python);
   std::vector<Collector*> running;
@@ -394,6 +395,8 @@ RegisterCommand reg("record", 10, [](CLI::App& app, int& exit_code) {
                 "Find incidents while recording (the engine of `analyze`, every second): a line on stderr as each "
                 "opens, changes cause and closes; stored in the recording as findings (detector incident-online)");
   cmd->add_option("--detect-log", opt->detect_log, "With --detect: its incidents as JSON lines to FILE ('-': stderr)");
+  cmd->add_option("--detect-horizon", opt->detect_horizon_s, "With --detect: seconds of windows it looks back over")
+      ->group("");
   cmd->add_option("command", opt->command, "-- CMD ARGS...: run CMD as a child; the recording ends when it exits")
       ->excludes(pid);
   cmd->footer(
