@@ -46,7 +46,8 @@ int main(int argc, char** argv) {
       incidents = rep.incidents.size();
     }
     std::printf("%zu windows, %llu events: engine pass %.1f ms mean, %.1f ms worst over %d passes (%zu incidents)\n",
-                grid.count, static_cast<unsigned long long>(builder.events()), total / passes, worst, passes, incidents);
+                grid.count, static_cast<unsigned long long>(builder.events()), total / passes, worst, passes,
+                incidents);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "online_detect_cost: %s\n", e.what());
     return 1;

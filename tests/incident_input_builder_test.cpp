@@ -66,7 +66,8 @@ TEST(IncidentInputBuilder, SnapshotOfTheWindowsSoFarIsTheInputOfThoseWindows) {
     for (Eigen::Index r = 0; r < t.values.rows(); ++r)
       for (Eigen::Index c = 0; c < t.values.cols(); ++c) {
         if (std::isnan(t.values(r, c)) && std::isnan(s.values(r, c))) continue;
-        EXPECT_DOUBLE_EQ(s.values(r, c), t.values(r, c)) << name << " " << t.columns[static_cast<size_t>(c)] << " " << r;
+        EXPECT_DOUBLE_EQ(s.values(r, c), t.values(r, c))
+            << name << " " << t.columns[static_cast<size_t>(c)] << " " << r;
       }
   }
   EXPECT_EQ(a.progress.signal.metric, b.progress.signal.metric);

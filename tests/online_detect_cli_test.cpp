@@ -90,7 +90,8 @@ TEST(OnlineDetectCli, CpuHogsAreReportedWithinFiveSecondsAndCausedWithinEight) {
   double detection_s = 1e9, cause_s = 1e9;
   for (const auto& inc : lines) {
     ASSERT_TRUE(inc["start_ns"].is_number_integer() && inc["end_ns"].is_number_integer()) << inc.dump();
-    if (inc["start_ns"].get<int64_t>() - 2'000'000'000 > hog_to || inc["end_ns"].get<int64_t>() + 2'000'000'000 < hog_from)
+    const int64_t slack = 2'000'000'000;
+    if (inc["start_ns"].get<int64_t>() - slack > hog_to || inc["end_ns"].get<int64_t>() + slack < hog_from)
       continue;  // not over the hogs
     const double origin_ns = static_cast<double>(inc["start_ns"].get<int64_t>()) - inc["start_s"].get<double>() * 1e9;
     const double onset_s = (static_cast<double>(hog_from) - origin_ns) * 1e-9;

@@ -255,9 +255,10 @@ int run_record(const RecordOptions& opt) {
   if (child.pid > 0) copt.pids.push_back(static_cast<uint32_t>(child.pid));
   copt.torch_ops = opt.torch_ops;
   std::unique_ptr<OnlineDetector> detector;
-  if (opt.detect || !opt.detect_log.empty())
-    detector = std::make_unique<OnlineDetector>(writer, std::set<uint32_t>(copt.pids.begin(), copt.pids.end()),
-                                                OnlineDetectOptions{.horizon_s = opt.detect_horizon_s, .log_path = opt.detect_log, .host = host.hostname});
+  if (opt.detect || !opt.detect_log.empty()) {
+    OnlineDetectOptions dopt{.horizon_s = opt.detect_horizon_s, .log_path = opt.detect_log, .host = host.hostname};
+    detector = std::make_unique<OnlineDetector>(writer, std::set<uint32_t>(copt.pids.begin(), copt.pids.end()), dopt);
+  }
   TelemetrySink& sink = detector ? static_cast<TelemetrySink&>(*detector) : writer;
   auto collectors = make_collectors(layers, python);
   std::vector<Collector*> running;

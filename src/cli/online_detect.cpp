@@ -90,7 +90,9 @@ struct OnlineDetector::Engine {
   }
 
   // Complete windows at `now` on the recording's grid.
-  size_t complete_windows(int64_t now) const { return now - kLateNs <= t0 ? 0 : static_cast<size_t>((now - kLateNs - t0) / width); }
+  size_t complete_windows(int64_t now) const {
+    return now - kLateNs <= t0 ? 0 : static_cast<size_t>((now - kLateNs - t0) / width);
+  }
 
   void take_and_feed() {
     std::vector<PendingEvent> ev;
@@ -135,7 +137,8 @@ struct OnlineDetector::Engine {
     std::string line;
     if (std::string_view(what) == "open")
       line = fmt::format("stackscope: incident #{} from {:.1f} s: {}, {} (detected at {:.1f} s)", inc.id,
-                         rel(inc.start_ns), cause_class_name(inc.cause.cls), culprit_text(inc), rel(*inc.detected_at_ns));
+                         rel(inc.start_ns), cause_class_name(inc.cause.cls), culprit_text(inc),
+                         rel(*inc.detected_at_ns));
     else if (std::string_view(what) == "cause")
       line = fmt::format("stackscope: incident #{} from {:.1f} s: cause now {}, {}", inc.id, rel(inc.start_ns),
                          cause_class_name(inc.cause.cls), culprit_text(inc));
@@ -189,8 +192,10 @@ struct OnlineDetector::Engine {
       const bool changed = inc.cause.cls != match->last.cause.cls;
       inc.id = match->last.id;
       inc.detected_at_ns = match->last.detected_at_ns;
-      inc.cause_at_ns = changed ? (inc.cause.cls == CauseClass::unexplained ? std::nullopt : std::optional<int64_t>(now))
-                                : match->last.cause_at_ns;
+      if (!changed)
+        inc.cause_at_ns = match->last.cause_at_ns;
+      else if (inc.cause.cls != CauseClass::unexplained)
+        inc.cause_at_ns = now;
       match->last = std::move(inc);
       if (changed) emit(*match, "cause");
     }
@@ -344,7 +349,8 @@ std::vector<Finding> OnlineDetector::finish() {
     out.push_back(std::move(f));
   }
   if (e.dropped)
-    std::cerr << fmt::format("stackscope: --detect: the engine fell behind and skipped {} events and samples\n", e.dropped);
+    std::cerr << fmt::format("stackscope: --detect: the engine fell behind and skipped {} events and samples\n",
+                             e.dropped);
   return out;
 }
 
