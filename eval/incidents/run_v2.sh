@@ -90,7 +90,7 @@ fi
 record_opts=()
 if ((detect)); then
   if "$S" record --help 2>&1 | grep -q -- '--detect'; then
-    record_opts=(--detect)
+    record_opts=(--detect --detect-log -)
   else
     echo "run_v2.sh: this stackscope's record has no --detect: detection and cause delays are not measured" \
       | tee "$out/detect_not_measured.txt"

@@ -19,11 +19,13 @@
 #include <fmt/format.h>
 
 #include "cli/collectors.h"
+#include "cli/online_detect.h"
 #include "cli/registry.h"
 #include "analyze/reveal/windows.h"
 #include "model/clock.h"
 #include "model/process.h"
 #include "sample/host_info.h"
+#include "store/recording_reader.h"
 #include "store/recording_writer.h"
 #include "store/sqlite_db.h"
 
@@ -50,6 +52,9 @@ struct RecordOptions {
   double budget_pct = 1.0;
   std::string detail = "budgeted";
   std::vector<std::string> command;
+  bool detect = false;      // --detect: the incident engine while recording (online_detect.h)
+  std::string detect_log;   // --detect-log FILE: its JSON lines ("-": stderr)
+  double detect_horizon_s = 1800;  // hidden --detect-horizon: windows the engine looks back over
 };
 
 std::string default_out_name() {
@@ -226,10 +231,16 @@ int run_record(const RecordOptions& opt) {
   if (opt.pid > 0) copt.pids.push_back(static_cast<uint32_t>(opt.pid));
   if (child.pid > 0) copt.pids.push_back(static_cast<uint32_t>(child.pid));
   copt.torch_ops = opt.torch_ops;
+  std::unique_ptr<OnlineDetector> detector;
+  if (opt.detect || !opt.detect_log.empty()) {
+    OnlineDetectOptions dopt{.horizon_s = opt.detect_horizon_s, .log_path = opt.detect_log, .host = host.hostname};
+    detector = std::make_unique<OnlineDetector>(writer, std::set<uint32_t>(copt.pids.begin(), copt.pids.end()), dopt);
+  }
+  TelemetrySink& sink = detector ? static_cast<TelemetrySink&>(*detector) : writer;
   auto collectors = make_collectors(layers, python, detail);
   std::vector<Collector*> running;
   for (auto& c : collectors) {
-    CollectorStatus st = c->start(writer, copt);
+    CollectorStatus st = c->start(sink, copt);
     // Collectors put their own notes into the recording; the operator sees the message once here.
     if (!st.message.empty()) std::cerr << "stackscope: " << c->name() << ": " << st.message << "\n";
     if (st.running) running.push_back(c.get());
@@ -277,6 +288,11 @@ int run_record(const RecordOptions& opt) {
     // The recording is finished and closed before any probe is detached (release_collectors below).
     for (auto* c : running) c->stop();
     writer.close();
+    if (detector) try {
+        store_findings(out, "incident-online", detector->finish());
+      } catch (const std::exception& e) {
+        std::cerr << "stackscope: --detect: incidents not stored: " << e.what() << "\n";
+      }
     summary();
   };
   for (;;) {
@@ -362,6 +378,12 @@ RegisterCommand reg("record", 10, [](CLI::App& app, int& exit_code) {
                   "counted in the kernel (series torch.op.*), the cost budget applies; full: every call an event "
                   "with its duration, every probe attached throughout (exact counts, higher cost)")
       ->check(CLI::IsMember({"budgeted", "full"}));
+  cmd->add_flag("--detect", opt->detect,
+                "Find incidents while recording (the engine of `analyze`, every second): a line on stderr as each "
+                "opens, changes cause and closes; stored in the recording as findings (detector incident-online)");
+  cmd->add_option("--detect-log", opt->detect_log, "With --detect: its incidents as JSON lines to FILE ('-': stderr)");
+  cmd->add_option("--detect-horizon", opt->detect_horizon_s, "With --detect: seconds of windows it looks back over")
+      ->group("");
   cmd->add_option("command", opt->command, "-- CMD ARGS...: run CMD as a child; the recording ends when it exits")
       ->excludes(pid);
   cmd->footer(

@@ -91,7 +91,7 @@ ProgressAnalysis analyze_progress(const std::vector<double>& p, const WindowGrid
   add_phase(PhaseKind::warmup, s0, w0, "progress still climbing to its steady level");
   // Shutdown: the low tail after the last two steady windows.
   size_t e0 = n;
-  while (e0 > w0 + 1 && (out.low[e0 - 1] || out.low[e0 - 2])) --e0;
+  while (!opt.open_end && e0 > w0 + 1 && (out.low[e0 - 1] || out.low[e0 - 2])) --e0;
   if (e0 < n) {
     e0 = std::max(e0, n - std::min(edge, n - w0));
     add_phase(PhaseKind::shutdown, e0, n, "progress below its steady level as the job ended");

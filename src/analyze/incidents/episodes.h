@@ -23,6 +23,9 @@ struct EpisodeOptions {
   size_t min_periodic = 3;       // recurring dips needed to call them periodic
   double idle_level = 0.05;      // progress below this fraction of steady is no progress
   size_t min_idle_windows = 30;  // a stretch of no progress this long (and unexplained) is idle
+  // Online (record --detect): the windows so far, the job still running, so a low tail is not its shutdown but an
+  // incident in progress.
+  bool open_end = false;
 };
 
 struct Episode {

@@ -1,0 +1,56 @@
+// The per-window cost of `record --detect` at its largest horizon: a recording is fed through the incident input
+// builder (as the recorder's stream feeds it), then the pass the engine thread makes every window -- the input of
+// the windows so far (IncidentInputBuilder::snapshot) and find_incidents on it -- is timed at that many windows.
+// Usage: online_detect_cost REC [WINDOWS] [PASSES]   (WINDOWS default 3600: 2 x the 30 min horizon)
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+#include "analyze/incidents/incident_engine.h"
+#include "analyze/incidents/incident_input_builder.h"
+#include "store/recording_reader.h"
+#include "store/recording_window_tables.h"
+
+using namespace stackscope;
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: online_detect_cost REC [WINDOWS] [PASSES]\n");
+    return 2;
+  }
+  try {
+    const RecordingReader r(argv[1]);
+    auto grid = recording_window_grid(r, 1.0);
+    const size_t windows = argc > 2 ? std::stoul(argv[2]) : 3600;
+    const int passes = argc > 3 ? std::stoi(argv[3]) : 5;
+    if (grid.count > windows) grid.count = windows;
+    analyze::incidents::IncidentInputBuilder builder(grid, {}, 20'000);  // the online step-prefix bound
+    stream_call_records(r, {Layer::cuda, Layer::nccl, Layer::torch, Layer::python, Layer::kernel},
+                        [&](std::span<const analyze::CallRecord> batch) {
+                          for (const auto& c : batch) builder.add(c);
+                        });
+    r.for_each_sample_run([&](const SeriesInfo& s, std::span<const int64_t> t, std::span<const double> v) {
+      builder.add(s, t, v);
+    });
+    analyze::incidents::IncidentOptions io;
+    io.episodes.open_end = true;
+    io.episodes.max_edge_fraction = 1.0;
+    double worst = 0, total = 0;
+    size_t incidents = 0;
+    for (int p = 0; p < passes; ++p) {
+      const auto t0 = std::chrono::steady_clock::now();
+      const auto rep = analyze::incidents::find_incidents(builder.snapshot(grid.count), io);
+      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      worst = std::max(worst, ms);
+      total += ms;
+      incidents = rep.incidents.size();
+    }
+    std::printf("%zu windows, %llu events: engine pass %.1f ms mean, %.1f ms worst over %d passes (%zu incidents)\n",
+                grid.count, static_cast<unsigned long long>(builder.events()), total / passes, worst, passes,
+                incidents);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "online_detect_cost: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

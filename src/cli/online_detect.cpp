@@ -1,0 +1,357 @@
+#include "cli/online_detect.h"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "analyze/incidents/incident_engine.h"
+#include "analyze/incidents/incident_input_builder.h"
+#include "cli/analyze.h"
+#include "model/clock.h"
+
+namespace stackscope::cli {
+
+namespace {
+
+using analyze::CallRecord;
+using analyze::incidents::IncidentInputBuilder;
+
+// What the windows need of an event (analyze::CallRecord without its name, which is an id here).
+struct PendingEvent {
+  CallRecord record;  // record.name is empty; record.name_key is the interned name
+};
+
+struct NameHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+
+constexpr size_t kMaxPendingEvents = 2'000'000, kMaxPendingSamples = 2'000'000;  // about 1 s of a very busy job
+constexpr size_t kMinWindows = 8;        // the engine needs a steady stretch to judge a window by
+constexpr int64_t kLateNs = 500'000'000;  // a window is complete this long after its end (samples, ring buffers)
+constexpr size_t kMaxStepOps = 20'000;    // the step-detection prefix, copied at every pass
+
+std::string culprit_text(const Incident& inc) {
+  if (inc.cause.culprits.empty()) return "no culprit named";
+  const Culprit& c = inc.cause.culprits.front();
+  return fmt::format("culprit {} {}{}", c.kind, c.name, c.pid ? fmt::format(" (pid {})", *c.pid) : "");
+}
+
+}  // namespace
+
+struct OnlineDetector::Engine {
+  OnlineDetectOptions opt;
+  int64_t t0 = 0, width = 0, realtime_offset = 0;
+  size_t horizon = 0;  // windows
+  std::set<uint32_t> job_pids;
+  std::FILE* log = nullptr;
+  bool own_log = false;
+
+  // Filled by the collectors' threads (under mu).
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stop = false;
+  std::vector<PendingEvent> events;
+  std::vector<Sample> samples;
+  std::unordered_map<std::string, uint32_t, NameHash, std::equal_to<>> name_ids;
+  std::vector<std::string> new_names;
+  std::vector<SeriesInfo> new_series;
+  uint64_t dropped = 0;
+
+  // The engine's thread only.
+  std::deque<std::string> names;  // by interned id; a deque, so views into it stay valid
+  std::map<SeriesId, SeriesInfo> series;
+  struct Generation {
+    size_t first = 0;  // its first window on the recording's grid
+    std::unique_ptr<IncidentInputBuilder> builder;
+  };
+  std::deque<Generation> generations;  // oldest first; at most two
+  struct Tracked {
+    Incident last;  // as the engine last reported it, with detected_at / cause_at
+    bool open = true;
+  };
+  std::vector<Tracked> tracked;
+  int next_id = 1;
+  std::thread thread;
+
+  void start_generation(size_t first) {
+    analyze::WindowGrid g{t0 + static_cast<int64_t>(first) * width, width, 2 * horizon};
+    generations.push_back({first, std::make_unique<IncidentInputBuilder>(g, job_pids, kMaxStepOps)});
+  }
+
+  // Complete windows at `now` on the recording's grid.
+  size_t complete_windows(int64_t now) const {
+    return now - kLateNs <= t0 ? 0 : static_cast<size_t>((now - kLateNs - t0) / width);
+  }
+
+  void take_and_feed() {
+    std::vector<PendingEvent> ev;
+    std::vector<Sample> sm;
+    std::vector<std::string> nn;
+    std::vector<SeriesInfo> ns;
+    {
+      std::lock_guard lk(mu);
+      ev.swap(events);
+      sm.swap(samples);
+      nn.swap(new_names);
+      ns.swap(new_series);
+    }
+    for (auto& n : nn) names.push_back(std::move(n));
+    for (auto& s : ns) series[s.id] = std::move(s);
+    for (PendingEvent& e : ev) {
+      e.record.name = names[e.record.name_key];
+      for (auto& g : generations) g.builder->add(e.record);
+    }
+    // Sample runs per series, in arrival order (each collector appends its series in time order).
+    std::stable_sort(sm.begin(), sm.end(), [](const Sample& a, const Sample& b) { return a.series < b.series; });
+    std::vector<int64_t> t;
+    std::vector<double> v;
+    for (size_t i = 0; i < sm.size();) {
+      size_t j = i;
+      t.clear();
+      v.clear();
+      for (; j < sm.size() && sm[j].series == sm[i].series; ++j) {
+        t.push_back(sm[j].t_ns);
+        v.push_back(sm[j].value);
+      }
+      if (auto it = series.find(sm[i].series); it != series.end())
+        for (auto& g : generations) g.builder->add(it->second, t, v);
+      i = j;
+    }
+  }
+
+  double rel(int64_t t) const { return static_cast<double>(t - t0) * 1e-9; }
+
+  void emit(const Tracked& tr, const char* what) {
+    const Incident& inc = tr.last;
+    std::string line;
+    if (std::string_view(what) == "open")
+      line = fmt::format("stackscope: incident #{} from {:.1f} s: {}, {} (detected at {:.1f} s)", inc.id,
+                         rel(inc.start_ns), cause_class_name(inc.cause.cls), culprit_text(inc),
+                         rel(*inc.detected_at_ns));
+    else if (std::string_view(what) == "cause")
+      line = fmt::format("stackscope: incident #{} from {:.1f} s: cause now {}, {}", inc.id, rel(inc.start_ns),
+                         cause_class_name(inc.cause.cls), culprit_text(inc));
+    else
+      line = fmt::format("stackscope: incident #{} closed: {:.1f}-{:.1f} s, {}, {}, {:.1f} s of job time lost", inc.id,
+                         rel(inc.start_ns), rel(inc.end_ns), cause_class_name(inc.cause.cls), culprit_text(inc),
+                         inc.impact_s);
+    std::cerr << line << "\n" << std::flush;
+    if (log) {
+      nlohmann::json j = incident_json(inc, t0, realtime_offset);
+      j["online"] = what;
+      const std::string text = j.dump() + "\n";
+      std::fwrite(text.data(), 1, text.size(), log);
+      std::fflush(log);
+    }
+  }
+
+  // One pass of the engine over the complete windows of the oldest generation; `now`: when (detection times).
+  void run_engine(int64_t now, size_t complete) {
+    if (generations.empty() || complete <= generations.front().first) return;
+    const Generation& g = generations.front();
+    const size_t n = complete - g.first;
+    if (n < kMinWindows) return;
+    analyze::incidents::IncidentOptions io;
+    io.episodes.open_end = true;
+    // The start-up lasts until the job first runs at its steady pace (up to max_edge_windows), however short the
+    // run so far: a slow start seen 8 windows in is not an incident.
+    io.episodes.max_edge_fraction = 1.0;
+    const auto rep = analyze::incidents::find_incidents(g.builder->snapshot(n), io);
+    const int64_t complete_end = t0 + static_cast<int64_t>(complete) * width;
+    // Still open: the episode reaches the last windows (the engine merges low stretches across this gap).
+    const int64_t open_gap = static_cast<int64_t>(io.episodes.merge_gap + 1) * width;
+    std::vector<bool> seen(tracked.size(), false);
+    for (Incident inc : rep.incidents) {
+      auto match = std::find_if(tracked.begin(), tracked.end(), [&](const Tracked& t) {
+        return t.last.start_ns < inc.end_ns && inc.start_ns < t.last.end_ns;
+      });
+      if (match == tracked.end()) {
+        Tracked t;
+        inc.id = next_id++;
+        inc.detected_at_ns = now;
+        if (inc.cause.cls != CauseClass::unexplained) inc.cause_at_ns = now;
+        t.last = std::move(inc);
+        tracked.push_back(std::move(t));
+        seen.push_back(true);
+        emit(tracked.back(), "open");
+        continue;
+      }
+      seen[static_cast<size_t>(match - tracked.begin())] = true;
+      if (!match->open) continue;  // reported and closed: history the engine sees again
+      const bool changed = inc.cause.cls != match->last.cause.cls;
+      inc.id = match->last.id;
+      inc.detected_at_ns = match->last.detected_at_ns;
+      if (!changed)
+        inc.cause_at_ns = match->last.cause_at_ns;
+      else if (inc.cause.cls != CauseClass::unexplained)
+        inc.cause_at_ns = now;
+      match->last = std::move(inc);
+      if (changed) emit(*match, "cause");
+    }
+    for (size_t i = 0; i < tracked.size(); ++i) {
+      Tracked& t = tracked[i];
+      if (!t.open) continue;
+      // Closed when it ended a merge gap ago, or when the engine no longer sees it (its baseline moved).
+      if (!seen[i] || t.last.end_ns + open_gap <= complete_end) {
+        t.open = false;
+        emit(t, "close");
+      }
+    }
+  }
+
+  void pass(int64_t now) {
+    take_and_feed();
+    const size_t complete = complete_windows(now);
+    run_engine(now, complete);
+    // Rolling horizon: a younger generation from `horizon` windows on, the older one dropped when full.
+    if (complete >= generations.back().first + horizon) start_generation(generations.back().first + horizon);
+    while (generations.size() > 1 && complete >= generations.front().first + 2 * horizon) generations.pop_front();
+  }
+
+  void loop() {
+    int64_t next = t0 + width + kLateNs;
+    for (;;) {
+      {
+        std::unique_lock lk(mu);
+        cv.wait_for(lk, std::chrono::nanoseconds(std::max<int64_t>(0, next - monotonic_ns())), [&] { return stop; });
+        if (stop) return;
+      }
+      try {
+        pass(monotonic_ns());
+      } catch (const std::exception& e) {
+        std::cerr << "stackscope: --detect: " << e.what() << "\n";
+      }
+      next += width;
+      if (const int64_t now = monotonic_ns(); next < now) next = now;  // behind: no burst of catch-up passes
+    }
+  }
+};
+
+OnlineDetector::OnlineDetector(TelemetrySink& next, std::set<uint32_t> job_pids, OnlineDetectOptions options)
+    : next_(next), engine_(std::make_unique<Engine>()) {
+  Engine& e = *engine_;
+  if (!(options.window_s > 0) || !(options.horizon_s >= options.window_s))
+    throw std::invalid_argument("--detect: the window must be > 0 and the horizon at least one window");
+  e.opt = std::move(options);
+  e.width = static_cast<int64_t>(e.opt.window_s * 1e9);
+  e.horizon = static_cast<size_t>(e.opt.horizon_s / e.opt.window_s);
+  e.job_pids = std::move(job_pids);
+  e.t0 = monotonic_ns();
+  e.realtime_offset = realtime_offset_ns();
+  if (e.opt.log_path == "-") {
+    e.log = stderr;
+  } else if (!e.opt.log_path.empty()) {
+    e.log = std::fopen(e.opt.log_path.c_str(), "w");
+    if (!e.log) throw std::runtime_error("--detect-log: cannot write " + e.opt.log_path);
+    e.own_log = true;
+  }
+  e.start_generation(0);
+  e.thread = std::thread([&e] { e.loop(); });
+}
+
+OnlineDetector::~OnlineDetector() {
+  Engine& e = *engine_;
+  {
+    std::lock_guard lk(e.mu);
+    e.stop = true;
+  }
+  e.cv.notify_all();
+  if (e.thread.joinable()) e.thread.join();
+  if (e.own_log && e.log) std::fclose(e.log);
+  e.log = nullptr;
+}
+
+SeriesId OnlineDetector::add_series(const SeriesInfo& info) {
+  const SeriesId id = next_.add_series(info);
+  SeriesInfo copy = info;
+  copy.id = id;
+  std::lock_guard lk(engine_->mu);
+  engine_->new_series.push_back(std::move(copy));
+  return id;
+}
+
+void OnlineDetector::append_event(Event&& ev) {
+  switch (ev.layer) {
+    case Layer::cuda:
+    case Layer::nccl:
+    case Layer::torch:
+    case Layer::python:
+    case Layer::kernel: {
+      PendingEvent p{analyze::call_record_of(ev)};
+      p.record.name = {};
+      Engine& e = *engine_;
+      std::lock_guard lk(e.mu);
+      if (e.events.size() >= kMaxPendingEvents) {
+        ++e.dropped;
+        break;
+      }
+      auto it = e.name_ids.find(std::string_view(ev.name));
+      if (it == e.name_ids.end()) {
+        it = e.name_ids.emplace(ev.name, static_cast<uint32_t>(e.name_ids.size())).first;
+        e.new_names.push_back(ev.name);
+      }
+      p.record.name_key = it->second;
+      e.events.push_back(p);
+      break;
+    }
+    default:
+      break;
+  }
+  next_.append_event(std::move(ev));
+}
+
+void OnlineDetector::append_samples(std::span<const Sample> samples) {
+  {
+    Engine& e = *engine_;
+    std::lock_guard lk(e.mu);
+    if (e.samples.size() + samples.size() <= kMaxPendingSamples)
+      e.samples.insert(e.samples.end(), samples.begin(), samples.end());
+    else
+      e.dropped += samples.size();
+  }
+  next_.append_samples(samples);
+}
+
+void OnlineDetector::add_drops(std::string_view source, uint64_t n) { next_.add_drops(source, n); }
+void OnlineDetector::add_note(std::string_view source, std::string_view text) { next_.add_note(source, text); }
+
+std::vector<Finding> OnlineDetector::finish() {
+  Engine& e = *engine_;
+  {
+    std::lock_guard lk(e.mu);
+    e.stop = true;
+  }
+  e.cv.notify_all();
+  if (e.thread.joinable()) e.thread.join();
+  // The last pass: every window that ended before now (the recording is closed: nothing more comes).
+  const int64_t now = monotonic_ns();
+  e.take_and_feed();
+  e.run_engine(now, e.complete_windows(now + kLateNs));
+  std::vector<Finding> out;
+  for (auto& t : e.tracked) {
+    if (t.open) {
+      t.open = false;
+      e.emit(t, "close");
+    }
+    Finding f = incident_finding(t.last, e.opt.host);
+    f.detector = "incident-online";
+    out.push_back(std::move(f));
+  }
+  if (e.dropped)
+    std::cerr << fmt::format("stackscope: --detect: the engine fell behind and skipped {} events and samples\n",
+                             e.dropped);
+  return out;
+}
+
+}  // namespace stackscope::cli

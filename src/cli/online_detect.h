@@ -1,0 +1,51 @@
+// `stackscope record --detect`: the incident engine (analyze/incidents) while recording. A TelemetrySink in front
+// of the recording: everything goes on to it unchanged, and a copy of each event's and sample's few fields the
+// windows need goes to the engine's own thread, which every window builds the window tables incrementally
+// (analyze/incidents/incident_input_builder.h, as `analyze` does from a file) and re-runs the engine on the
+// windows so far (a rolling horizon: at most 2 x horizon of windows are kept). It prints a line on stderr when an
+// incident opens, when its cause changes and when it closes, and writes the same moments as JSON lines (one
+// incident object of docs/INCIDENTS.md each, with detected_at_s / cause_at_s and "online": open|cause|close) to
+// --detect-log. At the end the incidents are stored in the recording as findings of detector "incident-online".
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "model/finding.h"
+#include "model/sink.h"
+
+namespace stackscope::cli {
+
+struct OnlineDetectOptions {
+  double window_s = 1.0;
+  double horizon_s = 1800;  // windows the engine looks back over (at least; at most twice this)
+  std::string log_path;     // JSON lines; "-": stderr; "": none
+  std::string host;
+};
+
+class OnlineDetector final : public TelemetrySink {
+ public:
+  // Starts the engine's thread; `next` (the recording) gets every call. `job_pids`: the traced processes.
+  // Throws std::runtime_error when the log cannot be opened.
+  OnlineDetector(TelemetrySink& next, std::set<uint32_t> job_pids, OnlineDetectOptions options);
+  ~OnlineDetector() override;  // stops the engine (without the last pass of finish)
+
+  SeriesId add_series(const SeriesInfo& info) override;
+  void append_event(Event&& e) override;
+  void append_samples(std::span<const Sample> samples) override;
+  void add_drops(std::string_view source, uint64_t n) override;
+  void add_note(std::string_view source, std::string_view text) override;
+
+  // Once the collectors have stopped: one last pass, every open incident closed, the engine stopped. Returns the
+  // incidents found, as findings (detector "incident-online") for the recording.
+  std::vector<Finding> finish();
+
+ private:
+  struct Engine;
+  TelemetrySink& next_;
+  std::unique_ptr<Engine> engine_;
+};
+
+}  // namespace stackscope::cli
