@@ -24,7 +24,7 @@
 # Environment: PYTHON (default python3 when it imports torch, else /usr/bin/python3), DATA_DIR (dataset and fsync
 #   storm files; default /var/tmp/stackscope-v2, on disk), DETACH_GRACE (s to wait for the recorder after the job,
 #   then SIGKILL: the recording is closed before probes detach; default 30), ANALYZE_TIMEOUT (default 300),
-#   KEEP_SDB=1 keeps the recordings.
+#   KEEP_SDB=1 keeps the recordings, RECORD_ARGS adds record options (a diagnostic, not the user's path).
 # Exit status: score.py's (0 scored; 1 --check and a target missed; 2 not scorable, e.g. an analyze without the
 # incident engine); 3 when a recording or an analysis failed.
 set -uo pipefail
@@ -110,7 +110,7 @@ data_port=$((10000 + ($$ % 300) * 64))  # below the ephemeral ports and 29500; t
 sock=/tmp/stackscope-v2-injectd.$$.sock
 gpu_arg=(); ((gpus > 0)) && gpu_arg=(--gpu 0)
 nf_arg=(); [[ -n $netfault ]] && nf_arg=(--netfault "$netfault")
-echo "== benchmark v2: gpus=$gpus seeds=$seeds workloads=$workloads ${seconds}s x $episodes episodes; classes $classes"
+echo "== benchmark v2: gpus=$gpus seeds=$seeds workloads=$workloads ${seconds}s x $episodes episodes; classes $classes"${RECORD_ARGS:+; record options: $RECORD_ARGS}
 "$py" "$here/injectd.py" --socket "$sock" --classes "$classes" "${gpu_arg[@]}" "${nf_arg[@]}" \
   --data-dir "$data_dir" --data-port "$data_port" > "$out/injectd.log" 2>&1 &
 injectd=$!
@@ -144,7 +144,9 @@ one_run() {  # $1 workload, $2 seed, $3 fault classes (or none), $4 seconds, $5 
   [[ $gpus == 2 ]] && launch=("$(dirname "$(command -v "$py")")/torchrun" --nproc-per-node 2)
   local t0=$SECONDS
   rm -f "$x.faults.jsonl" "$x.sdb" "$x.sdb-wal" "$x.sdb-shm"
-  "$S" record "${record_opts[@]}" -o "$x.sdb" -- "${launch[@]}" "$here/workloads/$w.py" --seconds "$secs" \
+  # RECORD_ARGS: a diagnostic departure from the user's path (e.g. "--detail full"), said in the run log.
+  # shellcheck disable=SC2086
+  "$S" record "${record_opts[@]}" ${RECORD_ARGS:-} -o "$x.sdb" -- "${launch[@]}" "$here/workloads/$w.py" --seconds "$secs" \
     --seed "$seed" --faults "$faults" --fault-log "$x.faults.jsonl" --injector "$sock" --data-port "$data_port" \
     --data-dir "$data_dir" --lead "$lead" --min-len "$minlen" --max-len "$maxlen" --min-gap "$mingap" \
     > "$x.log" 2>&1 < /dev/null &
