@@ -117,9 +117,13 @@ Reported report_recording(const std::string& path, const AnalyzeOptions& opt) {
       out.text += "   " + inc.summary + "\n";
       for (const Culprit& c : inc.cause.culprits)
         out.text += fmt::format("   culprit: {} {}{}\n", c.kind, c.name, c.pid ? fmt::format(" (pid {})", *c.pid) : "");
-      for (const IncidentEvidence& e : inc.cause.evidence)
-        out.text += fmt::format("   evidence: {}.{} {:.4g} -> {:.4g} {} ({:+.1f} sd)\n", e.layer, e.metric, e.expected,
-                                e.observed, e.unit, e.z);
+      for (const IncidentEvidence& e : inc.cause.evidence) {
+        // Past a thousand deviations the figure only says the baseline was flat (often exactly 0): say that.
+        const std::string dev = std::abs(e.z) > 1000 ? (e.z > 0 ? "far above a flat baseline" : "far below a flat baseline")
+                                                      : fmt::format("{:+.1f} sd", e.z);
+        out.text += fmt::format("   evidence: {}.{} {:.4g} -> {:.4g} {} ({})\n", e.layer, e.metric, e.expected,
+                                e.observed, e.unit, dev);
+      }
       std::string also;
       for (CauseClass c : inc.also) also += (also.empty() ? "" : ", ") + std::string(cause_class_name(c));
       out.text += fmt::format("   layers that moved: {}{}\n", inc.layers.empty() ? "-" : fmt::format("{}", fmt::join(inc.layers, ", ")),
