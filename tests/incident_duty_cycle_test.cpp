@@ -74,3 +74,25 @@ TEST(IncidentDutyCycle, OtherSeriesAndAlwaysWatchedFamiliesAreUnchanged) {
   const JobProgress p = counter.finish();
   for (size_t w = 0; w < 10; ++w) EXPECT_DOUBLE_EQ(p.signal.per_window[w], 100);
 }
+
+TEST(IncidentDutyCycle, WindowsBeforeTheFamilysFirstProbesAreLeftAlone) {
+  // The library is mapped 10 s in: no probe, no launch before, and no watched share to scale by. Those windows
+  // must stay at 0 (the job's start-up), not borrow the first watched window's rate.
+  const WindowGrid grid{0, 1'000'000'000, 20};
+  JobProgressCounter counter(grid);
+  const std::vector<int64_t> t{10'000'000'000LL};
+  const std::vector<double> v{1.0};
+  counter.add_watching("trace.cuda.watching", t, v);
+  for (int k = 0; k < 1000; ++k) {
+    CallRecord c;
+    c.layer = Layer::cuda;
+    c.pid = 7;
+    c.instant = true;
+    c.start_ns = 10'000'000'000LL + k * 10'000'000LL;
+    c.name = "cudaLaunchKernel";
+    counter.add(c);
+  }
+  const JobProgress p = counter.finish();
+  for (size_t w = 0; w < 10; ++w) EXPECT_DOUBLE_EQ(p.signal.per_window[w], 0) << "window " << w;
+  for (size_t w = 10; w < 20; ++w) EXPECT_NEAR(p.signal.per_window[w], 100, 1) << "window " << w;
+}

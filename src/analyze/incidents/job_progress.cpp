@@ -139,6 +139,8 @@ void JobProgressCounter::add_watching(const std::string& series_name, std::span<
   if (f == kFamilies.end() || t.empty() || grid_.count == 0) return;
   auto& ns = watched_ns_[f->second];
   if (ns.empty()) ns.assign(grid_.count, 0.0);
+  auto [first, fresh] = first_watch_ns_.try_emplace(f->second, t.front());
+  if (!fresh) first->second = std::min(first->second, t.front());
   // A step function: each value holds until the next sample, the last one to the end of the grid.
   const int64_t grid_end = grid_.end(grid_.count - 1);
   for (size_t i = 0; i < t.size(); ++i) {
@@ -162,8 +164,10 @@ std::vector<double> JobProgressCounter::watch_scale(Layer layer) const {
   // A window watched for less than 1 % of its length says nothing of its own (NaN: the caller fills it from a
   // watched neighbour; its counts, 0 or a handful, would be scaled by a huge factor).
   const double width = static_cast<double>(grid_.width_ns);
+  const int64_t first = first_watch_ns_.at(layer);
   for (size_t w = 0; w < grid_.count && w < it->second.size(); ++w) {
     const double share = it->second[w] / width;
+    if (grid_.end(w) <= first) continue;  // before the family's first probes: its counts are what they are (none)
     if (share >= 0.01) {
       scale[w] = 1.0 / std::min(1.0, share);
     } else {
