@@ -2,6 +2,7 @@
 // the job's progress must be read per watched time, or every duty cycle looks like the job slowing down.
 #include <gtest/gtest.h>
 
+#include <span>
 #include <vector>
 
 #include "analyze/incidents/job_progress.h"
@@ -14,7 +15,7 @@ namespace {
 
 // 2,000 launches a second for 60 s, recorded only while the family is watched: `share` of each second, at a
 // phase that drifts so windows and watched slices do not line up; a stretch of `blind` seconds not watched at all.
-JobProgress launches_under_duty_cycle(double share, int blind_from, int blind_to) {
+JobProgress launches_under_duty_cycle(double share, int blind_from, int blind_to, bool one_sample_per_run = false) {
   const WindowGrid grid{0, 1'000'000'000, 60};
   JobProgressCounter counter(grid);
   std::vector<int64_t> t;
@@ -38,7 +39,12 @@ JobProgress launches_under_duty_cycle(double share, int blind_from, int blind_to
       counter.add(c);
     }
   }
-  counter.add_watching("trace.cuda.watching", t, v);
+  if (one_sample_per_run) {  // as a recording's blocks or a live stream's batches split the series
+    for (size_t i = 0; i < t.size(); ++i)
+      counter.add_watching("trace.cuda.watching", std::span(t).subspan(i, 1), std::span(v).subspan(i, 1));
+  } else {
+    counter.add_watching("trace.cuda.watching", t, v);
+  }
   return counter.finish();
 }
 
@@ -46,6 +52,12 @@ JobProgress launches_under_duty_cycle(double share, int blind_from, int blind_to
 
 TEST(IncidentDutyCycle, LaunchRateIsPerWatchedTime) {
   const JobProgress p = launches_under_duty_cycle(0.1, 60, 60);
+  ASSERT_EQ(p.signal.metric, "launches");
+  for (size_t w = 0; w < 59; ++w) EXPECT_NEAR(p.signal.per_window[w], 2000, 2000 * 0.05) << "window " << w;
+}
+
+TEST(IncidentDutyCycle, SeriesSplitIntoRunsGivesTheSameRate) {
+  const JobProgress p = launches_under_duty_cycle(0.1, 60, 60, true);
   ASSERT_EQ(p.signal.metric, "launches");
   for (size_t w = 0; w < 59; ++w) EXPECT_NEAR(p.signal.per_window[w], 2000, 2000 * 0.05) << "window " << w;
 }

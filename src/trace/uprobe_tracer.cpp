@@ -800,7 +800,10 @@ bool UprobeTracer::add_probe_set(int family, ProbeSet set) {
   std::lock_guard<std::mutex> lock(gate_mu_);
   auto& g = gates_[static_cast<size_t>(family)];
   add_watching_series(family);
-  if (g.on && !attach_set(family, set)) return false;
+  if (g.on && !attach_set(family, set)) {
+    detach_set(set);  // a partial attach (return probes without their entries) must not trap calls until exit
+    return false;
+  }
   g.sets.push_back(std::move(set));
   return true;
 }

@@ -129,6 +129,20 @@ void JobProgressCounter::add(const CallRecord& e) {
   ++buffered_;
 }
 
+void JobProgressCounter::credit_watched(Layer layer, int64_t from, int64_t to) {
+  auto& ns = watched_ns_[layer];
+  if (ns.empty()) ns.assign(grid_.count, 0.0);
+  int64_t a = std::max(from, grid_.first_ns);
+  const int64_t b = std::min(to, grid_.end(grid_.count - 1));
+  while (a < b) {
+    const auto w = grid_.index_of(a);
+    if (!w) break;
+    const int64_t cut = std::min(b, grid_.end(*w));
+    ns[*w] += static_cast<double>(cut - a);
+    a = cut;
+  }
+}
+
 void JobProgressCounter::add_watching(const std::string& series_name, std::span<const int64_t> t,
                                       std::span<const double> v) {
   static const std::map<std::string, Layer, std::less<>> kFamilies{
@@ -136,25 +150,20 @@ void JobProgressCounter::add_watching(const std::string& series_name, std::span<
       {"trace.torch.watching", Layer::torch}, {"trace.python.watching", Layer::python},
       {"python.capi.watching", Layer::python}};
   const auto f = kFamilies.find(series_name);
-  if (f == kFamilies.end() || t.empty() || grid_.count == 0) return;
-  auto& ns = watched_ns_[f->second];
-  if (ns.empty()) ns.assign(grid_.count, 0.0);
-  auto [first, fresh] = first_watch_ns_.try_emplace(f->second, t.front());
-  if (!fresh) first->second = std::min(first->second, t.front());
-  // A step function: each value holds until the next sample, the last one to the end of the grid.
-  const int64_t grid_end = grid_.end(grid_.count - 1);
-  for (size_t i = 0; i < t.size(); ++i) {
-    if (!(v[i] > 0.5)) continue;
-    int64_t a = std::max(t[i], grid_.first_ns);
-    const int64_t b = std::min(i + 1 < t.size() ? t[i + 1] : grid_end, grid_end);
-    while (a < b) {
-      const auto w = grid_.index_of(a);
-      if (!w) break;
-      const int64_t cut = std::min(b, grid_.end(*w));
-      ns[*w] += static_cast<double>(cut - a);
-      a = cut;
-    }
-  }
+  const size_t n = std::min(t.size(), v.size());
+  if (f == kFamilies.end() || n == 0 || grid_.count == 0) return;
+  const Layer layer = f->second;
+  if (watched_ns_[layer].empty()) watched_ns_[layer].assign(grid_.count, 0.0);
+  auto [first, fresh] = first_watch_ns_.try_emplace(layer, t[0]);
+  if (!fresh) first->second = std::min(first->second, t[0]);
+  // A step function: each value holds until the next sample. A series arrives in runs (blocks of a recording,
+  // batches of a live stream): the last sample of a run is held until the next run, or until finish().
+  auto [held, none] = watch_held_.try_emplace(series_name, t[0], 0.0);
+  if (!none && held->second.second > 0.5) credit_watched(layer, held->second.first, t[0]);
+  for (size_t i = 0; i + 1 < n; ++i)
+    if (v[i] > 0.5) credit_watched(layer, t[i], t[i + 1]);
+  held->second = {t[n - 1], v[n - 1]};
+  watch_layer_of_[series_name] = layer;
 }
 
 std::vector<double> JobProgressCounter::watch_scale(Layer layer) const {
@@ -185,11 +194,17 @@ JobProgress JobProgressCounter::finish(size_t windows) {
     for (auto& [key, per_window] : ops_per_window_) per_window.resize(windows);
     for (auto& [layer, ns] : watched_ns_) ns.resize(windows);
   }
+  // The held last sample of each watching series lasts to the end of the windows being finished.
+  for (const auto& [series, held] : watch_held_)
+    if (held.second > 0.5 && grid_.count > 0) credit_watched(watch_layer_of_.at(series), held.first, grid_.end(grid_.count - 1));
   // Duty-cycled families: counts divided by the watched share of their window; a window never watched takes
   // the previous watched window's scaled count (the next one's at the start).
+  std::map<Layer, std::vector<double>> scales;
+  for (const auto& [layer, ns] : watched_ns_) scales[layer] = watch_scale(layer);
   auto rescale = [&](auto& per_window, Layer layer) {
-    if (!watched_ns_.count(layer)) return;
-    const std::vector<double> scale = watch_scale(layer);
+    const auto sc = scales.find(layer);
+    if (sc == scales.end()) return;
+    const std::vector<double>& scale = sc->second;
     std::optional<double> held;
     for (size_t w = 0; w < per_window.size() && w < scale.size(); ++w) {
       if (std::isfinite(scale[w])) {
@@ -199,11 +214,11 @@ JobProgress JobProgressCounter::finish(size_t windows) {
         per_window[w] = static_cast<std::remove_reference_t<decltype(per_window[w])>>(*held);
       }
     }
-    for (size_t w = 0; w < per_window.size() && w < scale.size() && !std::isfinite(scale[w]); ++w) {
-      size_t n = w;
-      while (n < scale.size() && !std::isfinite(scale[n])) ++n;
-      if (n < per_window.size()) per_window[w] = per_window[n];
-    }
+    // Leading unwatched windows take the first watched window's value (found once: linear).
+    size_t first_watched = 0;
+    while (first_watched < scale.size() && !std::isfinite(scale[first_watched])) ++first_watched;
+    if (first_watched < per_window.size())
+      for (size_t w = 0; w < first_watched; ++w) per_window[w] = per_window[first_watched];
   };
   rescale(counts_[kCollectives], Layer::nccl);
   rescale(counts_[kSyncs], Layer::cuda);

@@ -68,6 +68,9 @@ class JobProgressCounter {
   // Per layer: time the family's probes were attached, per window (ns); absent: always attached.
   std::map<Layer, std::vector<double>> watched_ns_;
   std::map<Layer, int64_t> first_watch_ns_;  // the family's first watching sample: before it, nothing was probed
+  std::map<std::string, std::pair<int64_t, double>> watch_held_;  // per watching series: its last sample so far
+  std::map<std::string, Layer> watch_layer_of_;
+  void credit_watched(Layer layer, int64_t from, int64_t to);
   std::vector<double> watch_scale(Layer layer) const;  // per window: 1 / watched share (carried over unwatched windows)
   // Steps: a bounded prefix of the job's operations for assign_steps, and per-window counts of every operation
   // name (bounded) so that the step boundary found in the prefix can be counted over the whole recording.
