@@ -7,6 +7,7 @@
 #include <deque>
 #include <iostream>
 #include <map>
+#include <span>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
@@ -84,9 +85,19 @@ struct OnlineDetector::Engine {
   int next_id = 1;
   std::thread thread;
 
+  // The last value of each tracer watching series (0/1 steps written only when a family is attached or
+  // detached): a generation started mid-run is told the state at its start, or it would read a detached family's
+  // silence before the next toggle as the job stalling.
+  std::map<SeriesId, double> watching_now;
+
   void start_generation(size_t first) {
     analyze::WindowGrid g{t0 + static_cast<int64_t>(first) * width, width, 2 * horizon};
     generations.push_back({first, std::make_unique<IncidentInputBuilder>(g, job_pids, kMaxStepOps)});
+    for (const auto& [id, value] : watching_now) {
+      const int64_t at = g.first_ns;
+      if (auto it = series.find(id); it != series.end())
+        generations.back().builder->add(it->second, std::span(&at, 1), std::span(&value, 1));
+    }
   }
 
   // Complete windows at `now` on the recording's grid.
@@ -124,8 +135,10 @@ struct OnlineDetector::Engine {
         t.push_back(sm[j].t_ns);
         v.push_back(sm[j].value);
       }
-      if (auto it = series.find(sm[i].series); it != series.end())
+      if (auto it = series.find(sm[i].series); it != series.end()) {
         for (auto& g : generations) g.builder->add(it->second, t, v);
+        if (it->second.name.ends_with(".watching")) watching_now[it->first] = v.back();
+      }
       i = j;
     }
   }
