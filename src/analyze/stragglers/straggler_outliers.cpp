@@ -135,7 +135,9 @@ void pair_outliers(const TimelineSet& set, const std::vector<int64_t>& offsets, 
       for (auto& [step, idx] : steps)
         if (idx[0] >= 0 && idx[1] >= 0) both.push_back(idx);
       if (both.size() < 3) continue;  // the step-to-step spread needs a few steps
-      auto op = [&](int k, int64_t i) -> const TimelineOp& { return set.workers[m[k]].ops[i]; };
+      // A named reference: clang 14 (the fuzz build) cannot capture a structured binding.
+      const std::vector<int>& pair = m;
+      auto op = [&](int k, int64_t i) -> const TimelineOp& { return set.workers[pair[k]].ops[i]; };
       std::vector<double> ds, dd, de, durs;
       for (auto& idx : both) {
         const auto &a = op(0, idx[0]), &b = op(1, idx[1]);
