@@ -15,13 +15,6 @@ namespace {
 
 const std::string kSource = STACKSCOPE_SOURCE_DIR;
 
-std::vector<nlohmann::json> json_lines(const std::string& path) {
-  std::vector<nlohmann::json> out;
-  std::istringstream in(read_file(path));
-  for (std::string line; std::getline(in, line);)
-    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
-  return out;
-}
 
 }  // namespace
 

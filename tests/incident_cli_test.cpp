@@ -32,11 +32,6 @@ std::string record_cmd(const std::string& rec, int seconds) {
          " --seconds " + std::to_string(seconds);
 }
 
-// Runs `body` as a script in a session of its own with a raised autogroup priority (see the top comment).
-int run_prioritised(const TempDir& dir, const std::string& body, std::string* out) {
-  write_file(dir.file("run.sh"), "echo -10 > /proc/self/autogroup 2>/dev/null\n" + body);
-  return run_command("setsid sh " + dir.file("run.sh"), out);
-}
 
 }  // namespace
 

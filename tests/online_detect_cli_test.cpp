@@ -25,18 +25,6 @@ std::string record_cmd(const std::string& rec, const std::string& log, int secon
          " -- /usr/bin/python3 " + kWorkload + " --seconds " + std::to_string(seconds);
 }
 
-int run_prioritised(const TempDir& dir, const std::string& body, std::string* out) {
-  write_file(dir.file("run.sh"), "echo -10 > /proc/self/autogroup 2>/dev/null\n" + body);
-  return run_command("setsid sh " + dir.file("run.sh"), out);
-}
-
-std::vector<nlohmann::json> json_lines(const std::string& path) {
-  std::vector<nlohmann::json> out;
-  std::istringstream in(read_file(path));
-  for (std::string line; std::getline(in, line);)
-    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
-  return out;
-}
 
 }  // namespace
 
