@@ -137,7 +137,7 @@ static __always_inline int ss_call_entry_only(struct pt_regs *ctx, __u64 cookie)
 
 static __always_inline int ss_call_entry(struct pt_regs *ctx) {
   __u64 cookie = bpf_get_attach_cookie(ctx);
-  ss_count(SS_CNT_HITS);
+  ss_count((cookie & SS_COOKIE_STEADY) ? SS_CNT_STEADY_HITS : SS_CNT_HITS);
   if (cookie & SS_COOKIE_ENTRY_ONLY) return ss_call_entry_only(ctx, cookie);
   __u32 tid = (__u32)bpf_get_current_pid_tgid();
   struct ss_call_thread *st = ss_call_thread_of(tid, 1);
@@ -148,7 +148,7 @@ static __always_inline int ss_call_entry(struct pt_regs *ctx) {
   __u32 d = (__u32)j;
   /* 1: folded into the runtime call above it (kept with its return probe, or entry-only and found by the return
    * address); 2: capture paused */
-  int suppressed = !capture_enabled ? 2
+  int suppressed = !capture_enabled && !(cookie & SS_COOKIE_STEADY) ? 2
                    : (cookie & SS_COOKIE_DRIVER) &&
                            (ss_frames_have(st->pos, d, SS_CALL_MAX_DEPTH, SS_FRAME_RUNTIME) ||
                             ss_called_from_cuda_library(ctx))
@@ -165,7 +165,7 @@ static __always_inline int ss_call_entry(struct pt_regs *ctx) {
 static __always_inline int ss_call_return(struct pt_regs *ctx) {
   __u64 now = bpf_ktime_get_ns();
   __u64 cookie = bpf_get_attach_cookie(ctx);
-  ss_count(SS_CNT_HITS);
+  ss_count((cookie & SS_COOKIE_STEADY) ? SS_CNT_STEADY_HITS : SS_CNT_HITS);
   __u32 tid = (__u32)bpf_get_current_pid_tgid();
   struct ss_call_thread *st = ss_call_thread_of(tid, 0);
   if (!st) {

@@ -19,6 +19,9 @@
  *   bit  33     driver API: dropped when nested under a runtime call (one launch, not two)
  *   bit  34     entry only: no return probe; the record is sent at entry with no duration (asynchronous calls
  *               whose duration is only the CPU enqueue time: launches, async copies and memsets, stream waits)
+ *   bit  35     steady: a blocking call (synchronisation, blocking copy, allocation) of a duty-cycled family. It
+ *               stays attached and captured while the family's entry-only probes are duty-cycled: such calls are
+ *               few (about one per step) and they carry the job's step cadence, which sampling would blur
  */
 #define SS_COOKIE_ID(c) ((__u32)((c)&0xffff))
 #define SS_COOKIE_STACK (1ULL << 16)
@@ -28,6 +31,7 @@
 #define SS_COOKIE_RUNTIME (1ULL << 32)
 #define SS_COOKIE_DRIVER (1ULL << 33)
 #define SS_COOKIE_ENTRY_ONLY (1ULL << 34)
+#define SS_COOKIE_STEADY (1ULL << 35)
 
 #define SS_REG_ARGS 6
 #define SS_STACK_WORDS 6
@@ -59,7 +63,8 @@ enum ss_counter {
   SS_CNT_NO_RETURN = 6,   /* a call the kernel gave no return probe (too many pending on its thread): not reported */
   SS_CNT_STALE = 7,       /* a kept call whose return never came, dropped once the thread was seen above it */
   SS_CNT_HITS = 8,        /* probe program runs (entries and returns): what the cost budget counts */
-  SS_CNT_NUM = 9,
+  SS_CNT_STEADY_HITS = 9, /* probe program runs of steady (never duty-cycled) probes: a fixed cost for the budget */
+  SS_CNT_NUM = 10,
 };
 
 #define SS_CALL_ENTRY_ONLY 1 /* ss_call_record.flags: sent at entry, no return probe: no duration, no return value */

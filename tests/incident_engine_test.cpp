@@ -245,11 +245,23 @@ TEST(JobProgress, ChoosesTheMostRegularSignal) {
   std::vector<double> steady(60), bursty(60);
   for (size_t w = 0; w < 60; ++w) {
     steady[w] = jitter(200, w, 0.02);
-    bursty[w] = 100.0 + 100.0 * static_cast<double>((w * 7) % 5);
+    bursty[w] = 20.0 + 1000.0 * static_cast<double>((w * 7) % 5 == 0) + 40.0 * static_cast<double>(w % 3);
   }
   const auto p = choose_progress({{"launches", bursty}, {"python_samples", steady}}, std::nullopt);
   EXPECT_EQ(p.signal.metric, "python_samples");
   EXPECT_EQ(p.candidates.size(), 2u);
+}
+
+// Python's on-CPU sample rate is regular even while the GPU is slowed (the thread spins in a synchronisation):
+// a call count of the job's own work is taken before it when regular enough to judge by.
+TEST(JobProgress, PrefersTheJobsWorkToPythonSamples) {
+  std::vector<double> samples(60), syncs(60);
+  for (size_t w = 0; w < 60; ++w) {
+    samples[w] = jitter(100, w, 0.01);
+    syncs[w] = jitter(12, w, 0.15);
+  }
+  const auto p = choose_progress({{"python_samples", samples}, {"syncs", syncs}}, std::nullopt);
+  EXPECT_EQ(p.signal.metric, "syncs");
 }
 
 TEST(JobProgress, StepsFromTheOperatorSequence) {

@@ -224,3 +224,44 @@ TEST(TraceCost, BudgetDutyCyclesHotFamilyAndCountsScale) {
   // 100 us), an undercount of a few % more.
   EXPECT_LE(error, std::max(stated_error, 0.05) + 0.10) << notes;
 }
+
+// Under the budget a hot CUDA family is duty-cycled, but its blocking calls are not: every synchronisation is
+// recorded (the job's step cadence stays exact) while the launches are sampled, and the steady probes' hits are
+// counted apart from the cycled ones.
+TEST(TraceCost, BudgetKeepsSynchronisationsExact) {
+  REQUIRE_ROOT();
+  Subject app({kFakeApp, "steps", "4", "400"});
+  ASSERT_NE(app.expect("ready"), "");
+  TracerOptions topts;
+  topts.budget_pct = 1;
+  topts.budget_period_ms = 300;
+  stackscope::testing::MemorySink sink;
+  UprobeTracer tracer({Layer::cuda}, topts);
+  CollectorOptions opts;
+  opts.pids = {static_cast<uint32_t>(app.pid())};
+  ASSERT_TRUE(tracer.start(sink, opts).running);
+  ASSERT_TRUE(tracer.wait_until_attached(app.pid(), Layer::cuda, 20s)) << all_notes(sink);
+  app.send("go");
+  const std::string done = app.expect("done", 60s);
+  ASSERT_NE(done, "");
+  EXPECT_EQ(app.wait(), 0);
+  long steps = 0, launches = 0;
+  ASSERT_EQ(std::sscanf(done.c_str(), "done %ld %ld", &steps, &launches), 2) << done;
+  const uint32_t pid = app.pid();
+  ASSERT_TRUE(eventually([&] { return named(sink, "cudaStreamSynchronize", pid).size() >= static_cast<size_t>(steps); }))
+      << named(sink, "cudaStreamSynchronize", pid).size() << " of " << steps << "\n" << all_notes(sink);
+  tracer.stop();
+  auto watching_info = sink.find("trace.cuda.watching");
+  ASSERT_NE(watching_info, nullptr) << all_notes(sink);
+  int offs = 0;
+  for (auto& s : sink.samples_of(watching_info->id)) offs += s.value == 0;
+  EXPECT_GE(offs, 3) << "the launches were duty-cycled: " << all_notes(sink);
+  const size_t recorded_launches = named(sink, "cudaLaunchKernel", pid).size();
+  EXPECT_LT(recorded_launches, static_cast<size_t>(launches) * 9 / 10);
+  auto syncs = named(sink, "cudaStreamSynchronize", pid);
+  EXPECT_EQ(syncs.size(), static_cast<size_t>(steps)) << "every synchronisation, watched or not";
+  for (auto& e : syncs) EXPECT_GE(e.duration_ns, 1'500'000);
+  EXPECT_TRUE(named(sink, "cuStreamSynchronize", pid).empty()) << "folded into the runtime call";
+  std::printf("%ld steps, %ld launches: %zu syncs and %zu launches recorded\n", steps, launches, syncs.size(),
+              recorded_launches);
+}

@@ -800,7 +800,7 @@ bool UprobeTracer::add_probe_set(int family, ProbeSet set) {
   std::lock_guard<std::mutex> lock(gate_mu_);
   auto& g = gates_[static_cast<size_t>(family)];
   add_watching_series(family);
-  if (g.on && !attach_set(family, set)) {
+  if ((g.on || set.steady) && !attach_set(family, set)) {
     detach_set(set);  // a partial attach (return probes without their entries) must not trap calls until exit
     return false;
   }
@@ -818,6 +818,7 @@ unsigned UprobeTracer::attach_library(int pid_filter, const MappedLibrary& lib,
     std::set<uint64_t> seen;
     for (auto& [offset, cookie] : probes) {
       if (!seen.insert(offset).second) continue;
+      set.steady = (cookie & SS_COOKIE_STEADY) != 0;  // the caller splits steady probes from the others
       set.offsets.push_back(offset);
       set.cookies.push_back(cookie);
       if (!(cookie & SS_COOKIE_ENTRY_ONLY)) {
@@ -834,8 +835,12 @@ unsigned UprobeTracer::attach_library(int pid_filter, const MappedLibrary& lib,
       if (spec.layer != layer || std::find(spec.libs.begin(), spec.libs.end(), lib.kind) == spec.libs.end()) continue;
       for (auto& sym_name : spec.symbols)
         if (const ElfSymbol* sym = img->find(sym_name))
-          if (auto off = img->vaddr_to_offset(sym->vaddr))
-            probes.emplace_back(*off, call_cookie(spec, id, topts_.full_detail));
+          if (auto off = img->vaddr_to_offset(sym->vaddr)) {
+            uint64_t cookie = call_cookie(spec, id, topts_.full_detail);
+            // Under the budget, the CUDA family's blocking calls are never duty-cycled (see SS_COOKIE_STEADY).
+            if (budgeted() && layer == Layer::cuda && !spec.entry_only) cookie |= SS_COOKIE_STEADY;
+            probes.emplace_back(*off, cookie);
+          }
     }
     return probes;
   };
@@ -929,7 +934,13 @@ unsigned UprobeTracer::attach_library(int pid_filter, const MappedLibrary& lib,
     default:
       return 0;
   }
-  return add_probe_set(family, make_set(probes)) ? 1u << static_cast<unsigned>(layer) : 0u;
+  // Steady probes (blocking calls of a budgeted family) are their own set, outside the duty cycle.
+  std::vector<std::pair<uint64_t, uint64_t>> steady, cycled;
+  for (auto& p : probes) ((p.second & SS_COOKIE_STEADY) ? steady : cycled).push_back(p);
+  bool added = false;
+  if (!steady.empty()) added |= add_probe_set(family, make_set(steady));
+  if (!cycled.empty()) added |= add_probe_set(family, make_set(cycled));
+  return added ? 1u << static_cast<unsigned>(layer) : 0u;
 }
 
 void UprobeTracer::note_once(const std::string& text) {
@@ -1068,10 +1079,16 @@ void UprobeTracer::switch_gate(int family, bool on) {
   if (on == g.on) return;
   int64_t t0 = monotonic_ns();
   if (on) {
-    for (auto& set : g.sets) attach_set(family, set);
+    bool returns = false;
+    for (auto& set : g.sets) {
+      if (set.steady) continue;
+      attach_set(family, set);
+      returns |= !set.ret_offsets.empty();
+    }
     // Calls in flight at the last detach, or entered while attaching, never return through a probe: forget every
-    // thread's stack of calls.
-    if (bpf_map* m = thread_map_of(family)) {
+    // thread's stack of calls. Not where the cycled probes are all entry-only: the stacks then hold only steady
+    // calls, whose probes stayed attached (a synchronisation in progress keeps its entry).
+    if (bpf_map* m = returns ? thread_map_of(family) : nullptr) {
       int fd = bpf_map__fd(m);
       for (uint32_t tid; bpf_map_get_next_key(fd, nullptr, &tid) == 0;)
         if (bpf_map_delete_elem(fd, &tid) != 0) break;
@@ -1084,6 +1101,7 @@ void UprobeTracer::switch_gate(int family, bool on) {
     // breakpoint would still trap every call (a return probe traps at the entry too).
     std::vector<bpf_link*> links;
     for (auto& set : g.sets) {
+      if (set.steady) continue;
       links.insert(links.end(), set.links.rbegin(), set.links.rend());
       set.links.clear();
     }
@@ -1185,10 +1203,13 @@ void UprobeTracer::rebalance_budget(double period_s) {
   std::lock_guard<std::mutex> lock(gate_mu_);
   const int64_t now = monotonic_ns();
   std::vector<std::pair<double, int>> costs;  // cores at full attachment, family
-  double overhead = 0;
+  double overhead = 0, steady_cost = 0;  // steady: probes never cycled, paid first out of the budget
   for (int f = kCuda; f <= kPython; ++f) {
     auto& g = gates_[static_cast<size_t>(f)];
     if (g.fixed || g.watching_name.empty() || g.sets.empty()) continue;
+    const uint64_t steady_hits = read_counter(counters_of(f), SS_CNT_STEADY_HITS);
+    steady_cost += static_cast<double>(steady_hits - g.steady_hits_prev) * hit_cost_ns_ / 1e9 / period_s;
+    g.steady_hits_prev = steady_hits;
     const uint64_t hits = read_counter(counters_of(f), SS_CNT_HITS);
     const int64_t watched = g.period_watched_ns + (g.on ? now - std::max(g.on_since_ns, budget_mark_ns_) : 0);
     g.period_watched_ns = 0;
@@ -1200,7 +1221,8 @@ void UprobeTracer::rebalance_budget(double period_s) {
   }
   budget_mark_ns_ = now;
   if (costs.empty()) return;
-  double budget = topts_.budget_pct / 100.0 * std::max(0.0, job_cores - overhead);
+  overhead += steady_cost;
+  double budget = std::max(0.0, topts_.budget_pct / 100.0 * std::max(0.0, job_cores - overhead) - steady_cost);
   std::sort(costs.begin(), costs.end());
   size_t left = costs.size();
   for (auto& [cost, f] : costs) {

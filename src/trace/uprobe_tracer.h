@@ -89,6 +89,9 @@ class UprobeTracer final : public Collector {
     std::vector<uint64_t> offsets, cookies;          // entry probes
     std::vector<uint64_t> ret_offsets, ret_cookies;  // return probes (not for entry-only calls)
     std::vector<bpf_link*> links;                    // attached now, returns first
+    // Blocking calls of a budgeted family (SS_COOKIE_STEADY): attached from the start to the end, whatever the
+    // family's duty cycle does with its other sets.
+    bool steady = false;
   };
   struct FamilyProgs {
     bpf_program *entry = nullptr, *ret = nullptr, *entry_multi = nullptr, *ret_multi = nullptr;
@@ -108,7 +111,7 @@ class UprobeTracer final : public Collector {
     bool has_watching = false;
     int64_t first_ns = 0;  // when its first probes were added (its watching series starts)
     int64_t on_since_ns = 0, watched_ns = 0, period_watched_ns = 0;
-    uint64_t hits_prev = 0, window_hits0 = 0;
+    uint64_t hits_prev = 0, window_hits0 = 0, steady_hits_prev = 0;
     double full_rate = 0;  // probe hits per second while attached
     uint64_t windows = 0;
     // Per-window hit rates: their sum and the sum of squared differences between consecutive windows, which

@@ -50,12 +50,21 @@ JobProgress choose_progress(std::vector<ProgressSignal> candidates, std::optiona
       best = &c;
       break;
     }
-    if (!best || c.regularity_cv < best->regularity_cv) best = &c;
+    // Python's on-CPU samples measure the interpreter's CPU time, not work done: a thread spinning in a
+    // synchronisation while the GPU is slowed keeps its sample rate. Taken only where no call count of the job's
+    // own work (collectives, synchronisations, launches, operators) is regular enough to judge by.
+    auto rank = [&](const ProgressSignal& s) { return s.metric == "python_samples" || s.regularity_cv > 0.6 ? 1 : 0; };
+    if (!best || std::pair(rank(c), c.regularity_cv) < std::pair(rank(*best), best->regularity_cv)) best = &c;
   }
   if (best) out.signal = *best;
   out.candidates = std::move(candidates);
   return out;
 }
+
+// Under the cost budget the tracer keeps the CUDA family's blocking calls (synchronisations, blocking copies,
+// allocations: recorded with a duration) attached all the time; only its entry-only calls (instant records:
+// launches, asynchronous copies) follow trace.cuda.watching. Other families are sampled whole.
+static bool follows_watching(Layer layer, bool instant) { return layer != Layer::cuda || instant; }
 
 JobProgressCounter::JobProgressCounter(WindowGrid grid, std::set<uint32_t> job_pids, size_t max_step_ops)
     : grid_(grid), pids_(std::move(job_pids)), max_ops_(max_step_ops) {
@@ -106,7 +115,7 @@ void JobProgressCounter::add(const CallRecord& e) {
   auto it = name_counts_.find(name);
   if (it == name_counts_.end() && name_counts_.size() < kMaxCountedNames) {
     it = name_counts_.emplace(name, std::vector<float>(grid_.count, 0.0f)).first;
-    name_layer_[name] = e.layer;
+    if (follows_watching(e.layer, instant)) name_layer_[name] = e.layer;  // else never rescaled
   }
   if (it != name_counts_.end()) it->second[*w] += 1;
   if (buffered_ >= max_ops_) {
@@ -221,12 +230,12 @@ JobProgress JobProgressCounter::finish(size_t windows) {
       for (size_t w = 0; w < first_watched; ++w) per_window[w] = per_window[first_watched];
   };
   rescale(counts_[kCollectives], Layer::nccl);
-  rescale(counts_[kSyncs], Layer::cuda);
   rescale(counts_[kLaunches], Layer::cuda);
   rescale(counts_[kTorch], Layer::torch);
   for (auto& [name, per_window] : name_counts_)
     if (auto l = name_layer_.find(name); l != name_layer_.end()) rescale(per_window, l->second);
-  for (auto& [key, per_window] : ops_per_window_) rescale(per_window, key.second);
+  for (auto& [key, per_window] : ops_per_window_)
+    if (key.second != Layer::cuda) rescale(per_window, key.second);  // a CUDA operation is a synchronisation
   static const char* kNames[kKinds] = {"collectives", "syncs", "launches", "torch_ops", "python_samples"};
   std::vector<ProgressSignal> candidates;
   std::optional<StepStats> steps;

@@ -5,7 +5,8 @@
 // or Python on-CPU stack samples -- and picks the most regular signal present.
 // Under the tracer's cost budget a hot probe family is attached only part of each second (series
 // trace.<family>.watching, python.capi.watching: 1 while attached): that family's counts in a window are divided
-// by the window's watched share, so a duty cycle is never read as the job slowing down.
+// by the window's watched share, so a duty cycle is never read as the job slowing down. The CUDA family's
+// blocking calls (synchronisations) are never duty-cycled: their counts are exact, and the step cadence with them.
 #pragma once
 #include <cstdint>
 #include <map>

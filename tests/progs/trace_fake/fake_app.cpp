@@ -6,6 +6,7 @@
 //                           stream synchronisation; prints "done"
 //   fake_app longjmp N      after a line on stdin: N stream synchronisations that a signal handler leaves with
 //                           siglongjmp (the probed runtime and driver calls never return), then 3 launches
+#include <chrono>
 #include <setjmp.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -118,6 +119,23 @@ int main(int argc, char** argv) {
     std::printf("done\n");
     return 0;
   }
+  if (mode == "steps" && argc > 3) {  // a launch-bound loop: SECONDS of steps, each N launches then a sync
+    std::printf("ready %d\n", getpid());
+    wait_line();
+    void* kargs[1] = {nullptr};
+    auto stream = reinterpret_cast<cudaStream_t>(0x5000);
+    const int launches = std::atoi(argv[3]);
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(std::atof(argv[2]));
+    long steps = 0;
+    while (std::chrono::steady_clock::now() < end) {
+      for (int i = 0; i < launches; ++i)
+        cudaLaunchKernel(reinterpret_cast<const void*>(&vector_add_stub), dim3{}, dim3{}, kargs, 0, stream);
+      cudaStreamSynchronize(stream);
+      ++steps;
+    }
+    std::printf("done %ld %ld\n", steps, steps * launches);
+    return 0;
+  }
   if (mode == "longjmp" && argc > 2) {
     std::printf("ready %d\n", getpid());
     wait_line();
@@ -135,6 +153,6 @@ int main(int argc, char** argv) {
     make_calls();
     return 0;
   }
-  std::fprintf(stderr, "usage: %s calls | spawn N DIR | child DIR | longjmp N\n", argv[0]);
+  std::fprintf(stderr, "usage: %s calls | spawn N DIR | child DIR | launches N | steps SECONDS N | longjmp N\n", argv[0]);
   return 2;
 }
