@@ -30,15 +30,17 @@ const std::vector<CauseRule>& cause_rules() {
        {{"host", R"(^cpu\.busy_fraction$)", +1, 0.10, 0, 1, false, "ratio"},
         {"host", R"(^proc\.cpu\.others_util\.mean$)", +1, 0.30, 0, 1, false, "cpus"},
         {"host", R"(^proc\.cpu\.others_top_util$)", +1, 0.30, 0, 1, false, "cpus"},
-        {"host", R"(^proc\.cpu\.runq_wait\.mean$)", +1, 0.05, 0, 1, false, "s/s"},
-        {"kernel", R"(^pid\d+\.kernel\.sched\.runq_wait_time\.rate_per_s$)", +1, 5e7, 0, 1, false, "ns/s"},
+        // Interference is the job waiting for a CPU: others busy while the job's threads do not wait is not it
+        // (a copy storm's process on spare cores). The waiting signals are the keys.
+        {"host", R"(^proc\.cpu\.runq_wait\.mean$)", +1, 0.05, 0, 1, false, "s/s", -INFINITY, true},
+        {"kernel", R"(^pid\d+\.kernel\.sched\.runq_wait_time\.rate_per_s$)", +1, 5e7, 0, 1, false, "ns/s", -INFINITY, true},
         {"kernel", R"(^pid\d+\.kernel\.sched\.involuntary_switches\.rate_per_s$)", +1, 10, 0, 0.5, false, "1/s"},
-        {"host", R"(^pressure\.cpu\.some\.total\.rate_per_s$)", +1, 5e4, 0, 1, false, "us/s"},
+        {"host", R"(^pressure\.cpu\.some\.total\.rate_per_s$)", +1, 5e4, 0, 1, false, "us/s", -INFINITY, true},
         {"host", R"(^proc\.running\.mean$)", +1, 1.0, 0, 0.5, false, "threads"},
         {"host", R"(^cpu\.load\.1m\.mean$)", +1, 0.5, 0, 0.25, false, "threads"}}},
       {C::gpu_contention,
        {{"nvml", R"(^gpu\d+\.other_procs\.count$)", +1, 0.5, 0, 1, false, "processes"},
-        {"nvml", R"(^gpu\d+\.other_procs\.sm_util$)", +1, 0.05, 0, 1, false, "ratio"},
+        {"nvml", R"(^gpu\d+\.other_procs\.sm_util$)", +1, 0.05, 0, 1.5, false, "ratio"},
         {"nvml", R"(^gpu\d+\.procs\.count$)", +1, 0.5, 0, 0.5, false, "processes"}}},
       {C::host_stall,
        {{"python", R"(^python\.offcpu_fraction$)", +1, 0.10, 0, 1, true, "ratio"},
@@ -50,8 +52,9 @@ const std::vector<CauseRule>& cause_rules() {
         {"host", R"(^proc\.cpu\.runq_wait\.mean$)", +1, 0.05, 0, -0.75, false, "s/s"},
         {"kernel", R"(^pid\d+\.kernel\.sched\.runq_wait_time\.rate_per_s$)", +1, 5e7, 0, -0.75, false, "ns/s"}}},
       {C::pcie_pressure,
-       {{"cuda", R"(^cu(da)?Memcpy.*\.log10_bytes$)", +1, 0.3, 0, 1, false, "log10(1+bytes)"},
-        {"cuda", R"(^cu(da)?Memcpy.*\.log10_count$)", +1, 0.3, 0, 0.5, false, "log10(1+calls)"},
+       // The job's own copies: at least 10 MB in a window (log10 7) before they speak for the bus.
+       {{"cuda", R"(^cu(da)?Memcpy.*\.log10_bytes$)", +1, 0.3, 0, 1, false, "log10(1+bytes)", 7.0},
+        {"cuda", R"(^cu(da)?Memcpy.*\.log10_count$)", +1, 0.3, 0, 0.5, false, "log10(1+calls)", 2.0},
         {"nvml", R"(^gpu\d+\.gpu\.pcie\.(rx|tx)\.mean$)", +1, 1e8, 0.5, 1, false, "bytes/s"}}},
       {C::network,
        {{"host", R"(^net\.Tcp\.RetransSegs\.rate_per_s$)", +1, 1.0, 0, 1, false, "1/s"},
@@ -79,7 +82,9 @@ const std::vector<CauseRule>& cause_rules() {
       {C::gpu_throttling,
        {{"nvml", R"(^gpu\d+\.gpu\.clock\.sm\.mean$)", -1, 0, 0.10, 1, false, "hertz"},
         {"nvml", R"(^gpu\d+\.gpu\.throttle\.(thermal|power|hw_slowdown)\.mean$)", +1, 0.3, 0, 1, false, "bool"},
-        {"nvml", R"(^gpu\d+\.gpu\.temp\.mean$)", +1, 5, 0, 0.5, false, "celsius"}}},
+        {"nvml", R"(^gpu\d+\.gpu\.temp\.mean$)", +1, 5, 0, 0.5, false, "celsius"},
+        // Another process computing on the GPU raises its power and heat: the throttling is then its consequence.
+        {"nvml", R"(^gpu\d+\.other_procs\.sm_util$)", +1, 0.05, 0, -0.75, false, "ratio"}}},
       {C::collective_slowdown,
        {{"nccl", R"(\.median_log10_lat_ns$)", +1, 0.1, 0, 1, false, "log10(ns)"},
         {"nccl", R"(^nccl\.busy_fraction$)", +1, 0.1, 0, 0.5, false, "ratio"}},
@@ -123,6 +128,7 @@ std::optional<Support> signal_support(const SignalRule& sig, const WindowFeature
     if (!(dz >= z_min)) continue;
     if (sig.min_change > 0 && change < sig.min_change) continue;
     if (sig.min_ratio > 0 && change < sig.min_ratio * std::abs(s.expected)) continue;
+    if (!(s.observed >= sig.min_observed)) continue;
     const double strength = std::abs(sig.weight) * std::min(dz / z_min, 3.0) / 3.0 * 0.5 + std::abs(sig.weight) * 0.5;
     if (best && best->strength >= strength) continue;
     best = Support{strength, {t.columns[c], sig.unit, sig.layer, s.expected, s.observed, s.z}, t.columns[c]};
@@ -242,6 +248,8 @@ CauseVerdict explain_episode(const std::map<std::string, WindowFeatureTable>& ta
     ClassScore cs;
     cs.cls = rule.cls;
     bool required_ok = true;
+    const bool has_keys = std::any_of(rule.signals.begin(), rule.signals.end(), [](const SignalRule& r) { return r.key; });
+    bool key_seen = false;
     std::vector<Support> supports;
     for (const SignalRule& sig : rule.signals) {
       auto t = tables.find(sig.layer);
@@ -251,6 +259,7 @@ CauseVerdict explain_episode(const std::map<std::string, WindowFeatureTable>& ta
         required_ok = required_ok && !sig.required;
         continue;
       }
+      key_seen = key_seen || sig.key;
       if (sig.weight < 0) {
         cs.score -= s->strength;
         continue;
@@ -258,7 +267,7 @@ CauseVerdict explain_episode(const std::map<std::string, WindowFeatureTable>& ta
       cs.score += s->strength;
       supports.push_back(*s);
     }
-    if (!required_ok || supports.empty() || cs.score <= 0) continue;
+    if (!required_ok || (has_keys && !key_seen) || supports.empty() || cs.score <= 0) continue;
     std::sort(supports.begin(), supports.end(), [](auto& a, auto& b) {
       return a.strength != b.strength ? a.strength > b.strength : std::abs(a.evidence.z) > std::abs(b.evidence.z);
     });

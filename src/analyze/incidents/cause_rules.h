@@ -5,6 +5,7 @@
 // the weighted strength of its supporting features (less those that speak against it); the best class wins,
 // others with support are "also", no support is "unexplained". Culprits come from per-process series. Pure.
 #pragma once
+#include <cmath>
 #include <map>
 #include <set>
 #include <string>
@@ -31,6 +32,8 @@ struct SignalRule {
   double weight = 1;      // < 0: speaks against the class
   bool required = false;  // the class is supported only when this signal is
   std::string unit;
+  double min_observed = -INFINITY;  // the episode's value must reach this (a copy of a few bytes is no PCIe load)
+  bool key = false;  // where a class has key signals, it is supported only when one of them is
 };
 
 struct CauseRule {

@@ -69,6 +69,23 @@ ProgressAnalysis analyze_progress(const std::vector<double>& p, const WindowGrid
   out.steady_sd = std::max(robust_sd(steady_windows, out.steady), 0.01 * out.steady);
   for (size_t w = 0; w < n; ++w)
     out.low[w] = p[w] < (1 - opt.material_drop) * out.steady && out.steady - p[w] >= opt.z * out.steady_sd;
+  // A sustained moderate drop in a noisy signal (an inference loop's requests vary): the mean of k windows in a
+  // row has a deviation sqrt(k) times smaller, so a run whose mean is materially low at z of those deviations is
+  // low, in its windows that are themselves below steady by half the material drop (the run's edges stay tight).
+  for (size_t k : {3, 5, 9}) {
+    if (n < k) break;
+    const double need = opt.z * out.steady_sd / std::sqrt(static_cast<double>(k));
+    double sum = 0;
+    for (size_t w = 0; w < n; ++w) {
+      sum += p[w];
+      if (w >= k) sum -= p[w - k];
+      if (w + 1 < k) continue;
+      const double mean = sum / static_cast<double>(k);
+      if (!(mean < (1 - opt.material_drop) * out.steady && out.steady - mean >= need)) continue;
+      for (size_t i = w + 1 - k; i <= w; ++i)
+        if (p[i] < (1 - opt.material_drop / 2) * out.steady) out.low[i] = true;
+    }
+  }
   if (n < 5) return out;
 
   const size_t edge = std::min<size_t>(opt.max_edge_windows, static_cast<size_t>(opt.max_edge_fraction * static_cast<double>(n)));
@@ -107,6 +124,12 @@ ProgressAnalysis analyze_progress(const std::vector<double>& p, const WindowGrid
       stretches.push_back({w, w});
   }
   std::erase_if(stretches, [&](const Stretch& s) { return s.length() < opt.min_windows; });
+  // The stretch as a whole must be materially slow: merged across gaps, a few low windows in a noisy signal are not.
+  std::erase_if(stretches, [&](const Stretch& s) {
+    double sum = 0;
+    for (size_t w = s.first; w <= s.last; ++w) sum += p[w];
+    return sum / static_cast<double>(s.length()) >= (1 - opt.material_drop) * out.steady;
+  });
   const auto periodic = periodic_stretches(stretches, opt.min_periodic);
   std::vector<bool> is_periodic(stretches.size(), false);
   for (size_t i : periodic) is_periodic[i] = true;

@@ -53,7 +53,11 @@ JobProgress choose_progress(std::vector<ProgressSignal> candidates, std::optiona
     // Python's on-CPU samples measure the interpreter's CPU time, not work done: a thread spinning in a
     // synchronisation while the GPU is slowed keeps its sample rate. Taken only where no call count of the job's
     // own work (collectives, synchronisations, launches, operators) is regular enough to judge by.
-    auto rank = [&](const ProgressSignal& s) { return s.metric == "python_samples" || s.regularity_cv > 0.6 ? 1 : 0; };
+    // A duty-cycled count (an estimate; its unwatched windows hold the last watched value, which looks regular)
+    // comes after an exact one.
+    auto rank = [&](const ProgressSignal& s) {
+      return s.metric == "python_samples" || s.regularity_cv > 0.6 ? 2 : s.sampled ? 1 : 0;
+    };
     if (!best || std::pair(rank(c), c.regularity_cv) < std::pair(rank(*best), best->regularity_cv)) best = &c;
   }
   if (best) out.signal = *best;
@@ -318,9 +322,17 @@ JobProgress JobProgressCounter::finish(size_t windows) {
       }
     }
   }
+  // A family watched for only part of some windows gives estimates, not counts.
+  auto sampled = [&](Layer layer) {
+    const auto sc = scales.find(layer);
+    return sc != scales.end() &&
+           std::any_of(sc->second.begin(), sc->second.end(), [](double f) { return !std::isfinite(f) || f > 1.05; });
+  };
+  static const std::optional<Layer> kFamily[kKinds] = {Layer::nccl, std::nullopt, Layer::cuda, Layer::torch,
+                                                       std::nullopt};
   for (int k = 0; k < kKinds; ++k) {
     const bool any = std::any_of(counts_[k].begin(), counts_[k].end(), [](double c) { return c > 0; });
-    if (any) candidates.push_back({kNames[k], counts_[k]});
+    if (any) candidates.push_back({kNames[k], counts_[k], NAN, kFamily[k] && sampled(*kFamily[k])});
   }
   return choose_progress(std::move(candidates), steps);
 }

@@ -28,6 +28,7 @@ struct ProgressSignal {
   std::string metric;  // steps | collectives | syncs | launches | torch_ops | python_samples
   std::vector<double> per_window;
   double regularity_cv = NAN;  // robust coefficient of variation over the central windows (lower: more regular)
+  bool sampled = false;        // scaled up from a duty-cycled probe family: an estimate, not a count
 };
 
 struct StepStats {
