@@ -137,7 +137,7 @@ std::string report_text(const analyze::StragglerReport& r, size_t top) {
   using namespace analyze;
   std::string s;
   char buf[512];
-  std::snprintf(buf, sizeof buf, "Stragglers (KAIR): %zu workers, %zu steps (%s)\n", r.workers.size(), r.step_labels.size(),
+  std::snprintf(buf, sizeof buf, "Stragglers (KAIR): %zu workers, %zu steps (%s)\n", r.workers.size(), r.from_step_table ? r.step_labels.size() : static_cast<size_t>(std::max(0, r.steps.steps)),
                 r.from_step_table ? "step-time table" : std::string(step_source_name(r.steps.source)).c_str());
   s += buf;
   const auto& v = r.verdict;
@@ -183,7 +183,9 @@ std::string report_text(const analyze::StragglerReport& r, size_t top) {
                   r.workers[f.worker].c_str(), f.step, f.name.c_str(), f.a, f.z_start, f.z_duration);
     s += buf;
   }
-  s += "Stage 3 (backward blame): root causes\n";
+  s += v.kind == VerdictKind::none || v.kind == VerdictKind::spread
+           ? "Stage 3 (backward blame): the largest deviations (the verdict above found no culprit: not causes)\n"
+           : "Stage 3 (backward blame): root causes\n";
   for (size_t k = 0; k < r.root_causes.size() && k < top; ++k) {
     const auto& rc = r.root_causes[k];
     std::snprintf(buf, sizeof buf, "  %zu. %-18s %-24s %s\n     %s\n", k + 1, std::string(cause_kind_name(rc.kind)).c_str(),

@@ -39,6 +39,7 @@ StragglerReport analyze_stragglers(TimelineSet set, const StragglerOptions& opti
   r.steps = assign_steps(set);
   // Recordings of CPU jobs (gloo) and GPU recordings whose collectives carry no shared sequence: the cadence of
   // the synchronisation points is the step.
+  promote_coincident_blocks(set);
   const SyncPoints points = find_sync_points(set);
   if ((r.steps.source == StepSource::none || r.steps.source == StepSource::autocorrelation) && points.steps >= 3) {
     r.steps.source = StepSource::syncs;

@@ -72,6 +72,24 @@ double mode_nonzero(const std::vector<int>& v) {
 
 }  // namespace
 
+void promote_coincident_blocks(TimelineSet& set, int64_t tolerance_ns) {
+  std::vector<std::pair<int64_t, int>> ends;  // (end, worker) of every block
+  for (size_t w = 0; w < set.workers.size(); ++w)
+    for (auto& op : set.workers[w].ops)
+      if (op.kind == OpKind::offcpu || is_wait(set, op)) ends.emplace_back(op.end_ns(), static_cast<int>(w));
+  std::sort(ends.begin(), ends.end());
+  for (size_t w = 0; w < set.workers.size(); ++w)
+    for (auto& op : set.workers[w].ops) {
+      if (op.kind != OpKind::offcpu) continue;
+      auto it = std::lower_bound(ends.begin(), ends.end(), std::pair<int64_t, int>{op.end_ns() - tolerance_ns, -1});
+      for (; it != ends.end() && it->first <= op.end_ns() + tolerance_ns; ++it)
+        if (it->second != static_cast<int>(w)) {
+          op.kind = OpKind::sync;
+          break;
+        }
+    }
+}
+
 SyncPoints find_sync_points(const TimelineSet& set) {
   SyncPoints sp;
   const size_t n = set.workers.size();
@@ -128,8 +146,19 @@ SyncPoints find_sync_points(const TimelineSet& set) {
     point_name[k] = std::max_element(names[k].begin(), names[k].end(), [](auto& a, auto& b) { return a.second < b.second; })->first;
     name_points[point_name[k]]++;
   }
+  // The training loop's steady state: from the first to the last point of the most frequent kind (start-up
+  // waits such as imports, rendezvous and DDP's first broadcast come before it, the final barrier after it).
+  const uint32_t dominant =
+      std::max_element(name_points.begin(), name_points.end(), [](auto& a, auto& b) { return a.second < b.second; })->first;
+  int64_t steady_lo = INT64_MAX, steady_hi = INT64_MIN;
+  for (size_t k = 0; k < first.size(); ++k)
+    if (point_name[k] == dominant) {
+      steady_lo = std::min(steady_lo, first[k]);
+      steady_hi = std::max(steady_hi, first[k]);
+    }
   for (size_t k = 0; k < first.size(); ++k) {
-    if (name_points[point_name[k]] * 10 < static_cast<int>(first.size())) continue;  // start-up or final sync
+    if (name_points[point_name[k]] * 10 < static_cast<int>(first.size())) continue;  // rare: not part of a step
+    if (first[k] < steady_lo || first[k] > steady_hi) continue;
     bool inside = true;
     for (size_t w = 0; w < n; ++w) inside &= first[k] > lo[w] && first[k] <= hi[w] + static_cast<int64_t>(tol);
     if (!inside) continue;
