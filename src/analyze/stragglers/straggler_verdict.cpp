@@ -304,12 +304,42 @@ StragglerVerdict wait_verdict(const TimelineSet& set, const SyncPoints& sp, cons
       v.workers = slow;
     }
     v.confidence = std::clamp(consistent * std::min(1.0, t / (2 * opt.min_t)) * (clean ? 1.0 : 0.6), 0.0, 1.0);
+    // Several ranks late, but only one of them spent extra time of its own (on the CPU or blocked) enough to
+    // explain its lateness: that one is the straggler, the others' lateness follows from it (ranks sharing its
+    // host's CPUs, or waiting for it in an earlier collective).
+    std::string knock_on;
+    if (v.kind != VerdictKind::one_straggler) {
+      std::vector<double> cpus, offs;
+      for (auto& pw : v.per_worker) {
+        cpus.push_back(pw.cpu_ns);
+        offs.push_back(pw.offcpu_ns);
+      }
+      const double cpu_med = median(cpus), off_med = median(offs);
+      std::vector<int> explained;
+      for (size_t w = 0; w < n; ++w) {
+        const double own = std::max(v.per_worker[w].cpu_ns - cpu_med, v.per_worker[w].offcpu_ns - off_med);
+        if (own >= threshold * sp.period && own >= 0.5 * v.per_worker[w].late_ns * sp.period)
+          explained.push_back(static_cast<int>(w));
+      }
+      const bool late_half = explained.size() == 1 &&
+                             std::find(order.begin(), order.begin() + (n + 1) / 2, explained[0]) != order.begin() + (n + 1) / 2;
+      if (late_half) {
+        v.kind = VerdictKind::one_straggler;
+        v.workers = explained;
+        slow = explained;
+        rest.clear();
+        for (size_t w = 0; w < n; ++w)
+          if (static_cast<int>(w) != explained[0]) rest.push_back(static_cast<int>(w));
+        v.confidence *= 0.8;
+        knock_on = "; other ranks were late too but spent no extra time of their own (knock-on)";
+      }
+    }
     std::snprintf(buf, sizeof buf,
                   "the others waited %.2f ms per point for %s (t %.1f; last to arrive at %.0f %% of %zu points); "
                   "%.1f ms in all, %.1f %% of the %.1f s analysed",
                   mean_diff / 1e6, slow.size() == 1 ? "it" : "them", t, 100 * consistent, m, v.excess_ns / 1e6,
                   v.recorded_ns > 0 ? 100 * v.excess_ns / v.recorded_ns : 0.0, v.recorded_ns / 1e9);
-    v.evidence = buf;
+    v.evidence = buf + knock_on;
     // Cause: what the late set did with the time the others spent waiting, per step against the rest.
     auto avg = [&](const std::vector<int>& ws, auto field) {
       double s = 0;
