@@ -171,6 +171,21 @@ SyncPoints find_sync_points(const TimelineSet& set) {
   const int p = seq.size() >= 4 ? sequence_period(seq, std::min<int>(64, static_cast<int>(seq.size() / 2)), 0.9) : 1;
   sp.period = std::max(1, p);
   sp.steps = static_cast<int>(sp.end_ns.size()) / sp.period;
+  // A balanced step can pass with every rank's wait under the recorder's off-CPU threshold (0.2 ms): no point.
+  // A gap of close to a whole multiple (2x, 3x...) of the usual step counts that many steps; other long gaps
+  // (a stall) count one.
+  if (sp.period == 1 && sp.end_ns.size() >= 3) {
+    std::vector<double> g;
+    for (size_t k = 1; k < sp.end_ns.size(); ++k) g.push_back(double(sp.end_ns[k] - sp.end_ns[k - 1]));
+    const double med = median(g);
+    int steps = 1;
+    for (double x : g) {
+      const double r = med > 0 ? x / med : 1;
+      const double whole = std::round(r);
+      steps += (whole >= 2 && std::abs(r - whole) <= 0.25) ? static_cast<int>(whole) : 1;
+    }
+    sp.steps = steps;
+  }
   return sp;
 }
 
