@@ -105,3 +105,47 @@ TEST(StragglerVerdict, NoWaitsIsUndetermined) {
   EXPECT_EQ(v.kind, VerdictKind::undetermined);
   EXPECT_FALSE(v.evidence.empty());
 }
+
+// A GPU job whose CUDA syncs the recorder did not see (duty-cycled layer): every rank's wait in `.item()` is a
+// Python off-CPU block named after the training step, like the straggler's sleep. The waits end together on both
+// ranks (promoted to syncs); the sleep does not, and stays host time.
+TEST(StragglerVerdict, UnseenSyncsEndTogetherAndASleepStaysHostTime) {
+  TimelineSet set;
+  set.workers.resize(2);
+  const uint32_t blocked = set.intern("train_step (off-cpu)");
+  for (int w = 0; w < 2; ++w) set.workers[w].worker = "rank" + std::to_string(w);
+  int64_t t = 0;
+  for (int s = 0; s < 50; ++s) {
+    const int64_t sleep = 4'000'000, launch = 1'000'000;
+    const int64_t end = t + sleep + launch + 2'000'000 + (s % 3) * 10'000;
+    set.workers[1].ops.push_back(op_at(blocked, OpKind::offcpu, t, sleep));
+    set.workers[1].ops.push_back(op_at(blocked, OpKind::offcpu, t + sleep + launch, end - (t + sleep + launch)));
+    set.workers[0].ops.push_back(op_at(blocked, OpKind::offcpu, t + launch, end + 20'000 - (t + launch)));
+    t = end + 100'000;
+  }
+  promote_coincident_blocks(set);
+  const auto v = wait_verdict(set, find_sync_points(set));
+  EXPECT_EQ(v.points, 50);
+  EXPECT_EQ(v.kind, VerdictKind::one_straggler) << v.evidence;
+  ASSERT_FALSE(v.workers.empty());
+  EXPECT_EQ(v.workers[0], 1);
+  EXPECT_EQ(v.cause, CauseClass::host) << v.cause_detail;
+}
+
+// Extra GPU work: the hosts wait alike for their GPUs, but one rank launches one more kernel per step.
+TEST(StragglerVerdict, OneMoreKernelLaunchPerStepIsExtraGpuWork) {
+  auto set = job({0, 0});
+  for (auto& w : set.workers) w.gpu_launch_ns.clear();
+  // 30 launches per step on both, 31 on rank 1, between the sync points.
+  const auto points = find_sync_points(set);
+  for (size_t k = 1; k < points.end_ns.size(); ++k)
+    for (int w = 0; w < 2; ++w)
+      for (int l = 0; l < 30 + w; ++l) set.workers[w].gpu_launch_ns.push_back(points.end_ns[k - 1] + 1000 + l * 1000);
+  const auto v = wait_verdict(set, points);
+  EXPECT_EQ(v.kind, VerdictKind::one_straggler) << v.evidence;
+  ASSERT_FALSE(v.workers.empty());
+  EXPECT_EQ(v.workers[0], 1);
+  EXPECT_EQ(v.cause, CauseClass::compute);
+  EXPECT_NE(v.cause_detail.find("launches"), std::string::npos) << v.cause_detail;
+  EXPECT_EQ(v.excess_ns, 0);  // more work, not a measured delay
+}

@@ -163,8 +163,9 @@ struct SyncPoints {
 
 // A host block that ends within `tolerance_ns` of another worker's block is a wait for the same event (a sync
 // whose call the recorder did not see: a duty-cycled CUDA layer, a C call under a Python frame): made kind sync.
-// A sleep or a data-loader wait ends when its own time is up, not together with another rank.
-void promote_coincident_blocks(TimelineSet& set, int64_t tolerance_ns = 250'000);
+// A sleep or a data-loader wait ends when its own time is up, not together with another rank (a rank waiting for
+// the sleeper ends at least the sleeper's launch / compute time later: tight tolerance).
+void promote_coincident_blocks(TimelineSet& set, int64_t tolerance_ns = 150'000);
 
 // Waits: ops of kind sync, and collectives / p2p when set.collectives_include_wait. Points seen only at the
 // start or end (rendezvous, the final barrier: names seen at under 10 % of the points) are left out; points
