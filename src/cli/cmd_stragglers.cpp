@@ -25,16 +25,52 @@ struct StragglerCliOptions {
   size_t top = 10;
 };
 
+// How a worker is named to a person: its rank, where it ran, its GPU; the pid only when nothing better is known.
+std::string worker_label(const analyze::StragglerReport& r, int w) {
+  if (w < 0 || static_cast<size_t>(w) >= r.workers.size()) return "?";
+  std::string s = r.workers[w];
+  if (static_cast<size_t>(w) < r.identity.size()) {
+    const auto& id = r.identity[w];
+    std::string extra;
+    if (id.local_rank >= 0) extra += "local rank " + std::to_string(id.local_rank);
+    if (!id.gpu.empty()) extra += (extra.empty() ? "" : ", ") + id.gpu;
+    if (id.pid && s.find(":pid") == std::string::npos) extra += (extra.empty() ? "" : ", ") + ("pid " + std::to_string(id.pid));
+    if (!extra.empty()) s += " (" + extra + ")";
+  }
+  return s;
+}
+
+nlohmann::json verdict_json(const analyze::StragglerReport& r) {
+  using namespace analyze;
+  const auto& v = r.verdict;
+  nlohmann::json j = {{"kind", std::string(verdict_kind_name(v.kind))},
+                      {"confidence", v.confidence},
+                      {"evidence", v.evidence},
+                      {"sync_points", v.points},
+                      {"step_ms", v.step_ns / 1e6},
+                      {"excess_ms", v.excess_ns / 1e6},
+                      {"recorded_ms", v.recorded_ns / 1e6}};
+  j["workers"] = nlohmann::json::array();
+  for (int w : v.workers) j["workers"].push_back(r.workers[w]);
+  if (v.kind == VerdictKind::one_straggler || v.kind == VerdictKind::slow_group) {
+    j["cause"] = std::string(cause_class_name(v.cause));
+    j["cause_detail"] = v.cause_detail;
+  }
+  return j;
+}
+
 nlohmann::json report_json(const analyze::StragglerReport& r, const analyze::StragglerOptions& o) {
   using namespace analyze;
   nlohmann::json j;
   j["input"] = r.from_step_table ? "step-table" : "timelines";
   j["steps"] = {{"source", r.from_step_table ? "step-table" : std::string(step_source_name(r.steps.source))},
                 {"period", r.steps.period},
-                {"count", r.step_labels.size()}};
+                {"count", r.step_labels.size()},  // analysed (steps cut by the ends of the trace left out)
+                {"found", r.from_step_table ? static_cast<int>(r.step_labels.size()) : r.steps.steps}};
   j["stage2_method"] = o.stage2.robust ? "robust-median-mad" : "classical-mean-sd";
   j["stragglers"] = nlohmann::json::array();
   for (size_t k = 0; k < r.stragglers.size() && k < 10; ++k) j["stragglers"].push_back(r.workers[r.stragglers[k]]);
+  j["verdict"] = verdict_json(r);
   auto& workers = j["workers"] = nlohmann::json::array();
   for (size_t w = 0; w < r.workers.size(); ++w) {
     nlohmann::json x = {{"worker", r.workers[w]},
@@ -44,6 +80,24 @@ nlohmann::json report_json(const analyze::StragglerReport& r, const analyze::Str
                         {"persistent", r.stage1.persistent[w]},
                         {"episodic", r.stage1.episodic[w]},
                         {"clock_offset_ns", r.clock_offsets[w]}};
+    if (w < r.identity.size()) {
+      const auto& id = r.identity[w];
+      if (id.rank >= 0) x["rank"] = id.rank;
+      if (id.local_rank >= 0) x["local_rank"] = id.local_rank;
+      if (!id.host.empty()) x["host"] = id.host;
+      if (!id.gpu.empty()) x["gpu"] = id.gpu;
+      if (id.pid) x["pid"] = id.pid;
+      if (!id.loop_function.empty()) x["loop_function"] = id.loop_function;
+    }
+    if (w < r.verdict.per_worker.size() && r.verdict.points > 0) {
+      const auto& pw = r.verdict.per_worker[w];
+      x["late_ms_per_point"] = pw.late_ns / 1e6;
+      x["wait_ms_per_point"] = pw.wait_ns / 1e6;
+      x["last_share"] = pw.last_share;
+      x["cpu_ms_per_step"] = pw.cpu_ns / 1e6;
+      x["offcpu_ms_per_step"] = pw.offcpu_ns / 1e6;
+      if (pw.launches > 0) x["launches_per_step"] = pw.launches;
+    }
     if (r.stage1.episode_window[w] >= 0) {
       const auto& win = r.stage1.windows[r.stage1.episode_window[w]];
       x["episode_steps"] = {win.first_step, win.last_step};
@@ -83,11 +137,26 @@ std::string report_text(const analyze::StragglerReport& r, size_t top) {
   using namespace analyze;
   std::string s;
   char buf[512];
-  std::snprintf(buf, sizeof buf, "Stragglers (KAIR): %zu workers, %zu steps (%s)\n", r.workers.size(), r.step_labels.size(),
+  std::snprintf(buf, sizeof buf, "Stragglers (KAIR): %zu workers, %zu steps (%s)\n", r.workers.size(), r.from_step_table ? r.step_labels.size() : static_cast<size_t>(std::max(0, r.steps.steps)),
                 r.from_step_table ? "step-time table" : std::string(step_source_name(r.steps.source)).c_str());
   s += buf;
-  if (!r.stragglers.empty()) {
-    s += "  verdict: " + r.workers[r.stragglers.front()];
+  const auto& v = r.verdict;
+  if (v.kind != VerdictKind::undetermined) {
+    std::snprintf(buf, sizeof buf, "  verdict: %s (confidence %.2f, %d synchronisation points, step %.2f ms)\n",
+                  std::string(verdict_kind_name(v.kind)).c_str(), v.confidence, v.points, v.step_ns / 1e6);
+    s += buf;
+    if (v.kind == VerdictKind::spread) {
+      s += "    ranks by lateness (no single culprit):";
+      for (size_t k = 0; k < v.workers.size() && k < top; ++k) s += (k ? ", " : " ") + worker_label(r, v.workers[k]);
+      s += "\n";
+    } else {
+      for (int w : v.workers) s += "    " + worker_label(r, w) + "\n";
+    }
+    s += "    " + v.evidence + "\n";
+    if (v.kind == VerdictKind::one_straggler || v.kind == VerdictKind::slow_group)
+      s += "    cause: " + std::string(cause_class_name(v.cause)) + " -- " + v.cause_detail + "\n";
+  } else if (!r.stragglers.empty()) {
+    s += "  no waiting signal (" + v.evidence + "); KAIR's top worker: " + worker_label(r, r.stragglers.front());
     if (!r.root_causes.empty())
       s += " -- " + std::string(cause_kind_name(r.root_causes[0].kind)) + " " + r.root_causes[0].operation + " (" +
            (cause_is_edge(r.root_causes[0].kind) ? "edge" : "compute") + ")";
@@ -114,7 +183,9 @@ std::string report_text(const analyze::StragglerReport& r, size_t top) {
                   r.workers[f.worker].c_str(), f.step, f.name.c_str(), f.a, f.z_start, f.z_duration);
     s += buf;
   }
-  s += "Stage 3 (backward blame): root causes\n";
+  s += v.kind == VerdictKind::none || v.kind == VerdictKind::spread
+           ? "Stage 3 (backward blame): the largest deviations (the verdict above found no culprit: not causes)\n"
+           : "Stage 3 (backward blame): root causes\n";
   for (size_t k = 0; k < r.root_causes.size() && k < top; ++k) {
     const auto& rc = r.root_causes[k];
     std::snprintf(buf, sizeof buf, "  %zu. %-18s %-24s %s\n     %s\n", k + 1, std::string(cause_kind_name(rc.kind)).c_str(),
@@ -130,22 +201,31 @@ int run_stragglers(const StragglerCliOptions& opt) {
   options.stage1.window_steps = opt.window_steps;
   analyze::StragglerReport report;
   std::vector<std::string> tables;
-  for (auto& in : opt.inputs)
-    if (looks_like_step_table(in)) tables.push_back(in);
+  std::vector<TraceInputFormat> formats;
+  for (auto& in : opt.inputs) {
+    formats.push_back(sniff_trace_input(in));
+    if (formats.back() == TraceInputFormat::parquet)
+      throw std::invalid_argument(in + ": a Parquet file, which stragglers does not read; supported: " + std::string(kSupportedTraceInputs));
+    if (formats.back() == TraceInputFormat::unknown)
+      throw std::invalid_argument(in + ": not an input stragglers reads; supported: " + std::string(kSupportedTraceInputs));
+    if (formats.back() == TraceInputFormat::step_table) tables.push_back(in);
+  }
   if (!tables.empty()) {
     if (opt.inputs.size() != 1)
       throw std::invalid_argument("a step-time table (" + tables.front() + ") is analysed alone: give one table, or timelines");
     report = analyze::analyze_step_times(read_step_table(tables.front()), options);
   } else {
     TimelineSet set;
-    for (auto& in : opt.inputs) {
-      if (looks_like_kineto_trace(in))
-        read_kineto_trace(in, set);
+    for (size_t i = 0; i < opt.inputs.size(); ++i) {
+      if (formats[i] == TraceInputFormat::chrome_json)
+        read_kineto_trace(opt.inputs[i], set);
       else
-        read_recording_timelines(in, set);
+        read_recording_timelines(opt.inputs[i], set);
     }
     if (set.workers.size() < 2)
-      throw std::invalid_argument("straggler analysis compares workers: give the timelines of at least 2 (one file per rank)");
+      throw std::invalid_argument("straggler analysis compares workers: the input" + std::string(opt.inputs.size() > 1 ? "s hold" : " holds") +
+                                  " " + std::to_string(set.workers.size()) +
+                                  " (give a recording of the whole job, one trace per rank, or one trace with a pid per rank)");
     report = analyze::analyze_stragglers(std::move(set), options);
   }
   if (!opt.html.empty()) {

@@ -10,12 +10,13 @@
 namespace stackscope {
 
 // What an operation is, as far as blame is concerned: a compute operator can be the culprit itself; a
-// collective, point-to-point transfer or synchronisation is an edge between operations.
-enum class OpKind : uint8_t { compute = 0, collective, p2p, sync, memcpy };
+// collective, point-to-point transfer or synchronisation is an edge between operations. `offcpu`: the host
+// thread blocked outside any collective or synchronisation (a sleep, a data loader's queue, I/O).
+enum class OpKind : uint8_t { compute = 0, collective, p2p, sync, memcpy, offcpu };
 
 inline bool is_communication(OpKind k) { return k == OpKind::collective || k == OpKind::p2p || k == OpKind::sync; }
 inline std::string_view op_kind_name(OpKind k) {
-  constexpr std::string_view names[] = {"compute", "collective", "p2p", "sync", "memcpy"};
+  constexpr std::string_view names[] = {"compute", "collective", "p2p", "sync", "memcpy", "offcpu"};
   return names[static_cast<int>(k)];
 }
 
@@ -40,14 +41,28 @@ struct StepMarker {
 struct WorkerTimeline {
   std::string worker;               // "rank3", "host-a:rank3"
   int rank = -1;
+  int local_rank = -1;              // LOCAL_RANK of the process (-1 unknown)
+  std::string host;                 // where it ran ("" unknown)
+  std::string gpu;                  // its GPU as far as known ("" unknown)
+  uint32_t pid = 0;                 // 0 unknown
   std::vector<TimelineOp> ops;      // ordered by start_ns
   std::vector<StepMarker> markers;  // ProfilerStep spans when the trace has them
+  // Periodic on-CPU stack samples (name = the leaf function, duration = the sampling period): where the
+  // worker's CPU time went. Not operations: a sample has no counterpart on another worker.
+  std::vector<TimelineOp> cpu_samples;
+  // Kernel launches seen on the host (times only): extra GPU work on one worker shows as more per step.
+  std::vector<int64_t> gpu_launch_ns;
+  // Where the training loop runs, from the stack samples: the deepest frame common to nearly all of them.
+  std::string loop_function;
 };
 
 // All workers of one job, with one table of operation names shared by them (ids compare across workers).
 struct TimelineSet {
   std::vector<std::string> names{""};  // id 0 is the empty name
   std::vector<WorkerTimeline> workers;
+  // Whether a collective's duration includes the time its caller waited for the others (a GPU kernel or
+  // gloo's own thread in a profiler trace: yes; a recorded NCCL call is the host enqueue only: no).
+  bool collectives_include_wait = true;
 
   uint32_t intern(std::string_view name) {
     auto it = ids_.find(std::string(name));

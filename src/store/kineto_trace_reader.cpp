@@ -9,7 +9,12 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
+#include <map>
+#include <regex>
+#include <set>
 #include <unordered_map>
+
+#include "store/step_table_reader.h"
 
 namespace stackscope {
 
@@ -81,7 +86,93 @@ OpKind kernel_kind(const std::string& name, const std::string& cat) {
 
 int64_t to_ns(const nlohmann::json& v) { return static_cast<int64_t>(std::llround(v.get<double>() * 1000.0)); }
 
+bool has(const std::string& n, const char* what) { return n.find(what) != std::string::npos; }
+
+// Operation kinds from names alone (a converted or merged trace has its own categories).
+OpKind kind_from_name(const std::string& name) {
+  const auto n = lower(name);
+  if (has(n, "sendrecv") || has(n, "send") || has(n, "recv")) return (has(n, "nccl") || has(n, "p2p")) ? OpKind::p2p : OpKind::compute;
+  for (const char* c : {"allreduce", "all_reduce", "allgather", "all_gather", "reducescatter", "reduce_scatter",
+                        "broadcast", "barrier", "alltoall", "all_to_all", "nccl"})
+    if (has(n, c)) return OpKind::collective;
+  if (has(n, "synchronize")) return OpKind::sync;
+  return OpKind::compute;
+}
+
+// A whole-job trace: one worker per pid. Events of every category count; per (pid, tid) only top-level spans
+// (a span inside the previous one is its child).
+void read_whole_job_trace(const std::string& path, const nlohmann::json& events, TimelineSet& set) {
+  std::map<int64_t, std::string> process_name;
+  struct Raw {
+    std::string name;
+    int64_t ts, dur, tid;
+  };
+  std::map<int64_t, std::vector<Raw>> by_pid;
+  for (const auto& e : events) {
+    if (!e.is_object() || !e.contains("pid") || !e["pid"].is_number_integer()) continue;
+    const int64_t pid = e["pid"].get<int64_t>();
+    const std::string ph = e.value("ph", "");
+    if (ph == "M" && e.value("name", "") == "process_name" && e.contains("args") && e["args"].is_object() &&
+        e["args"].contains("name") && e["args"]["name"].is_string())
+      process_name[pid] = e["args"]["name"].get<std::string>();
+    if (ph != "X" || !e.contains("ts") || !e["ts"].is_number() || !e.contains("dur") || !e["dur"].is_number()) continue;
+    const int64_t tid = e.contains("tid") && e["tid"].is_number_integer() ? e["tid"].get<int64_t>() : 0;
+    by_pid[pid].push_back({e.value("name", ""), to_ns(e["ts"]), std::max<int64_t>(0, to_ns(e["dur"])), tid});
+  }
+  static const std::regex rank_re(R"((?:rank|Rank|RANK)[ _:#-]*(\d+))");
+  for (auto& [pid, raws] : by_pid) {
+    WorkerTimeline w;
+    std::smatch m;
+    const std::string pname = process_name.count(pid) ? process_name[pid] : "";
+    if (std::regex_search(pname, m, rank_re)) w.rank = std::stoi(m[1]);
+    w.worker = w.rank >= 0 ? "rank" + std::to_string(w.rank) : (pname.empty() ? "pid" + std::to_string(pid) : pname);
+    std::sort(raws.begin(), raws.end(), [](auto& a, auto& b) { return a.tid != b.tid ? a.tid < b.tid : a.ts < b.ts; });
+    int64_t cur_tid = INT64_MIN, top_end = INT64_MIN;
+    for (auto& r : raws) {
+      if (r.tid != cur_tid) {
+        cur_tid = r.tid;
+        top_end = INT64_MIN;
+      }
+      if (r.ts < top_end) continue;
+      top_end = r.ts + r.dur;
+      TimelineOp op;
+      op.name = set.intern(r.name);
+      op.kind = kind_from_name(r.name);
+      op.start_ns = r.ts;
+      op.duration_ns = r.dur;
+      op.stream = static_cast<int32_t>(r.tid & 0x7fffffff);
+      w.ops.push_back(op);
+    }
+    std::stable_sort(w.ops.begin(), w.ops.end(), [](auto& a, auto& b) { return a.start_ns < b.start_ns; });
+    if (w.ops.empty()) continue;
+    set.workers.push_back(std::move(w));
+  }
+  if (set.workers.empty()) throw std::runtime_error(path + ": no complete (ph X) events with a pid in the trace");
+}
+
+// Kineto writes these categories; a trace with none of them was merged or converted by another tool.
+bool is_kineto_category(const std::string& cat) {
+  return cat == "cpu_op" || cat == "kernel" || cat == "cuda_runtime" || cat == "cuda_driver" || cat == "gpu_memcpy" ||
+         cat == "gpu_memset" || cat == "user_annotation" || cat == "gpu_user_annotation" || cat == "python_function";
+}
+
 }  // namespace
+
+TraceInputFormat sniff_trace_input(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return TraceInputFormat::unknown;
+  char head[16] = {};
+  in.read(head, sizeof head);
+  const std::string h(head, static_cast<size_t>(in.gcount()));
+  if (h.rfind("SQLite format 3", 0) == 0) return TraceInputFormat::recording;
+  if (h.rfind("PAR1", 0) == 0) return TraceInputFormat::parquet;
+  if (h.size() >= 2 && static_cast<unsigned char>(h[0]) == 0x1f && static_cast<unsigned char>(h[1]) == 0x8b)
+    return TraceInputFormat::chrome_json;
+  const size_t first = h.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && (h[first] == '{' || h[first] == '[')) return TraceInputFormat::chrome_json;
+  if (looks_like_step_table(path)) return TraceInputFormat::step_table;
+  return TraceInputFormat::unknown;
+}
 
 void read_kineto_trace(const std::string& path, TimelineSet& set) {
   nlohmann::json doc;
@@ -95,6 +186,16 @@ void read_kineto_trace(const std::string& path, TimelineSet& set) {
   if (doc.is_array()) doc = nlohmann::json{{"traceEvents", std::move(doc)}};
   if (!doc.is_object() || !doc.contains("traceEvents") || !doc["traceEvents"].is_array())
     throw std::runtime_error(path + ": not a Kineto trace (no traceEvents array)");
+  {
+    std::set<int64_t> pids;
+    bool kineto = doc.contains("distributedInfo") || doc.contains("deviceProperties") || doc.contains("schemaVersion");
+    for (const auto& e : doc["traceEvents"]) {
+      if (!e.is_object() || e.value("ph", "") != "X") continue;
+      kineto |= is_kineto_category(e.value("cat", ""));
+      if (e.contains("pid") && e["pid"].is_number_integer()) pids.insert(e["pid"].get<int64_t>());
+    }
+    if (!kineto && pids.size() >= 2) return read_whole_job_trace(path, doc["traceEvents"], set);
+  }
   WorkerTimeline w;
   if (doc.contains("distributedInfo") && doc["distributedInfo"].is_object() &&
       doc["distributedInfo"].value("rank", -1) >= 0)
@@ -196,7 +297,9 @@ void read_kineto_trace(const std::string& path, TimelineSet& set) {
     }
   }
   std::stable_sort(w.ops.begin(), w.ops.end(), [](auto& a, auto& b) { return a.start_ns < b.start_ns; });
-  if (w.ops.empty()) throw std::runtime_error(path + ": no operators or kernels in the trace");
+  if (w.ops.empty())
+    throw std::runtime_error(path + ": no operators or kernels in the trace (read as one rank's profiler trace: events "
+                             "of categories cpu_op, user_annotation or kernel; a whole-job trace needs one pid per rank)");
   set.workers.push_back(std::move(w));
 }
 

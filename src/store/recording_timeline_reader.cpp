@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <map>
+#include <regex>
+#include <set>
 #include <stdexcept>
 
 #include "store/recording_reader.h"
@@ -20,25 +22,124 @@ std::string arg_text(const Event& e, std::string_view key) {
 
 bool is_sync_call(const std::string& name) { return name.find("Synchronize") != std::string::npos; }
 
+// A Python thread blocked in a collective or a barrier of torch.distributed, in DDP, or in the autograd engine
+// (where DDP's all-reduce is awaited at the end of backward) waits for other ranks: a synchronisation. Blocked
+// anywhere else (a sleep, a data loader's queue, a file, the rendezvous's store at start-up) is host time.
+bool waits_for_peers(const std::string& file, const std::string& stack) {
+  for (const char* where : {"torch/nn/parallel/", "torch/autograd/"})
+    if (file.find(where) != std::string::npos) return true;
+  static const std::set<std::string, std::less<>> kCollectives = {
+      "all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter", "reduce_scatter_tensor", "broadcast",
+      "barrier", "monitored_barrier", "all_to_all", "all_to_all_single", "reduce", "gather", "scatter", "send",
+      "recv", "synchronize"};
+  // Any frame: a wrapper of the user's may call the collective.
+  size_t b = 0;
+  while (b <= stack.size()) {
+    size_t e = stack.find(';', b);
+    if (e == std::string::npos) e = stack.size();
+    std::string_view frame(stack.data() + b, e - b);
+    if (const size_t dot = frame.rfind('.'); dot != std::string_view::npos) frame.remove_prefix(dot + 1);
+    if (kCollectives.count(frame)) return true;
+    b = e + 1;
+  }
+  return false;
+}
+
+struct ProcessIdentity {
+  int rank = -1, local_rank = -1;
+  std::string visible_devices;
+};
+
+// Notes "pid 123: RANK=1 LOCAL_RANK=1 WORLD_SIZE=2 ..." written by the recorder (the last one of a pid wins:
+// a child seen before its exec was noted with its parent's environment).
+std::map<uint32_t, ProcessIdentity> identities(const RecordingReader& reader) {
+  std::map<uint32_t, ProcessIdentity> out;
+  static const std::regex note(R"(^pid (\d+): (.*)$)");
+  for (const auto& n : reader.notes()) {
+    if (n.source != "process") continue;
+    std::smatch m;
+    if (!std::regex_match(n.text, m, note)) continue;
+    ProcessIdentity id;
+    const std::string vars = m[2];
+    size_t b = 0;
+    while (b < vars.size()) {
+      size_t e = vars.find(' ', b);
+      if (e == std::string::npos) e = vars.size();
+      const std::string kv = vars.substr(b, e - b);
+      const size_t eq = kv.find('=');
+      if (eq != std::string::npos) {
+        const std::string k = kv.substr(0, eq), v = kv.substr(eq + 1);
+        try {
+          if (k == "RANK") id.rank = std::stoi(v);
+          if (k == "LOCAL_RANK") id.local_rank = std::stoi(v);
+        } catch (const std::exception&) {
+        }
+        if (k == "CUDA_VISIBLE_DEVICES") id.visible_devices = v;
+      }
+      b = e + 1;
+    }
+    out[static_cast<uint32_t>(std::stoul(m[1]))] = id;
+  }
+  return out;
+}
+
+// The deepest frame shared by nearly all of a worker's stack samples: where its training loop runs.
+std::string common_loop_frame(const std::vector<std::string>& stacks) {
+  if (stacks.size() < 20) return "";
+  std::map<std::string, size_t> prefix_count;  // "a;b;c" prefixes
+  for (auto& s : stacks) {
+    size_t p = 0;
+    while (true) {
+      p = s.find(';', p);
+      prefix_count[s.substr(0, p)]++;
+      if (p == std::string::npos) break;
+      ++p;
+    }
+  }
+  std::string best;
+  for (auto& [prefix, n] : prefix_count)
+    if (n * 10 >= stacks.size() * 9 && prefix.size() > best.size()) best = prefix;
+  const size_t cut = best.rfind(';');
+  return cut == std::string::npos ? best : best.substr(cut + 1);
+}
+
 }  // namespace
 
 void read_recording_timelines(const std::string& path, TimelineSet& set) {
   RecordingReader reader(path);
   const int64_t shift = reader.summary().realtime_offset_ns;
   const std::string host = reader.meta_or("host", path.substr(path.find_last_of('/') + 1));
+  const auto identity = identities(reader);
   std::map<uint32_t, WorkerTimeline> by_pid;
   std::map<uint32_t, int> rank_of;
+  std::map<uint32_t, std::vector<std::string>> stacks;
+  // NCCL communicators are pointers, different in every process: the n-th communicator of a given size a
+  // process used is the same one on every rank (DDP's default group first, then subgroups in creation order).
+  std::map<std::pair<uint32_t, std::string>, std::string> comm_key;
+  std::map<std::pair<uint32_t, int64_t>, int> comms_of_size;
+  bool any_nccl = false;
   EventFilter filter;
-  filter.layers = {Layer::nccl, Layer::torch, Layer::cuda};
+  filter.layers = {Layer::nccl, Layer::torch, Layer::cuda, Layer::python};
   reader.for_each_event(filter, [&](const Event& e) {
+    if (e.layer == Layer::cuda && e.name.find("aunch") != std::string::npos) {
+      by_pid[e.pid].gpu_launch_ns.push_back(e.start_ns + shift);  // budgeted detail records launches as instants
+      return;
+    }
     if (e.flags & kEventInstant) return;
     TimelineOp op;
+    op.name = 0;
     if (e.layer == Layer::nccl) {
+      any_nccl = true;
       const std::string lname = e.name;
       op.kind = (lname.find("Send") != std::string::npos || lname.find("Recv") != std::string::npos) ? OpKind::p2p
                                                                                                      : OpKind::collective;
       const std::string comm = arg_text(e, "comm");
-      op.comm = comm.empty() ? 0 : set.intern("comm:" + comm);
+      if (!comm.empty()) {
+        const int64_t nranks = e.arg_int("nranks", -1);
+        auto [it, fresh] = comm_key.try_emplace({e.pid, comm});
+        if (fresh) it->second = "comm:n" + std::to_string(nranks) + "#" + std::to_string(comms_of_size[{e.pid, nranks}]++);
+        op.comm = set.intern(it->second);
+      }
       op.bytes = e.arg_int("bytes", e.arg_int("count", 0));
       const int64_t rank = e.arg_int("rank", -1);
       if (rank >= 0 && !rank_of.count(e.pid)) rank_of[e.pid] = static_cast<int>(rank);
@@ -46,6 +147,28 @@ void read_recording_timelines(const std::string& path, TimelineSet& set) {
       op.kind = OpKind::compute;
     } else if (e.layer == Layer::cuda && is_sync_call(e.name)) {
       op.kind = OpKind::sync;
+    } else if (e.layer == Layer::python && e.arg("sample")) {
+      // Stack samples (record's default Python mode): on-CPU ones say where CPU time went, off-CPU ones how
+      // long the thread was blocked and in which function.
+      const std::string stack = arg_text(e, "stack");
+      stacks[e.pid].push_back(stack);
+      auto& w = by_pid[e.pid];
+      const bool offcpu = arg_text(e, "sample") == "off-cpu";
+      std::string leaf = e.name;
+      if (offcpu && leaf.size() > 10 && leaf.compare(leaf.size() - 10, 10, " (off-cpu)") == 0) leaf.resize(leaf.size() - 10);
+      op.start_ns = e.start_ns + shift;
+      op.duration_ns = std::max<int64_t>(0, e.duration_ns);
+      op.stream = static_cast<int32_t>(e.tid);
+      if (!offcpu) {
+        op.kind = OpKind::compute;
+        op.name = set.intern(leaf);
+        w.cpu_samples.push_back(op);
+        return;
+      }
+      op.kind = waits_for_peers(arg_text(e, "file"), stack) ? OpKind::sync : OpKind::offcpu;
+      op.name = set.intern(leaf + (op.kind == OpKind::sync ? " (wait)" : " (off-cpu)"));
+      w.ops.push_back(op);
+      return;
     } else {
       return;  // kernel launches: host enqueue cost only, not the work
     }
@@ -55,12 +178,60 @@ void read_recording_timelines(const std::string& path, TimelineSet& set) {
     op.stream = static_cast<int32_t>(e.tid);
     by_pid[e.pid].ops.push_back(op);
   });
-  if (by_pid.empty()) throw std::runtime_error(path + ": no nccl, torch or cuda synchronisation events to analyse");
+  if (any_nccl) set.collectives_include_wait = false;  // a recorded NCCL call is its host enqueue
+  // A Python thread blocked inside a CUDA synchronisation is that synchronisation (already an operation, with
+  // its exact duration): its off-CPU stack sample would count the same wait twice, once as host time.
+  for (auto& [pid, w] : by_pid) {
+    std::map<int32_t, std::vector<std::pair<int64_t, int64_t>>> syncs;  // thread -> CUDA sync spans
+    for (auto& op : w.ops)
+      if (op.kind == OpKind::sync && set.names[op.name].find("(wait)") == std::string::npos)
+        syncs[op.stream].push_back({op.start_ns, op.end_ns()});
+    if (syncs.empty()) continue;
+    for (auto& [tid, v] : syncs) std::sort(v.begin(), v.end());
+    std::erase_if(w.ops, [&](const TimelineOp& op) {
+      const std::string& nm = set.names[op.name];
+      const bool from_python = nm.find("(wait)") != std::string::npos || nm.find("(off-cpu)") != std::string::npos;
+      if (!from_python) return false;
+      auto it = syncs.find(op.stream);
+      if (it == syncs.end()) return false;
+      int64_t overlap = 0;
+      for (auto& [a, b] : it->second) {
+        if (a >= op.end_ns()) break;
+        overlap += std::max<int64_t>(0, std::min(b, op.end_ns()) - std::max(a, op.start_ns));
+      }
+      return 2 * overlap >= op.duration_ns;
+    });
+  }
+  // A launcher, a data-loader worker or a compile helper is not a training rank: when some processes have a
+  // rank, the others are dropped; otherwise those that never ran an operator nor waited for a peer are.
+  auto has_rank = [&](uint32_t pid) {
+    return rank_of.count(pid) || (identity.count(pid) && identity.at(pid).rank >= 0);
+  };
+  const bool ranks_known = std::any_of(by_pid.begin(), by_pid.end(), [&](auto& kv) { return has_rank(kv.first); });
+  for (auto it = by_pid.begin(); it != by_pid.end();) {
+    const bool works = std::any_of(it->second.ops.begin(), it->second.ops.end(), [](auto& op) { return op.kind != OpKind::offcpu; });
+    if (ranks_known ? !has_rank(it->first) : !works) it = by_pid.erase(it);
+    else ++it;
+  }
+  if (by_pid.empty())
+    throw std::runtime_error(path + ": no nccl, torch, cuda synchronisation or Python stack-sample events to analyse");
   for (auto& [pid, w] : by_pid) {
     auto it = rank_of.find(pid);
-    w.rank = it != rank_of.end() ? it->second : -1;
+    auto id = identity.find(pid);
+    w.rank = it != rank_of.end() ? it->second : id != identity.end() ? id->second.rank : -1;
+    w.pid = pid;
+    w.host = host;
+    if (id != identity.end()) {
+      w.local_rank = id->second.local_rank;
+      // The GPU a torchrun worker uses by convention: cuda:LOCAL_RANK among its visible devices.
+      const std::string& vis = id->second.visible_devices;
+      if (!vis.empty() && vis.find(',') == std::string::npos) w.gpu = "gpu" + vis;
+      else if (w.local_rank >= 0 && any_nccl) w.gpu = "gpu" + std::to_string(w.local_rank) + "?";
+    }
     w.worker = host + (w.rank >= 0 ? ":rank" + std::to_string(w.rank) : ":pid" + std::to_string(pid));
+    w.loop_function = common_loop_frame(stacks[pid]);
     std::stable_sort(w.ops.begin(), w.ops.end(), [](auto& a, auto& b) { return a.start_ns < b.start_ns; });
+    std::stable_sort(w.cpu_samples.begin(), w.cpu_samples.end(), [](auto& a, auto& b) { return a.start_ns < b.start_ns; });
     set.workers.push_back(std::move(w));
   }
 }

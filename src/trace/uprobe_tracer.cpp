@@ -29,6 +29,7 @@
 #include "python.skel.h"
 #include "torch.skel.h"
 #include "model/clock.h"
+#include "model/process.h"
 #include "trace/python_offsets.h"
 #include "trace/symbol_names.h"
 
@@ -588,6 +589,7 @@ void UprobeTracer::process_exited(uint32_t pid) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     traced_.erase(pid);
+    identified_.erase(pid);
     // Whether or not user space registered it: the kernel registers a forked child itself (pystack on_fork), and
     // a child that exits before its rescan would stay registered for the next process given its pid.
     py_sampled_.erase(pid);
@@ -633,6 +635,7 @@ void UprobeTracer::rescan(uint32_t pid) {
   }
   auto maps = read_proc_maps(pid);
   if (maps.empty()) return;  // gone (its exit record follows) or a kernel thread
+  note_rank_environment(pid);
   if (cuda_) update_fold_ranges(pid, maps);
   unsigned layers = 0;
   for (auto& lib : find_libraries(pid, maps)) {
@@ -662,6 +665,21 @@ void UprobeTracer::rescan(uint32_t pid) {
     attached_layers_[filter] |= layers;
     cv_.notify_all();
   }
+}
+
+// A worker's rank as its launcher set it (torchrun's RANK, LOCAL_RANK...), once per process: what lets
+// `stragglers` name workers by rank when no NCCL call says it (gloo, CPU jobs). After exec, since the
+// environment read is the one the process started with (a child seen between fork and exec still has its
+// parent's: noted again when it changes).
+void UprobeTracer::note_rank_environment(uint32_t pid) {
+  const std::string env = process_rank_environment(pid);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto [it, fresh] = identified_.try_emplace(pid, env);
+    if (!fresh && it->second == env) return;
+    it->second = env;
+  }
+  if (!env.empty()) sink_->add_note("process", fmt::format("pid {}: {}", pid, env));
 }
 
 void UprobeTracer::update_fold_ranges(uint32_t pid, const std::vector<MapEntry>& maps) {

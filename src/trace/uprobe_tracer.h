@@ -78,6 +78,7 @@ class UprobeTracer final : public Collector {
   void poll_loop();
   void maintain_loop();
   void rescan(uint32_t pid);
+  void note_rank_environment(uint32_t pid);
   void process_exited(uint32_t pid);
   void destroy_links(const std::vector<bpf_link*>& links, const std::function<void(size_t done, size_t total)>& progress);
   // Returns the bit of the layer it attached probes for (0: none).
@@ -188,6 +189,7 @@ class UprobeTracer final : public Collector {
   std::vector<std::string> torch_names_;                               // op id -> event name
   std::map<std::string, std::vector<std::pair<uint32_t, uint64_t>>> torch_ops_by_image_;  // image -> (op id, vaddr)
   std::set<std::string> notes_sent_;
+  std::map<uint32_t, std::string> identified_;  // launcher identity (RANK...) noted per process
   std::set<uint32_t> py_sampled_;  // processes registered with the stack sampler
   std::vector<bpf_link*> exited_links_;  // of processes that exited while stopping: left to release()
   std::map<uint32_t, std::vector<std::pair<uint64_t, uint64_t>>> fold_ranges_;  // pid -> CUDA library code

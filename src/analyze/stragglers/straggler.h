@@ -14,7 +14,7 @@
 namespace stackscope::analyze {
 
 // ---------------------------------------------------------------- steps and clocks
-enum class StepSource { markers, collectives, autocorrelation, none };
+enum class StepSource { markers, collectives, autocorrelation, none, syncs };
 std::string_view step_source_name(StepSource s);
 
 struct StepDetection {
@@ -148,6 +148,67 @@ struct Stage3Options {
 std::vector<RootCause> stage3_blame(const TimelineSet& set, const std::vector<int64_t>& offsets,
                                     const Stage2Result& stage2, const Stage3Options& options);
 
+// ---------------------------------------------------------------- the waiting signal and the verdict
+// At a synchronisation point (a collective, a barrier, a stream sync that waits on one) every rank leaves
+// together, so the rank that arrived last waited least: the healthy ranks wait for the straggler, it does not
+// wait. Synchronisation points are the ends of waits, clustered in time across workers; a rank with no
+// recorded wait at a point waited less than the recorder's threshold (it arrived last).
+struct SyncPoints {
+  std::vector<int64_t> end_ns;                  // [point] when the waits ended (earliest end in the cluster)
+  std::vector<std::vector<int64_t>> wait_ns;    // [point][worker] time that worker waited there (0: none seen)
+  std::vector<uint32_t> name;                   // [point] the most common wait name there
+  int period = 1;                               // points per step
+  int steps = 0;                                // points / period
+};
+
+// A host block that ends within `tolerance_ns` of another worker's block is a wait for the same event (a sync
+// whose call the recorder did not see: a duty-cycled CUDA layer, a C call under a Python frame): made kind sync.
+// A sleep or a data-loader wait ends when its own time is up, not together with another rank (a rank waiting for
+// the sleeper ends at least the sleeper's launch / compute time later: tight tolerance).
+void promote_coincident_blocks(TimelineSet& set, int64_t tolerance_ns = 150'000);
+
+// Waits: ops of kind sync, and collectives / p2p when set.collectives_include_wait. Points seen only at the
+// start or end (rendezvous, the final barrier: names seen at under 10 % of the points) are left out; points
+// outside any worker's active span too.
+SyncPoints find_sync_points(const TimelineSet& set);
+
+enum class VerdictKind { none, one_straggler, slow_group, spread, undetermined };
+std::string_view verdict_kind_name(VerdictKind k);
+enum class CauseClass { compute, host, communication, gpu, memory, unknown };
+std::string_view cause_class_name(CauseClass c);
+
+struct WorkerLateness {
+  double late_ns = 0;        // mean per point: how much later it arrived than the earliest rank
+  double wait_ns = 0;        // mean per point: how long it waited there
+  double last_share = 0;     // share of points where it arrived last (waited least)
+  double cpu_ns = 0;         // mean per step: on-CPU time (stack samples)
+  double offcpu_ns = 0;      // mean per step: blocked outside any wait (sleep, data, I/O)
+  double launches = 0;       // typical kernel launches per step (0: none seen)
+};
+
+struct StragglerVerdict {
+  VerdictKind kind = VerdictKind::undetermined;
+  std::vector<int> workers;      // the straggler or the slow group, latest first
+  CauseClass cause = CauseClass::unknown;
+  std::string cause_detail;      // what the straggler did while the others waited
+  double confidence = 0;         // 0..1
+  double excess_ns = 0;          // how long the others waited for them, summed over the points (<= recorded_ns)
+  double recorded_ns = 0;        // the span of the points analysed
+  double step_ns = 0;            // median time between steps
+  int points = 0;                // synchronisation points analysed
+  std::vector<WorkerLateness> per_worker;
+  std::string evidence;          // one line a person reads
+};
+
+struct VerdictOptions {
+  double min_share_of_step = 0.10;  // a lateness under 10 % of the step is no straggler (ranks of a clean job
+                                    // on a shared host differ by up to ~9 %)
+  double min_late_ns = 500'000;     // nor under 0.5 ms (the recorder sees blocks from 0.2 ms)
+  double min_t = 4;                 // paired t of the lateness difference across points
+};
+
+StragglerVerdict wait_verdict(const TimelineSet& set, const SyncPoints& points, const VerdictOptions& options = {});
+
 // ---------------------------------------------------------------- the whole analysis
 struct FrequencyTimeline {  // KAIR Fig. 4: operations completed per time bin, per worker
   int64_t t0_ns = 0, bin_ns = 0;
@@ -166,6 +227,7 @@ struct FlaggedOpReport {
 };
 
 struct StragglerOptions {
+  VerdictOptions verdict;
   Stage1Options stage1;
   Stage2Options stage2;
   Stage3Options stage3;
@@ -189,6 +251,8 @@ struct StragglerReport {
   FrequencyTimeline timeline;
   bool from_step_table = false;
   std::vector<std::vector<double>> step_times;  // step tables: [worker][step] (for the timeline view)
+  StragglerVerdict verdict;           // from the waiting signal; undetermined when nobody was seen waiting
+  std::vector<WorkerTimeline> identity;  // per worker: rank, local rank, host, GPU, pid, loop function (no ops)
 };
 
 StragglerReport analyze_stragglers(TimelineSet set, const StragglerOptions& options = {});

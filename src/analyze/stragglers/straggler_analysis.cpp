@@ -37,6 +37,32 @@ StragglerReport analyze_stragglers(TimelineSet set, const StragglerOptions& opti
   }
   const size_t n = set.workers.size();
   r.steps = assign_steps(set);
+  // Recordings of CPU jobs (gloo) and GPU recordings whose collectives carry no shared sequence: the cadence of
+  // the synchronisation points is the step.
+  promote_coincident_blocks(set);
+  const SyncPoints points = find_sync_points(set);
+  if ((r.steps.source == StepSource::none || r.steps.source == StepSource::autocorrelation) && points.steps >= 3) {
+    r.steps.source = StepSource::syncs;
+    r.steps.period = points.period;
+    r.steps.steps = points.steps;
+    std::vector<int64_t> bounds;
+    for (size_t k = points.period - 1; k < points.end_ns.size(); k += points.period) bounds.push_back(points.end_ns[k]);
+    for (auto& w : set.workers)
+      for (auto& op : w.ops)
+        op.step = static_cast<int32_t>(std::upper_bound(bounds.begin(), bounds.end(), op.start_ns) - bounds.begin());
+  }
+  r.verdict = wait_verdict(set, points, options.verdict);
+  for (auto& w : set.workers) {
+    WorkerTimeline id;
+    id.worker = w.worker;
+    id.rank = w.rank;
+    id.local_rank = w.local_rank;
+    id.host = w.host;
+    id.gpu = w.gpu;
+    id.pid = w.pid;
+    id.loop_function = w.loop_function;
+    r.identity.push_back(std::move(id));
+  }
   r.clock_offsets = estimate_clock_offsets(set);
   r.group = peer_groups(set);
   const auto starts = cluster_step_starts(set, r.clock_offsets);
@@ -75,9 +101,14 @@ StragglerReport analyze_stragglers(TimelineSet set, const StragglerOptions& opti
     r.flagged.push_back({fl.worker, set.names[op.name], op.kind, op.step, fl.a, st.z_start, st.z_duration,
                          double(op.duration_ns), st.expected_duration, st.start_delay});
   }
-  if (!r.root_causes.empty()) r.stragglers.push_back(r.root_causes.front().worker);
+  // The waiting signal, when it names somebody, outranks KAIR's order (it measures who made the others wait;
+  // stage 1 measures who differs); otherwise the worker of the strongest root cause, then stage 1's order.
+  if (r.verdict.kind == VerdictKind::one_straggler || r.verdict.kind == VerdictKind::slow_group)
+    r.stragglers = r.verdict.workers;
+  else if (!r.root_causes.empty())
+    r.stragglers.push_back(r.root_causes.front().worker);
   for (int w : r.stage1.ranking)
-    if (r.stragglers.empty() || w != r.stragglers.front()) r.stragglers.push_back(w);
+    if (std::find(r.stragglers.begin(), r.stragglers.end(), w) == r.stragglers.end()) r.stragglers.push_back(w);
 
   // Fig. 4: operations completed per time bin for the workers of the heatmap.
   int64_t lo = INT64_MAX, hi = INT64_MIN;

@@ -151,6 +151,14 @@ std::vector<RootCause> stage3_blame(const TimelineSet& set, const std::vector<in
     return std::nullopt;
   };
 
+  // Every figure stays within what was observed: no cause can have cost more than the time recorded.
+  int64_t t_lo = INT64_MAX, t_hi = INT64_MIN;
+  for (auto& w : set.workers)
+    for (auto& op : w.ops) {
+      t_lo = std::min(t_lo, op.start_ns);
+      t_hi = std::max(t_hi, op.end_ns());
+    }
+  const double span = t_hi > t_lo ? double(t_hi - t_lo) : 0.0;
   std::map<std::tuple<int, int, std::string>, RootCause> causes;
   std::set<std::tuple<int, int64_t, uint32_t>> counted;  // culprit instances whose excess is already summed
   const size_t limit = std::min<size_t>(stage2.flagged.size(), 200000);
@@ -167,7 +175,9 @@ std::vector<RootCause> stage3_blame(const TimelineSet& set, const std::vector<in
     rc.operation = what;
     rc.victims++;
     if (counted.insert({c->worker, c->pred, c->op}).second) {
-      rc.excess_ns += std::max(0.0, c->excess);
+      // A compute operator cannot have added more than it lasted.
+      const double cap = c->kind == CauseKind::compute_operator ? double(ops[c->op].duration_ns) : span;
+      rc.excess_ns = std::min(span, rc.excess_ns + std::clamp(c->excess, 0.0, cap));
       rc.steps.push_back(ops[c->op].step);
       rc.z = std::max(rc.z, c->z);
     }

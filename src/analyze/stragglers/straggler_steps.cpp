@@ -14,6 +14,7 @@ std::string_view step_source_name(StepSource s) {
     case StepSource::markers: return "markers";
     case StepSource::collectives: return "collective-sequence";
     case StepSource::autocorrelation: return "autocorrelation";
+    case StepSource::syncs: return "sync-cadence";
     case StepSource::none: break;
   }
   return "none";

@@ -1,0 +1,98 @@
+#!/usr/bin/python3
+"""Data-parallel training as a user launches it, for `stackscope record -- ...` (no profiler, no code change):
+a launcher starts one process per rank with RANK / LOCAL_RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT in its
+environment, as torchrun does (Debian's torch 1.13 torchrun is broken, FACTS.md), or, under torchrun, runs as
+one of its workers. DistributedDataParallel over gloo (CPU) or nccl (GPU). One rank can be slowed:
+  --fault compute : extra work in each step (CPU: more matmuls; GPU: a GPU-side spin of --delay-ms)
+  --fault host    : the step starts late on the host (a sleep, as a slow data loader would)
+  --fault none    : nobody slowed
+Each step ends with loss.item() (a sync on GPU). Prints "steps N" from rank 0 at the end.
+  python3 ddp_job.py --ranks 2 --steps 200 --slow-rank 1 --fault compute      # launcher (CPU)
+  torchrun --nproc-per-node 2 ddp_job.py --backend nccl --steps 2000 ...        # GPU
+"""
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+
+def parse():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ranks", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--slow-rank", type=int, default=-1)
+    ap.add_argument("--fault", choices=["compute", "host", "none"], default="none")
+    ap.add_argument("--delay-ms", type=float, default=20)
+    ap.add_argument("--width", type=int, default=256)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--backend", default="gloo")
+    ap.add_argument("--port", type=int, default=29571)
+    return ap.parse_args()
+
+
+def launch(args):
+    procs = []
+    for r in range(args.ranks):
+        env = dict(os.environ, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(args.ranks),
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(args.port), OMP_NUM_THREADS="1")
+        procs.append(subprocess.Popen([sys.executable] + sys.argv, env=env))
+    return max(p.wait() for p in procs)
+
+
+def train_step(model, opt, x, slow, args, torch, extra):
+    if slow and args.fault == "host":
+        time.sleep(args.delay_ms / 1000)  # the batch arrives late
+    out = model(x)
+    if slow and args.fault == "compute":
+        if x.is_cuda:
+            torch.cuda._sleep(int(args.delay_ms * 1.4e6))  # GPU-side spin (~1.4 GHz clock cycles per ms)
+        else:
+            t_end = time.perf_counter() + args.delay_ms / 1000
+            while time.perf_counter() < t_end:  # extra operators on the CPU, for about delay-ms
+                extra = torch.tanh(extra @ extra)
+    loss = out.square().mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    return loss.item()
+
+
+def worker(args):
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    rank = int(os.environ["RANK"])
+    torch.set_num_threads(1)
+    dist.init_process_group(args.backend)
+    dev = torch.device("cpu")
+    if args.backend == "nccl":
+        dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
+        torch.cuda.set_device(dev)
+    torch.manual_seed(0)
+    w = args.width
+    model = torch.nn.Sequential(*[m for _ in range(4) for m in (torch.nn.Linear(w, w), torch.nn.ReLU())]).to(dev)
+    model = DDP(model, device_ids=[dev.index] if dev.type == "cuda" else None)
+    opt = torch.optim.SGD(model.parameters(), lr=0.001)
+    x = torch.randn(args.batch, w, device=dev)
+    extra = torch.randn(64, 64, device=dev) * 0.01
+    slow = rank == args.slow_rank
+    for _ in range(args.steps):
+        train_step(model, opt, x, slow, args, torch, extra)
+    dist.barrier()
+    if rank == 0:
+        print(f"steps {args.steps}", flush=True)
+    dist.destroy_process_group()
+
+
+def main():
+    args = parse()
+    if "RANK" in os.environ:
+        worker(args)
+        return 0
+    return launch(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

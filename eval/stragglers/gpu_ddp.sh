@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Stragglers on the path users take: `stackscope record -- torchrun --nproc-per-node 2 ddp_job.py` (DDP over NCCL,
+# no profiler), then `stackscope stragglers run.sdb`. Runs, in a shuffled order: clean runs, runs whose slowed
+# rank (random) does extra GPU work each step (torch.cuda._sleep, cause class compute), and runs whose slowed rank
+# starts each step late on the host (a sleep, cause class host). Scores the verdict (kind, rank, cause class).
+# Usage (2-GPU device machine, repository root, as root; the stripped binary carried at .carry/stackscope):
+#   bash eval/stragglers/gpu_ddp.sh OUT [RUNS_PER_CLASS=3] [STEPS=600] [DELAY_MS=4]      (NPROC=4: 4 GPUs)
+# Writes OUT/results.jsonl (one line per run), OUT/score.txt, OUT/reports/*.txt|json (no recordings).
+# The same on the CPU VM (gloo, Debian's torch 1.13, ranks started by ddp_job.py as torchrun would, run niced up):
+#   CPU=1 STACKSCOPE=build/src/cli/stackscope bash eval/stragglers/gpu_ddp.sh OUT 4 120 15
+set -uo pipefail
+out=${1:?OUT}; per=${2:-3}; steps=${3:-600}; delay=${4:-4}
+ranks=${NPROC:-2}  # NPROC=4 on a 4-GPU machine
+JOB=eval/stragglers/ddp_job.py
+if [[ -n "${CPU:-}" ]]; then
+  BIN=${STACKSCOPE:-build/src/cli/stackscope}
+  PY=${PYTHON:-/usr/bin/python3}
+  echo -10 > /proc/self/autogroup 2>/dev/null || true  # ahead of other work on a shared VM
+  job_cmd() { echo "$PY" "$JOB" --ranks "$ranks" --backend gloo --width 256 --batch 64 --port "$1"; }
+  layers=(--layers python,host)
+else
+  BIN=${STACKSCOPE:-.carry/stackscope}
+  PY=${PYTHON:-/opt/torch/.venv/bin/python3}
+  TORCHRUN=$(dirname "$PY")/torchrun
+  job_cmd() { echo "$TORCHRUN" --nproc-per-node "$ranks" --master-port "$1" "$JOB" --backend nccl --width 2048 --batch 512; }
+  layers=()
+fi
+mkdir -p "$out/reports"; w=/tmp/straggler_gpu; rm -rf "$w"; mkdir -p "$w"
+mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
+nvidia-smi -L > "$out/gpus.txt" 2>&1
+"$BIN" --version > "$out/version.txt" 2>&1 || true
+plan=()
+for ((i = 0; i < per; i++)); do plan+=(none compute host); done
+mapfile -t plan < <(printf '%s\n' "${plan[@]}" | shuf --random-source=<(yes 15))
+: > "$out/results.jsonl"
+i=0
+for fault in "${plan[@]}"; do
+  slow=-1; [[ $fault != none ]] && slow=$((RANDOM % ranks))
+  rec="$w/run$i.sdb"
+  start=$(date +%s.%N)
+  read -r -a cmd <<< "$(job_cmd $((29700 + i)))"
+  "$BIN" record -q "${layers[@]}" -o "$rec" -- "${cmd[@]}" --steps "$steps" --slow-rank "$slow" --fault "$fault" \
+    --delay-ms "$delay" > "$w/run$i.log" 2>&1
+  rc=$?
+  end=$(date +%s.%N)
+  "$BIN" stragglers "$rec" > "$out/reports/run$i.txt" 2>&1
+  "$BIN" stragglers --json "$rec" > "$out/reports/run$i.json" 2> "$out/reports/run$i.err"
+  "$BIN" info "$rec" > "$out/reports/run$i.info.txt" 2>&1
+  tail -3 "$w/run$i.log" > "$out/reports/run$i.job.txt"
+  "$PY" - "$out/reports/run$i.json" "$fault" "$slow" "$steps" "$i" "$rc" "$start" "$end" >> "$out/results.jsonl" <<'PYEOF'
+import json, sys
+path, fault, slow, steps, i, rc, t0, t1 = sys.argv[1:]
+try:
+    j = json.load(open(path))
+except Exception as e:
+    print(json.dumps({"run": int(i), "fault": fault, "slow_rank": int(slow), "error": str(e), "job_rc": int(rc)}))
+    sys.exit()
+v = j.get("verdict", {})
+got = v.get("workers", [])
+got_rank = got[0].rsplit(":rank", 1)[-1] if got else None
+want_kind = "none" if fault == "none" else "one-straggler"
+ok_kind = v.get("kind") == want_kind
+ok_rank = fault == "none" or (got_rank == slow)
+ok_cause = fault == "none" or v.get("cause") == fault
+print(json.dumps({"run": int(i), "fault": fault, "slow_rank": int(slow), "job_rc": int(rc), "wall_s": float(t1) - float(t0),
+                  "steps_expected": int(steps), "steps_found": j["steps"]["count"], "step_source": j["steps"]["source"],
+                  "verdict": v.get("kind"), "workers": got, "cause": v.get("cause"), "confidence": v.get("confidence"),
+                  "excess_ms": v.get("excess_ms"), "recorded_ms": v.get("recorded_ms"),
+                  "ok_kind": ok_kind, "ok_rank": ok_kind and ok_rank, "ok_cause": ok_kind and ok_rank and ok_cause,
+                  "kair_top": j["stragglers"][0] if j.get("stragglers") else None}))
+PYEOF
+  rm -f "$rec" "$rec"-*
+  i=$((i + 1))
+done
+"$PY" - "$out/results.jsonl" > "$out/score.txt" <<'PYEOF'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+def frac(sel, key):
+    s = [r for r in rows if sel(r)]
+    return f"{sum(1 for r in s if r.get(key)) }/{len(s)}"
+print("clean runs reported none:", frac(lambda r: r["fault"] == "none", "ok_kind"))
+print("slowed runs, rank right:", frac(lambda r: r["fault"] != "none", "ok_rank"))
+print("slowed runs, rank and cause right:", frac(lambda r: r["fault"] != "none", "ok_cause"))
+for f in ("compute", "host"):
+    print(f"  {f}: rank {frac(lambda r: r['fault'] == f, 'ok_rank')}, cause {frac(lambda r: r['fault'] == f, 'ok_cause')}")
+ok_steps = [r for r in rows if "steps_found" in r and abs(r["steps_found"] - r["steps_expected"]) <= max(1, r["steps_expected"] // 100)]
+print(f"step count within 1 %: {len(ok_steps)}/{len(rows)}")
+for r in rows:
+    print(json.dumps({k: r.get(k) for k in ("run", "fault", "slow_rank", "verdict", "workers", "cause", "confidence",
+                                             "steps_found", "step_source", "excess_ms", "recorded_ms")}))
+PYEOF
+cat "$out/score.txt"

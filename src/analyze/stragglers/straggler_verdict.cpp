@@ -1,0 +1,408 @@
+// The waiting signal and a verdict that can say no. KAIR's stages rank workers and operators; they always
+// name somebody. Here the question is whether anybody made the others wait: at each synchronisation point the
+// rank that arrived last waited least, so lateness = (longest wait there) - (own wait) is measured on each
+// worker's own clock, with no clock alignment between hosts. Verdicts: nobody (none), one rank, a group
+// (ranks clearly apart from the rest), or a spread (ranks late by graded amounts, no culprit).
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+
+#include "analyze/stragglers/straggler.h"
+
+namespace stackscope::analyze {
+
+std::string_view verdict_kind_name(VerdictKind k) {
+  switch (k) {
+    case VerdictKind::none: return "none";
+    case VerdictKind::one_straggler: return "one-straggler";
+    case VerdictKind::slow_group: return "slow-group";
+    case VerdictKind::spread: return "spread";
+    case VerdictKind::undetermined: break;
+  }
+  return "undetermined";
+}
+
+std::string_view cause_class_name(CauseClass c) {
+  switch (c) {
+    case CauseClass::compute: return "compute";
+    case CauseClass::host: return "host";
+    case CauseClass::communication: return "communication";
+    case CauseClass::gpu: return "gpu";
+    case CauseClass::memory: return "memory";
+    case CauseClass::unknown: break;
+  }
+  return "unknown";
+}
+
+namespace {
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  const size_t n = v.size();
+  std::nth_element(v.begin(), v.begin() + n / 2, v.end());
+  const double hi = v[n / 2];
+  if (n % 2) return hi;
+  return 0.5 * (hi + *std::max_element(v.begin(), v.begin() + n / 2));
+}
+
+bool is_wait(const TimelineSet& set, const TimelineOp& op) {
+  if (op.kind == OpKind::sync) return true;
+  return set.collectives_include_wait && (op.kind == OpKind::collective || op.kind == OpKind::p2p);
+}
+
+// Mean and paired t statistic of a per-point difference.
+std::pair<double, double> mean_t(const std::vector<double>& d) {
+  if (d.size() < 2) return {d.empty() ? 0 : d[0], 0};
+  const double m = std::accumulate(d.begin(), d.end(), 0.0) / double(d.size());
+  double ss = 0;
+  for (double x : d) ss += (x - m) * (x - m);
+  const double se = std::sqrt(ss / double(d.size() - 1) / double(d.size()));
+  return {m, se > 0 ? m / se : (m > 0 ? 1e9 : 0)};
+}
+
+// The most frequent non-zero value (launches per fully watched step; partly watched steps count fewer).
+double mode_nonzero(const std::vector<int>& v) {
+  std::map<int, int> c;
+  for (int x : v)
+    if (x > 0) c[x]++;
+  if (c.empty()) return 0;
+  return std::max_element(c.begin(), c.end(), [](auto& a, auto& b) { return a.second < b.second; })->first;
+}
+
+}  // namespace
+
+void promote_coincident_blocks(TimelineSet& set, int64_t tolerance_ns) {
+  std::vector<std::pair<int64_t, int>> ends;  // (end, worker) of every block
+  for (size_t w = 0; w < set.workers.size(); ++w)
+    for (auto& op : set.workers[w].ops)
+      if (op.kind == OpKind::offcpu || is_wait(set, op)) ends.emplace_back(op.end_ns(), static_cast<int>(w));
+  std::sort(ends.begin(), ends.end());
+  for (size_t w = 0; w < set.workers.size(); ++w)
+    for (auto& op : set.workers[w].ops) {
+      if (op.kind != OpKind::offcpu) continue;
+      auto it = std::lower_bound(ends.begin(), ends.end(), std::pair<int64_t, int>{op.end_ns() - tolerance_ns, -1});
+      for (; it != ends.end() && it->first <= op.end_ns() + tolerance_ns; ++it)
+        if (it->second != static_cast<int>(w)) {
+          op.kind = OpKind::sync;
+          break;
+        }
+    }
+}
+
+SyncPoints find_sync_points(const TimelineSet& set) {
+  SyncPoints sp;
+  const size_t n = set.workers.size();
+  struct End {
+    int64_t t;
+    int worker;
+    int64_t dur;
+    uint32_t name;
+  };
+  std::vector<End> ends;
+  std::vector<double> gaps;
+  for (size_t w = 0; w < n; ++w) {
+    int64_t prev = INT64_MIN;
+    for (auto& op : set.workers[w].ops) {
+      if (!is_wait(set, op)) continue;
+      ends.push_back({op.end_ns(), static_cast<int>(w), op.duration_ns, op.name});
+      if (prev != INT64_MIN && op.end_ns() > prev) gaps.push_back(double(op.end_ns() - prev));
+      prev = op.end_ns();
+    }
+  }
+  if (ends.empty()) return sp;
+  std::sort(ends.begin(), ends.end(), [](auto& a, auto& b) { return a.t < b.t; });
+  // Waits of one point end together, within the time it takes to wake each thread (milliseconds on a loaded
+  // host); successive points are a step or a bucket apart. A worker waits once per point: its next wait opens
+  // the next point.
+  const double tol = std::max(20'000.0, 0.4 * median(gaps));
+  std::vector<std::vector<int64_t>> waits;
+  std::vector<std::map<uint32_t, int>> names;
+  std::vector<int64_t> first;
+  for (auto& e : ends) {
+    if (first.empty() || double(e.t - first.back()) > tol || waits.back()[e.worker] > 0) {
+      first.push_back(e.t);
+      waits.emplace_back(n, 0);
+      names.emplace_back();
+    }
+    waits.back()[e.worker] += e.dur;
+    names.back()[e.name]++;
+  }
+  // Active spans: a point before a worker's first or after its last operation says nothing about it.
+  std::vector<int64_t> lo(n, INT64_MAX), hi(n, INT64_MIN);
+  for (size_t w = 0; w < n; ++w) {
+    for (auto& op : set.workers[w].ops) {
+      lo[w] = std::min(lo[w], op.start_ns);
+      hi[w] = std::max(hi[w], op.end_ns());
+    }
+    for (auto& op : set.workers[w].cpu_samples) {
+      lo[w] = std::min(lo[w], op.start_ns);
+      hi[w] = std::max(hi[w], op.end_ns());
+    }
+  }
+  std::map<uint32_t, int> name_points;
+  std::vector<uint32_t> point_name(first.size());
+  for (size_t k = 0; k < first.size(); ++k) {
+    point_name[k] = std::max_element(names[k].begin(), names[k].end(), [](auto& a, auto& b) { return a.second < b.second; })->first;
+    name_points[point_name[k]]++;
+  }
+  // The training loop's steady state: from the first to the last point of the most frequent kind (start-up
+  // waits such as imports, rendezvous and DDP's first broadcast come before it, the final barrier after it).
+  const uint32_t dominant =
+      std::max_element(name_points.begin(), name_points.end(), [](auto& a, auto& b) { return a.second < b.second; })->first;
+  int64_t steady_lo = INT64_MAX, steady_hi = INT64_MIN;
+  for (size_t k = 0; k < first.size(); ++k)
+    if (point_name[k] == dominant) {
+      steady_lo = std::min(steady_lo, first[k]);
+      steady_hi = std::max(steady_hi, first[k]);
+    }
+  for (size_t k = 0; k < first.size(); ++k) {
+    if (name_points[point_name[k]] * 10 < static_cast<int>(first.size())) continue;  // rare: not part of a step
+    if (first[k] < steady_lo || first[k] > steady_hi) continue;
+    bool inside = true;
+    for (size_t w = 0; w < n; ++w) inside &= first[k] > lo[w] && first[k] <= hi[w] + static_cast<int64_t>(tol);
+    if (!inside) continue;
+    sp.end_ns.push_back(first[k]);
+    sp.wait_ns.push_back(std::move(waits[k]));
+    sp.name.push_back(point_name[k]);
+  }
+  // Points per step: the period of the sequence of point names (DDP with several buckets waits more than once).
+  std::vector<uint64_t> seq(sp.name.begin(), sp.name.end());
+  const int p = seq.size() >= 4 ? sequence_period(seq, std::min<int>(64, static_cast<int>(seq.size() / 2)), 0.9) : 1;
+  sp.period = std::max(1, p);
+  sp.steps = static_cast<int>(sp.end_ns.size()) / sp.period;
+  // A balanced step can pass with every rank's wait under the recorder's off-CPU threshold (0.2 ms): no point.
+  // A gap of close to a whole multiple (2x, 3x...) of the usual step counts that many steps; other long gaps
+  // (a stall) count one.
+  if (sp.period == 1 && sp.end_ns.size() >= 3) {
+    std::vector<double> g;
+    for (size_t k = 1; k < sp.end_ns.size(); ++k) g.push_back(double(sp.end_ns[k] - sp.end_ns[k - 1]));
+    const double med = median(g);
+    int steps = 1;
+    for (double x : g) {
+      const double r = med > 0 ? x / med : 1;
+      const double whole = std::round(r);
+      steps += (whole >= 2 && std::abs(r - whole) <= 0.25) ? static_cast<int>(whole) : 1;
+    }
+    sp.steps = steps;
+  }
+  return sp;
+}
+
+StragglerVerdict wait_verdict(const TimelineSet& set, const SyncPoints& sp, const VerdictOptions& opt) {
+  StragglerVerdict v;
+  const size_t n = set.workers.size();
+  const size_t m = sp.end_ns.size();
+  v.per_worker.resize(n);
+  v.points = static_cast<int>(m);
+  if (n < 2 || m < 5) {
+    v.evidence = m < 5 ? "too few synchronisation points seen (" + std::to_string(m) +
+                             "): nothing tells who waited for whom"
+                       : "one worker: nobody to compare with";
+    return v;
+  }
+  std::vector<double> step_gaps;
+  for (size_t k = sp.period; k < m; k += sp.period) step_gaps.push_back(double(sp.end_ns[k] - sp.end_ns[k - sp.period]));
+  v.step_ns = median(step_gaps);
+  v.recorded_ns = double(sp.end_ns.back() - sp.end_ns.front());
+  // late[k][w]: how much later than the earliest rank w arrived at point k.
+  std::vector<std::vector<double>> late(m, std::vector<double>(n));
+  for (size_t k = 0; k < m; ++k) {
+    const int64_t mx = *std::max_element(sp.wait_ns[k].begin(), sp.wait_ns[k].end());
+    for (size_t w = 0; w < n; ++w) {
+      late[k][w] = double(mx - sp.wait_ns[k][w]);
+      v.per_worker[w].late_ns += late[k][w] / double(m);
+      v.per_worker[w].wait_ns += double(sp.wait_ns[k][w]) / double(m);
+    }
+    const int64_t mn = *std::min_element(sp.wait_ns[k].begin(), sp.wait_ns[k].end());
+    for (size_t w = 0; w < n; ++w)
+      if (sp.wait_ns[k][w] == mn) v.per_worker[w].last_share += 1.0 / double(m);
+  }
+  // What each worker did between the first and the last point, per step: on-CPU, blocked elsewhere, launches.
+  const int64_t t0 = sp.end_ns.front(), t1 = sp.end_ns.back();
+  const double steps = std::max(1.0, double(m - 1) / sp.period);
+  for (size_t w = 0; w < n; ++w) {
+    auto& pw = v.per_worker[w];
+    for (auto& s : set.workers[w].cpu_samples)
+      if (s.start_ns >= t0 && s.start_ns < t1) pw.cpu_ns += double(s.duration_ns) / steps;
+    for (auto& op : set.workers[w].ops)
+      if (op.kind == OpKind::offcpu && op.start_ns >= t0 && op.start_ns < t1) pw.offcpu_ns += double(op.duration_ns) / steps;
+    const auto& l = set.workers[w].gpu_launch_ns;
+    if (!l.empty()) {
+      std::vector<int> per_step;
+      size_t i = std::lower_bound(l.begin(), l.end(), t0) - l.begin();
+      for (size_t k = sp.period; k < m; k += sp.period) {
+        int c = 0;
+        for (; i < l.size() && l[i] < sp.end_ns[k]; ++i) ++c;
+        per_step.push_back(c);
+      }
+      pw.launches = mode_nonzero(per_step);
+    }
+  }
+  // Rank workers by mean lateness; the widest gap in that order splits the late set from the rest.
+  std::vector<int> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int a, int b) { return v.per_worker[a].late_ns > v.per_worker[b].late_ns; });
+  const double range = v.per_worker[order.front()].late_ns - v.per_worker[order.back()].late_ns;
+  size_t split = 1;
+  double gap = 0;
+  for (size_t i = 0; i + 1 < n; ++i) {
+    const double g = v.per_worker[order[i]].late_ns - v.per_worker[order[i + 1]].late_ns;
+    if (g > gap) {
+      gap = g;
+      split = i + 1;
+    }
+  }
+  std::vector<int> slow(order.begin(), order.begin() + split), rest(order.begin() + split, order.end());
+  // Per point: the late set's mean lateness minus the rest's. Its mean is what each point cost the job, its
+  // paired t whether that is more than noise. Each point's excess is bounded by the time since the previous.
+  std::vector<double> diff(m);
+  for (size_t k = 0; k < m; ++k) {
+    double a = 0, b = 0;
+    for (int w : slow) a += late[k][w] / double(slow.size());
+    for (int w : rest) b += late[k][w] / double(rest.size());
+    diff[k] = a - b;
+    const double bound = k ? double(sp.end_ns[k] - sp.end_ns[k - 1]) : 0;
+    v.excess_ns += std::clamp(diff[k], 0.0, bound);
+  }
+  const auto [mean_diff, t] = mean_t(diff);
+  const double threshold = std::max(opt.min_late_ns, opt.min_share_of_step * v.step_ns / sp.period);
+  double consistent = 0;  // share of points where every slow worker arrived after every other
+  for (size_t k = 0; k < m; ++k) {
+    double slow_min = 1e300, rest_max = -1e300;
+    for (int w : slow) slow_min = std::min(slow_min, late[k][w]);
+    for (int w : rest) rest_max = std::max(rest_max, late[k][w]);
+    consistent += slow_min > rest_max ? 1.0 / double(m) : 0;
+  }
+  char buf[512];
+  const bool significant = mean_diff >= threshold && t >= opt.min_t;
+  if (!significant) {
+    v.kind = VerdictKind::none;
+    v.excess_ns = 0;
+    // Sure of "none" when the largest lateness is far below the threshold and the latest rank changes.
+    const double ratio = std::min(1.0, std::max(0.0, mean_diff) / threshold);
+    v.confidence = std::clamp(1.0 - 0.5 * ratio - 0.3 * std::max(0.0, consistent - 0.5), 0.3, 1.0);
+    std::snprintf(buf, sizeof buf,
+                  "no rank kept the others waiting: the latest arrivals were %.2f ms behind the rest per point "
+                  "(threshold %.2f ms, t %.1f) over %zu points",
+                  mean_diff / 1e6, threshold / 1e6, t, m);
+    v.evidence = buf;
+    // A GPU job's hosts all wait for their GPUs, so a rank whose GPU does extra work is not late on the host;
+    // it launches more kernels per step than its peers, which do the same work.
+    std::vector<int> by_launch(n);
+    std::iota(by_launch.begin(), by_launch.end(), 0);
+    std::sort(by_launch.begin(), by_launch.end(),
+              [&](int a, int b) { return v.per_worker[a].launches > v.per_worker[b].launches; });
+    const double top = v.per_worker[by_launch[0]].launches, second = v.per_worker[by_launch[1]].launches;
+    const double lowest = v.per_worker[by_launch.back()].launches;
+    if (second > 0 && top >= second + 1 && second == lowest) {
+      v.kind = VerdictKind::one_straggler;
+      v.workers = {by_launch[0]};
+      v.cause = CauseClass::compute;
+      v.confidence = 0.6;  // more work, not a measured delay: its cost is not seen from the host
+      std::snprintf(buf, sizeof buf, "extra GPU work: %.0f kernel launches per step against %.0f on every other rank",
+                    top, second);
+      v.cause_detail = buf;
+      v.evidence += "; but " + v.cause_detail + " (its GPU time is not seen from the host: excess not measured)";
+    }
+  } else {
+    // A clean split has one wide gap; graded lateness (every rank a little slow) has no dominant gap.
+    const bool clean = gap >= 0.6 * range;
+    if (!clean) {
+      v.kind = VerdictKind::spread;
+      v.workers = order;
+    } else if (slow.size() == 1) {
+      v.kind = VerdictKind::one_straggler;
+      v.workers = slow;
+    } else {
+      v.kind = VerdictKind::slow_group;
+      v.workers = slow;
+    }
+    v.confidence = std::clamp(consistent * std::min(1.0, t / (2 * opt.min_t)) * (clean ? 1.0 : 0.6), 0.0, 1.0);
+    // Several ranks late, but only one of them spent extra time of its own (on the CPU or blocked) enough to
+    // explain its lateness: that one is the straggler, the others' lateness follows from it (ranks sharing its
+    // host's CPUs, or waiting for it in an earlier collective).
+    std::string knock_on;
+    if (v.kind != VerdictKind::one_straggler) {
+      std::vector<double> cpus, offs;
+      for (auto& pw : v.per_worker) {
+        cpus.push_back(pw.cpu_ns);
+        offs.push_back(pw.offcpu_ns);
+      }
+      const double cpu_med = median(cpus), off_med = median(offs);
+      std::vector<int> explained;
+      for (size_t w = 0; w < n; ++w) {
+        const double own = std::max(v.per_worker[w].cpu_ns - cpu_med, v.per_worker[w].offcpu_ns - off_med);
+        if (own >= threshold * sp.period && own >= 0.5 * v.per_worker[w].late_ns * sp.period)
+          explained.push_back(static_cast<int>(w));
+      }
+      const bool late_half = explained.size() == 1 &&
+                             std::find(order.begin(), order.begin() + (n + 1) / 2, explained[0]) != order.begin() + (n + 1) / 2;
+      if (late_half) {
+        v.kind = VerdictKind::one_straggler;
+        v.workers = explained;
+        slow = explained;
+        rest.clear();
+        for (size_t w = 0; w < n; ++w)
+          if (static_cast<int>(w) != explained[0]) rest.push_back(static_cast<int>(w));
+        v.confidence *= 0.8;
+        knock_on = "; other ranks were late too but spent no extra time of their own (knock-on)";
+      }
+    }
+    std::snprintf(buf, sizeof buf,
+                  "the others waited %.2f ms per point for %s (t %.1f; last to arrive at %.0f %% of %zu points); "
+                  "%.1f ms in all, %.1f %% of the %.1f s analysed",
+                  mean_diff / 1e6, slow.size() == 1 ? "it" : "them", t, 100 * consistent, m, v.excess_ns / 1e6,
+                  v.recorded_ns > 0 ? 100 * v.excess_ns / v.recorded_ns : 0.0, v.recorded_ns / 1e9);
+    v.evidence = buf + knock_on;
+    // Cause: what the late set did with the time the others spent waiting, per step against the rest.
+    auto avg = [&](const std::vector<int>& ws, auto field) {
+      double s = 0;
+      for (int w : ws) s += v.per_worker[w].*field;
+      return ws.empty() ? 0.0 : s / double(ws.size());
+    };
+    const double late_per_step = mean_diff * sp.period;
+    const double d_cpu = avg(slow, &WorkerLateness::cpu_ns) - avg(rest, &WorkerLateness::cpu_ns);
+    const double d_off = avg(slow, &WorkerLateness::offcpu_ns) - avg(rest, &WorkerLateness::offcpu_ns);
+    const double l_slow = avg(slow, &WorkerLateness::launches), l_rest = avg(rest, &WorkerLateness::launches);
+    if (l_rest > 0 && l_slow >= l_rest + 1) {
+      v.cause = CauseClass::compute;
+      std::snprintf(buf, sizeof buf, "extra GPU work: %.0f kernel launches per step against %.0f on the others",
+                    l_slow, l_rest);
+    } else if (d_off >= 0.3 * late_per_step && d_off >= d_cpu) {
+      v.cause = CauseClass::host;
+      std::snprintf(buf, sizeof buf, "the host: blocked outside any collective %.2f ms per step longer than the others "
+                    "(late step start: sleep, data loading, I/O)", d_off / 1e6);
+    } else if (d_cpu >= 0.3 * late_per_step) {
+      v.cause = CauseClass::compute;
+      std::snprintf(buf, sizeof buf, "compute: %.2f ms per step more on the CPU than the others", d_cpu / 1e6);
+    } else {
+      v.cause = CauseClass::unknown;
+      std::snprintf(buf, sizeof buf, "not seen from the host: no more CPU time (%+.2f ms), blocking (%+.2f ms) or "
+                    "launches per step than the others (a GPU-side delay: throttling, contention, a slow kernel)",
+                    d_cpu / 1e6, d_off / 1e6);
+    }
+    v.cause_detail = buf;
+    // Where: the function the late set spent that time in (the most frequent leaf of the relevant samples).
+    if (v.cause == CauseClass::host || v.cause == CauseClass::compute) {
+      std::map<uint32_t, double> where;
+      for (int w : slow) {
+        if (v.cause == CauseClass::host) {
+          for (auto& op : set.workers[w].ops)
+            if (op.kind == OpKind::offcpu && op.start_ns >= t0 && op.start_ns < t1) where[op.name] += double(op.duration_ns);
+        } else {
+          for (auto& s : set.workers[w].cpu_samples)
+            if (s.start_ns >= t0 && s.start_ns < t1) where[s.name] += double(s.duration_ns);
+        }
+      }
+      if (!where.empty()) {
+        const auto top = std::max_element(where.begin(), where.end(), [](auto& a, auto& b) { return a.second < b.second; });
+        v.cause_detail += "; mostly in " + set.names[top->first];
+      }
+    }
+  }
+  v.excess_ns = std::min(v.excess_ns, v.recorded_ns);
+  return v;
+}
+
+}  // namespace stackscope::analyze

@@ -1,0 +1,151 @@
+// The verdict from the waiting signal on constructed timelines: each worker computes, then waits at a sync point
+// that ends when the latest worker arrives. Who arrives late decides none / one / slow group / spread.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "analyze/stragglers/straggler.h"
+
+using namespace stackscope;
+using namespace stackscope::analyze;
+
+namespace {
+
+TimelineOp op_at(uint32_t name, OpKind kind, int64_t start, int64_t duration) {
+  TimelineOp op;
+  op.name = name;
+  op.kind = kind;
+  op.start_ns = start;
+  op.duration_ns = duration;
+  return op;
+}
+
+// late_ms[w]: how much later than the others worker w arrives at every sync (plus noise of `jitter_ms`).
+TimelineSet job(const std::vector<double>& late_ms, int steps = 60, double jitter_ms = 0.3, bool host_cause = false) {
+  TimelineSet set;
+  const size_t n = late_ms.size();
+  set.workers.resize(n);
+  std::mt19937 rng(5);
+  std::normal_distribution<double> noise(0, jitter_ms * 1e6);
+  const uint32_t compute = set.intern("compute"), wait = set.intern("all_reduce (wait)"),
+                 sleep = set.intern("train_step (off-cpu)");
+  for (size_t w = 0; w < n; ++w) set.workers[w].worker = "rank" + std::to_string(w);
+  int64_t t = 0;
+  for (int s = 0; s < steps; ++s) {
+    std::vector<int64_t> arrive(n);
+    for (size_t w = 0; w < n; ++w) arrive[w] = t + 10'000'000 + static_cast<int64_t>(late_ms[w] * 1e6 + std::abs(noise(rng)));
+    const int64_t end = *std::max_element(arrive.begin(), arrive.end()) + 500'000;
+    for (size_t w = 0; w < n; ++w) {
+      auto& ops = set.workers[w].ops;
+      if (host_cause && late_ms[w] > 0) {
+        ops.push_back(op_at(sleep, OpKind::offcpu, t, static_cast<int64_t>(late_ms[w] * 1e6)));
+        ops.push_back(op_at(compute, OpKind::compute, t + static_cast<int64_t>(late_ms[w] * 1e6), arrive[w] - t - static_cast<int64_t>(late_ms[w] * 1e6)));
+      } else {
+        ops.push_back(op_at(compute, OpKind::compute, t, arrive[w] - t));
+        // On-CPU samples every 1 ms while computing.
+        for (int64_t c = t; c < arrive[w]; c += 1'000'000) set.workers[w].cpu_samples.push_back(op_at(compute, OpKind::compute, c, 1'000'000));
+      }
+      ops.push_back(op_at(wait, OpKind::sync, arrive[w], end - arrive[w]));
+    }
+    t = end + 100'000;
+  }
+  return set;
+}
+
+StragglerVerdict verdict_of(const TimelineSet& set) { return wait_verdict(set, find_sync_points(set)); }
+
+}  // namespace
+
+TEST(StragglerVerdict, HealthyJobIsNone) {
+  const auto v = verdict_of(job({0, 0, 0, 0}));
+  EXPECT_EQ(v.kind, VerdictKind::none) << v.evidence;
+  EXPECT_EQ(v.excess_ns, 0);
+  EXPECT_GE(v.confidence, 0.5);
+  EXPECT_EQ(v.points, 60);
+}
+
+TEST(StragglerVerdict, OneLateRankIsTheStragglerWithComputeCause) {
+  const auto v = verdict_of(job({0, 0, 5, 0}));
+  EXPECT_EQ(v.kind, VerdictKind::one_straggler) << v.evidence;
+  ASSERT_EQ(v.workers.size(), 1u);
+  EXPECT_EQ(v.workers[0], 2);
+  EXPECT_EQ(v.cause, CauseClass::compute) << v.cause_detail;
+  EXPECT_GT(v.confidence, 0.8);
+  EXPECT_LE(v.excess_ns, v.recorded_ns);
+  EXPECT_NEAR(v.excess_ns / 1e6, 5.0 * 59, 5.0 * 59 * 0.2);  // about 5 ms per point (the first has no interval)
+}
+
+TEST(StragglerVerdict, HostDelayIsAHostCause) {
+  const auto v = verdict_of(job({0, 6, 0}, 60, 0.3, true));
+  EXPECT_EQ(v.kind, VerdictKind::one_straggler) << v.evidence;
+  ASSERT_FALSE(v.workers.empty());
+  EXPECT_EQ(v.workers[0], 1);
+  EXPECT_EQ(v.cause, CauseClass::host) << v.cause_detail;
+  EXPECT_NE(v.cause_detail.find("train_step"), std::string::npos) << v.cause_detail;
+}
+
+TEST(StragglerVerdict, TwoLateRanksAreASlowGroup) {
+  const auto v = verdict_of(job({0, 0, 4, 4, 0, 0}));
+  EXPECT_EQ(v.kind, VerdictKind::slow_group) << v.evidence;
+  ASSERT_EQ(v.workers.size(), 2u);
+  EXPECT_EQ(std::min(v.workers[0], v.workers[1]), 2);
+  EXPECT_EQ(std::max(v.workers[0], v.workers[1]), 3);
+}
+
+TEST(StragglerVerdict, GradedLatenessIsASpreadWithNoCulprit) {
+  const auto v = verdict_of(job({0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(v.kind, VerdictKind::spread) << v.evidence;
+  EXPECT_EQ(v.workers.size(), 8u);
+}
+
+TEST(StragglerVerdict, NoWaitsIsUndetermined) {
+  TimelineSet set;
+  set.workers.resize(2);
+  const auto v = verdict_of(set);
+  EXPECT_EQ(v.kind, VerdictKind::undetermined);
+  EXPECT_FALSE(v.evidence.empty());
+}
+
+// A GPU job whose CUDA syncs the recorder did not see (duty-cycled layer): every rank's wait in `.item()` is a
+// Python off-CPU block named after the training step, like the straggler's sleep. The waits end together on both
+// ranks (promoted to syncs); the sleep does not, and stays host time.
+TEST(StragglerVerdict, UnseenSyncsEndTogetherAndASleepStaysHostTime) {
+  TimelineSet set;
+  set.workers.resize(2);
+  const uint32_t blocked = set.intern("train_step (off-cpu)");
+  for (int w = 0; w < 2; ++w) set.workers[w].worker = "rank" + std::to_string(w);
+  int64_t t = 0;
+  for (int s = 0; s < 50; ++s) {
+    const int64_t sleep = 4'000'000, launch = 1'000'000;
+    const int64_t end = t + sleep + launch + 2'000'000 + (s % 3) * 10'000;
+    set.workers[1].ops.push_back(op_at(blocked, OpKind::offcpu, t, sleep));
+    set.workers[1].ops.push_back(op_at(blocked, OpKind::offcpu, t + sleep + launch, end - (t + sleep + launch)));
+    set.workers[0].ops.push_back(op_at(blocked, OpKind::offcpu, t + launch, end + 20'000 - (t + launch)));
+    t = end + 100'000;
+  }
+  promote_coincident_blocks(set);
+  const auto v = wait_verdict(set, find_sync_points(set));
+  EXPECT_EQ(v.points, 50);
+  EXPECT_EQ(v.kind, VerdictKind::one_straggler) << v.evidence;
+  ASSERT_FALSE(v.workers.empty());
+  EXPECT_EQ(v.workers[0], 1);
+  EXPECT_EQ(v.cause, CauseClass::host) << v.cause_detail;
+}
+
+// Extra GPU work: the hosts wait alike for their GPUs, but one rank launches one more kernel per step.
+TEST(StragglerVerdict, OneMoreKernelLaunchPerStepIsExtraGpuWork) {
+  auto set = job({0, 0});
+  for (auto& w : set.workers) w.gpu_launch_ns.clear();
+  // 30 launches per step on both, 31 on rank 1, between the sync points.
+  const auto points = find_sync_points(set);
+  for (size_t k = 1; k < points.end_ns.size(); ++k)
+    for (int w = 0; w < 2; ++w)
+      for (int l = 0; l < 30 + w; ++l) set.workers[w].gpu_launch_ns.push_back(points.end_ns[k - 1] + 1000 + l * 1000);
+  const auto v = wait_verdict(set, points);
+  EXPECT_EQ(v.kind, VerdictKind::one_straggler) << v.evidence;
+  ASSERT_FALSE(v.workers.empty());
+  EXPECT_EQ(v.workers[0], 1);
+  EXPECT_EQ(v.cause, CauseClass::compute);
+  EXPECT_NE(v.cause_detail.find("launches"), std::string::npos) << v.cause_detail;
+  EXPECT_EQ(v.excess_ns, 0);  // more work, not a measured delay
+}
