@@ -180,6 +180,7 @@ std::string progress_section(const ReportRecording& rr, const Clock& clock) {
     p.lines.push_back({"steady pace", {x.front(), x.back()}, {rep.steady_per_window / width_s, rep.steady_per_window / width_s},
                        "#555", true});
   p.bands = incident_bands(rep, clock, true);
+  p.x_from_zero = true;
   p.css_class = "plot progress";
   h += svg::line_plot(p);
   if (rep.progress_metric == "steps") {
@@ -192,6 +193,7 @@ std::string progress_section(const ReportRecording& rr, const Clock& clock) {
     if (rep.steps && std::isfinite(rep.steps->median_ms))
       q.lines.push_back({"median", {x.front(), x.back()}, {rep.steps->median_ms, rep.steps->median_ms}, "#555", true});
     q.bands = incident_bands(rep, clock, true);
+    q.x_from_zero = true;
     q.css_class = "plot step-time";
     h += svg::line_plot(q);
   }
@@ -212,8 +214,8 @@ svg::LinePlot incident_plot(const std::string& title, const std::string& unit, c
   svg::LinePlot p;
   p.title = title;
   p.y_unit = unit;
-  p.width = 440;
-  p.height = 200;
+  p.width = 460;
+  p.height = 230;
   p.bands.push_back({clock.s(inc.start_ns), clock.s(inc.end_ns), fmt::format("#{}", inc.id), kIncidentColour, 0.2});
   p.css_class = "plot evidence";
   return p;
@@ -288,8 +290,12 @@ std::string incident_section(const Incident& inc, const ReportRecording& rr,
     const std::string prefix = fmt::format("pid:{}:", *c.pid);
     for (const EntitySeries& es : in.entities) {
       if (es.device.rfind(prefix, 0) != 0 && es.device.find(fmt::format("/pid{}", *c.pid)) == std::string::npos) continue;
-      auto p = incident_plot(fmt::format("culprit {} (pid {}): {}", c.name, *c.pid, es.name),
-                             es.name.find("util") != std::string::npos ? "CPUs" : "", inc, clock);
+      // proc.cpu.util: CPUs used; gpu.proc.sm_util / mem_util: a ratio; gpu.proc.mem.used: bytes.
+      const std::string unit = es.name.rfind("proc.cpu", 0) == 0 ? "CPUs"
+                               : es.name.find("mem.used") != std::string::npos ? "bytes"
+                                                                               : "ratio";
+      const std::string who = c.name == fmt::format("pid {}", *c.pid) ? c.name : fmt::format("{} (pid {})", c.name, *c.pid);
+      auto p = incident_plot("culprit " + who + ": " + es.name, unit, inc, clock);
       p.lines.push_back({es.name, x, slice(es.values, range), "", false});
       h += svg::line_plot(p);
     }
@@ -339,7 +345,8 @@ std::string series_plot(const std::map<std::string, analyze::WindowFeatureTable>
   p.title = title;
   p.y_unit = unit;
   p.css_class = "plot " + cls;
-  p.height = 200;
+  p.height = 220;
+  p.x_from_zero = true;
   const std::vector<double> x = window_times(t->second.grid, clock);
   for (size_t c = 0; c < t->second.columns.size(); ++c) {
     std::smatch m;

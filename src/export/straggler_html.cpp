@@ -68,6 +68,9 @@ std::string grid_svg(const Grid& g) {
   for (size_t c = 0; c < g.column_labels.size() && c < cols; ++c)
     s += fmt::format(R"~(<text transform="translate({},{}) rotate(-60)" class="collabel">{}</text>)~",
                      label_w + static_cast<int>(c) * g.cell_w + g.cell_w / 2 + 3, top - 3, escape(g.column_labels[c]));
+  // The grid's frame: white cells (value 0) stay visible as cells.
+  s += fmt::format(R"(<rect x="{}" y="{}" width="{}" height="{}" fill="none" stroke="#bbb"/>)", label_w - 0.5, top - 0.5,
+                   static_cast<int>(cols) * g.cell_w + 1, grid_h + 1);
   for (size_t r = 0; r < g.row_labels.size(); ++r) {
     const bool marked = r < g.row_marked.size() && g.row_marked[r];
     s += fmt::format(R"(<text class="rowlabel" x="{}" y="{}" text-anchor="end"{}>{}</text>)", label_w - 4,
@@ -201,9 +204,12 @@ std::string straggler_html_body(const analyze::StragglerReport& r) {
     }
     const size_t bins = g.scaled.empty() ? 0 : g.scaled.front().size();
     g.cell_w = 4;
-    g.x_ticks = ticks_every(bins, 10, [&](size_t c) {
-      return svg::tick_label(static_cast<double>(c) * static_cast<double>(r.timeline.bin_ns) * 1e-9) + " s";
-    });
+    // Round times (0, 0.5, 1, 1.5 s...) at the columns they fall in.
+    const double bin_s = static_cast<double>(r.timeline.bin_ns) * 1e-9;
+    if (bin_s > 0)
+      for (double t : svg::nice_ticks(0, static_cast<double>(bins) * bin_s, 8))
+        if (t >= 0 && t / bin_s < static_cast<double>(bins))
+          g.x_ticks.emplace_back(static_cast<size_t>(t / bin_s), svg::tick_label(t) + " s");
     g.x_caption = fmt::format("time since the first operation ({:.2f} ms per bin) \u2192", r.timeline.bin_ns / 1e6);
     g.scale_hi = hi;
     g.scale_caption = "operations completed per bin";

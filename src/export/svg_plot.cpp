@@ -11,7 +11,7 @@ namespace {
 // Colour-blind-safe palette (Okabe-Ito, without the yellow that vanishes on white).
 const char* const kPalette[] = {"#0072b2", "#d55e00", "#009e73", "#cc79a7", "#56b4e9", "#e69f00", "#000000"};
 
-constexpr int kLeft = 64, kRight = 16, kTop = 26, kBottom = 40;
+constexpr int kLeft = 64, kRight = 16, kTop = 44, kBottom = 40;  // title, then the legend's row, then the plot
 
 bool finite(double v) { return std::isfinite(v); }
 }  // namespace
@@ -117,6 +117,7 @@ std::string line_plot(const LinePlot& p) {
     return s;
   }
   if (p.y_from_zero && y0 > 0) y0 = 0;
+  if (p.x_from_zero && x0 > 0) x0 = 0;
   const AxisUnit unit = readable_unit(p.y_unit, std::max(std::abs(y0), std::abs(y1)));
   y0 /= unit.divisor;
   y1 /= unit.divisor;
@@ -221,13 +222,12 @@ std::string line_plot(const LinePlot& p) {
                        colour, l.dashed ? R"( stroke-dasharray="5,3")" : "", escape(l.label));
     }
   }
-  // Legend, top right.
-  int lx = kLeft + pw;
-  for (auto it = legend.rbegin(); it != legend.rend(); ++it) {
-    const int tw = static_cast<int>(it->first.size()) * 6 + 22;
-    lx -= tw;
-    s += fmt::format(R"(<g class="legend"><rect x="{}" y="8" width="12" height="4" fill="{}"/><text x="{}" y="14">{}</text></g>)",
-                     lx, it->second, lx + 15, escape(it->first));
+  // Legend: one row under the title, left to right.
+  double lx = kLeft;
+  for (const auto& [label, colour] : legend) {
+    s += fmt::format(R"(<g class="legend"><rect x="{:.0f}" y="27" width="12" height="4" fill="{}"/><text x="{:.0f}" y="33">{}</text></g>)",
+                     lx, colour, lx + 15, escape(label));
+    lx += 15 + 6.2 * static_cast<double>(label.size()) + 14;
   }
   s += "</svg>";
   return s;
@@ -243,7 +243,7 @@ std::string colour_scale(double lo, double hi, const std::string& caption, int w
   const int bar_h = 10, h = 44, steps = 40;
   std::string s = fmt::format(
       R"(<svg xmlns="http://www.w3.org/2000/svg" class="colour-scale" width="{}" height="{}" font-family="sans-serif" font-size="10">)",
-      width + 20, h);
+      std::max<int>(width + 20, 20 + static_cast<int>(caption.size()) * 6), h);
   const double cw = static_cast<double>(width) / steps;
   for (int i = 0; i < steps; ++i)
     s += fmt::format(R"(<rect x="{:.1f}" y="4" width="{:.1f}" height="{}" fill="{}"/>)", 10 + i * cw, cw + 0.5, bar_h,

@@ -45,8 +45,9 @@ struct LinePlot {
   std::string y_unit;  // the values' unit; readable_unit() rescales the axis
   std::vector<Line> lines;
   std::vector<Band> bands;
-  int width = 900, height = 240;
+  int width = 900, height = 260;
   bool y_from_zero = true;  // the y axis starts at 0 unless a value is negative
+  bool x_from_zero = false;  // the x axis starts at 0 (a whole run's time axis)
   std::string css_class = "plot";
 };
 
