@@ -132,8 +132,16 @@ std::string stack_of(const Event& e) {
   return s ? *s : e.name;
 }
 
+// As `analyze` prints it: past a thousand deviations the figure only says the baseline was flat.
 std::string evidence_text(const IncidentEvidence& e) {
-  return fmt::format("{} ({}): {:.4g} -> {:.4g} {} (z {:+.1f})", e.metric, e.layer, e.expected, e.observed, e.unit, e.z);
+  const std::string dev = std::abs(e.z) > 1000 ? (e.z > 0 ? "far above a flat baseline" : "far below a flat baseline")
+                                                : fmt::format("{:+.1f} sd", e.z);
+  return fmt::format("{} ({}): {:.4g} -> {:.4g} {} ({})", e.metric, e.layer, e.expected, e.observed, e.unit, dev);
+}
+
+std::string culprit_text(const Culprit& c) {
+  if (!c.pid || c.name == fmt::format("pid {}", *c.pid)) return c.kind + " " + c.name;
+  return fmt::format("{} {} (pid {})", c.kind, c.name, *c.pid);
 }
 }  // namespace
 
@@ -393,7 +401,7 @@ ExportCounts export_perfetto(const std::vector<const RecordingReader*>& recordin
       if (!inc.cause.culprits.empty()) {
         auto* cu = annotate(te, "culprits");
         for (const Culprit& c : inc.cause.culprits)
-          cu->add_array_values()->set_string_value(c.kind + " " + c.name + (c.pid ? fmt::format(" (pid {})", *c.pid) : ""));
+          cu->add_array_values()->set_string_value(culprit_text(c));
       }
       std::string layers;
       for (const auto& l : inc.layers) layers += (layers.empty() ? "" : ",") + l;
