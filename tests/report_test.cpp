@@ -205,7 +205,12 @@ TEST(Report, FourRanksWithASlowRankShowTheStragglerView) {
   EXPECT_EQ(r.console, "");
   EXPECT_NE(r.dom.find("data-checked=\"ok\""), std::string::npos);
   ASSERT_NE(r.dom.find("id=\"stragglers\""), std::string::npos);
-  for (int rank = 0; rank < 4; ++rank) EXPECT_NE(r.dom.find("id=\"rec-" + std::to_string(rank) + "\""), std::string::npos);
+  for (int rank = 0; rank < 4; ++rank) {
+    const std::string n = std::to_string(rank);
+    EXPECT_NE(r.dom.find("id=\"rec-" + n + "\""), std::string::npos);
+    EXPECT_NE(r.dom.find("id=\"progress-r" + n + "\""), std::string::npos) << "ids stay unique across recordings";
+  }
+  EXPECT_EQ(r.dom.find("id=\"progress\""), std::string::npos);
   const std::string strag = r.dom.substr(r.dom.find("id=\"stragglers\""));
   EXPECT_NE(strag.find("Straggler: node2:rank2"), std::string::npos) << strag.substr(0, 2000);
   // Heatmaps with a colour scale each, tick labels, and workers in rank order.

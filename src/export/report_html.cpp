@@ -458,16 +458,18 @@ std::string report_html(const std::vector<ReportRecording>& recordings, const Re
     std::map<std::string, analyze::WindowFeatureTable> tables = rr.input->layers;
     add_derived_columns(tables, rr.input->entities, rr.input->job_pids);
     const LayerSummary ls = summarise_layers(*rr.reader, options.top);
+    std::string body = verdict_html(*rr.incidents, clock) + job_section(rr, clock, ls) + progress_section(rr, clock) +
+                       incidents_section(rr, tables, clock) + layers_section(rr, ls, tables, clock) +
+                       notes_section(*rr.reader);
+    if (recordings.size() > 1) {
+      // Several recordings: element ids and the links to them get the recording's number, so they stay unique.
+      static const std::regex ids(R"~((\sid="|href="#)([A-Za-z0-9_-]+)")~");
+      body = std::regex_replace(body, ids, "$1$2-r" + std::to_string(i) + "\"");
+    }
     h += fmt::format("<div class=\"recording\" id=\"rec-{}\">", i);
     if (recordings.size() > 1) h += "<h2>" + escape(rr.reader->path()) + "</h2>";
     else h += "<p class=\"note\">Recording: <code>" + escape(rr.reader->path()) + "</code></p>";
-    h += verdict_html(*rr.incidents, clock);
-    h += job_section(rr, clock, ls);
-    h += progress_section(rr, clock);
-    h += incidents_section(rr, tables, clock);
-    h += layers_section(rr, ls, tables, clock);
-    h += notes_section(*rr.reader);
-    h += "</div>";
+    h += body + "</div>";
   }
   if (options.stragglers) {
     h += "<section id=\"stragglers\"><h2>Stragglers across ranks (KAIR)</h2>" + straggler_html_body(*options.stragglers) +
