@@ -187,9 +187,10 @@ ExportCounts export_perfetto(const std::vector<const RecordingReader*>& recordin
 
     // Tracks: processes, their threads (and overflow lanes), then counters.
     std::map<uint32_t, uint64_t> process_uuid;
-    for (auto& [pid, proc] : rec.processes) {
+    for (const auto& entry : rec.processes) {  // no structured binding: the lambda below captures it (clang 14)
+      const TimelineProcess& proc = entry.second;
       uint64_t u = next_uuid++;
-      process_uuid[pid] = u;
+      process_uuid[entry.first] = u;
       descriptor([&](pp::TrackDescriptor* d) {
         d->set_uuid(u);
         d->mutable_process()->set_pid(static_cast<int32_t>(proc.out_pid));
