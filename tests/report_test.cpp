@@ -182,6 +182,7 @@ TEST(Report, SyntheticGpuJobWithIncidentsRendersCleanlyInChromium) {
   EXPECT_NE(r.dom.find("PyTorch operators"), std::string::npos);
   EXPECT_NE(r.dom.find("Python functions on CPU"), std::string::npos);
   EXPECT_NE(r.dom.find("NCCL calls"), std::string::npos);
+  EXPECT_NE(r.dom.find("class=\"plot nccl-bw\""), std::string::npos);
   EXPECT_GT(count(r.dom, "class=\"xtick\""), 20u);
   EXPECT_GT(count(r.dom, "class=\"legend\""), 5u);
   // The incidents are shaded on the progress plot, labelled with their cause.

@@ -338,7 +338,7 @@ std::string name_table(const std::string& caption, const std::vector<NameTotal>&
 // Per-window plots of sampled series from the engine's tables: one line per device.
 std::string series_plot(const std::map<std::string, analyze::WindowFeatureTable>& tables, const std::string& layer,
                         const std::regex& re, const std::string& title, const std::string& unit, const ReportRecording& rr,
-                        const Clock& clock, const std::string& cls, double scale = 1) {
+                        const Clock& clock, const std::string& cls, double scale = 1, bool from_log10 = false) {
   auto t = tables.find(layer);
   if (t == tables.end()) return "";
   svg::LinePlot p;
@@ -352,7 +352,10 @@ std::string series_plot(const std::map<std::string, analyze::WindowFeatureTable>
     std::smatch m;
     if (!std::regex_match(t->second.columns[c], m, re)) continue;
     std::vector<double> v(static_cast<size_t>(t->second.values.rows()));
-    for (size_t r = 0; r < v.size(); ++r) v[r] = t->second.values(static_cast<Eigen::Index>(r), static_cast<Eigen::Index>(c)) * scale;
+    for (size_t r = 0; r < v.size(); ++r) {
+      const double x = t->second.values(static_cast<Eigen::Index>(r), static_cast<Eigen::Index>(c));
+      v[r] = (from_log10 ? std::pow(10.0, x) : x) * scale;
+    }
     p.lines.push_back({m.size() > 1 && m[1].matched ? m[1].str() : t->second.columns[c], x, std::move(v), "", false});
     if (p.lines.size() >= 8) break;
   }
@@ -394,8 +397,8 @@ std::string layers_section(const ReportRecording& rr, const LayerSummary& ls,
   names += name_table("NCCL calls (host time of the call; bytes per second of that time)", ls.nccl, "call time", true);
   h += names.empty() ? "<p class=\"note\">No traced call layer (cuda, torch, python, nccl) in this recording.</p>" : names;
   if (!ls.nccl.empty())
-    h += series_plot(tables, "nccl", std::regex(R"((.+)\.median_log10_bw_Bps)"), "NCCL bandwidth per collective (log10 B/s)",
-                     "log10(B/s)", rr, clock, "nccl-bw");
+    h += series_plot(tables, "nccl", std::regex(R"((.+)\.median_log10_bw_Bps)"),
+                     "NCCL: bytes per second of call time (median per window)", "bytes/s", rr, clock, "nccl-bw", 1, true);
   return h + "</section>";
 }
 
