@@ -98,6 +98,7 @@ TEST(Export, PerfettoTraceParsesWithTracksSlicesCountersAndCrossRankFlows) {
   std::map<std::string, std::vector<uint64_t>> begin_ts_by_name;
   for (auto& p : trace.packet()) {
     ASSERT_TRUE(p.has_trusted_packet_sequence_id());
+    if (p.has_clock_snapshot()) continue;  // the wall clock, on a sequence of its own
     uint32_t seq = p.trusted_packet_sequence_id();
     if (!sequence_started[seq]) {
       EXPECT_EQ(p.sequence_flags(), perfetto::protos::TracePacket::SEQ_INCREMENTAL_STATE_CLEARED);

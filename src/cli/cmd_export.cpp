@@ -6,6 +6,8 @@
 #include <iostream>
 #include <memory>
 
+#include "analyze/incidents/incident_engine.h"
+#include "cli/incident_input.h"
 #include "cli/registry.h"
 #include "export/exporters.h"
 #include "store/errors.h"
@@ -22,6 +24,7 @@ struct ExportCliOptions {
   std::string what = "events";  // csv: events | samples | both
   bool quiet = false;
   bool derived = true;
+  bool incidents = true;  // perfetto: run the incident engine and put its incidents on the timeline
 };
 
 // Opens `path` for writing, or stdout; the error names the file.
@@ -76,16 +79,28 @@ int run_export(const ExportCliOptions& opt) {
       return 0;
     }
     bool binary = opt.format == "perfetto";
+    if (binary && opt.incidents)
+      for (const RecordingReader* r : views) {
+        // As `analyze` finds them (cli/incident_input.h); a recording the engine cannot read exports without.
+        try {
+          eo.incidents.push_back(analyze::incidents::find_incidents(read_incident_input(*r).input).incidents);
+        } catch (const std::invalid_argument&) {
+          eo.incidents.emplace_back();
+        }
+      }
     if (binary && (opt.output.empty() || opt.output == "-") && ::isatty(STDOUT_FILENO))
       throw std::invalid_argument("perfetto output is binary: give -o FILE.perfetto-trace (or redirect stdout)");
     auto& out = open_output(opt.output, file, binary);
     c = binary ? export_perfetto(views, eo, out) : export_chrome_json(views, eo, out);
     finish(out, opt.output);
     if (!opt.quiet)
-      std::fprintf(stderr, "stackscope export: %llu slices, %llu instants, %llu counter tracks (%llu points), %llu flows\n",
+      std::fprintf(stderr,
+                   "stackscope export: %llu slices, %llu instants, %llu counter tracks (%llu points), %llu flows, "
+                   "%llu stack samples, %llu incidents\n",
                    static_cast<unsigned long long>(c.slices), static_cast<unsigned long long>(c.instants),
                    static_cast<unsigned long long>(c.counter_tracks), static_cast<unsigned long long>(c.counter_points),
-                   static_cast<unsigned long long>(c.flows));
+                   static_cast<unsigned long long>(c.flows), static_cast<unsigned long long>(c.stack_samples),
+                   static_cast<unsigned long long>(c.incidents));
     return 0;
   } catch (const RecordingError& e) {
     std::fprintf(stderr, "stackscope export: %s\n", e.what());
@@ -111,6 +126,7 @@ RegisterCommand reg("export", 40, [](CLI::App& app, int& exit_code) {
   cmd->add_option("--what", opt->what, "csv only: events | samples | both (both: OUT.events.csv and OUT.samples.csv)")
       ->check(CLI::IsMember({"events", "samples", "both"}));
   cmd->add_flag("!--no-derived", opt->derived, "Leave out derived series (counter rates, utilisations)");
+  cmd->add_flag("!--no-incidents", opt->incidents, "perfetto: leave out the incident track (skips the incident engine)");
   cmd->add_flag("-q,--quiet", opt->quiet, "No summary on stderr");
   cmd->footer(
       "Examples:\n"

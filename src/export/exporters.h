@@ -11,6 +11,7 @@ namespace stackscope {
 
 struct ExportCounts {
   uint64_t slices = 0, instants = 0, counter_points = 0, counter_tracks = 0, flows = 0, rows = 0;
+  uint64_t stack_samples = 0, incidents = 0;  // Perfetto: Python callstack samples, incident slices
 };
 
 // CSV, one row per event: layer,name,pid,tid,start_ns,duration_ns,flags,args
@@ -20,9 +21,13 @@ ExportCounts export_csv_events(const RecordingReader& r, const ExportOptions& op
 // derived series, source "derived", after the recorded ones).
 ExportCounts export_csv_samples(const RecordingReader& r, const ExportOptions& options, std::ostream& out);
 
-// Perfetto's protobuf trace (TrackEvent): a process track per process, a thread track per thread (plus
-// overflow lanes for slices that do not nest), counter tracks per series, flows linking one NCCL collective
-// (same communicator and sequence number) across ranks. Several recordings merge into one clock-aligned trace.
+// Perfetto's protobuf trace (TrackEvent): a clock snapshot tying the timestamps (CLOCK_MONOTONIC) to the wall
+// clock; a process track per process and a thread track per thread, named from the recording (plus overflow
+// lanes for slices that do not nest); Python on-CPU stack samples as PerfSample packets with interned frames and
+// callstacks (the UI draws flame graphs of them); counter tracks per series with their unit, grouped per
+// subsystem and device; options.incidents on a track of their own (cause, evidence, culprits as arguments) with
+// flows to markers on the threads busy during each; flows linking one NCCL collective (same communicator and
+// sequence number) across ranks. Several recordings merge into one clock-aligned trace.
 ExportCounts export_perfetto(const std::vector<const RecordingReader*>& recordings, const ExportOptions& options,
                              std::ostream& out);
 

@@ -42,6 +42,87 @@ std::optional<uint32_t> pid_of_device(const std::string& device) {
   return std::nullopt;
 }
 
+// Process names the recording knows: the samplers' "pid:<pid>:<comm>" and "gpuN/pid<pid>/<comm>" devices, then
+// the traced process from meta "pid" and "command" (its command's base name wins).
+std::map<uint32_t, std::string> process_names(const RecordingReader& r) {
+  std::map<uint32_t, std::string> names;
+  for (const SeriesInfo& s : r.series()) {
+    const std::string& d = s.device;
+    try {
+      if (d.rfind("pid:", 0) == 0) {
+        const auto colon = d.find(':', 4);
+        if (colon == std::string::npos || colon + 1 >= d.size()) continue;
+        const auto pid = static_cast<uint32_t>(std::stoul(d.substr(4, colon - 4)));
+        if (pid) names.emplace(pid, d.substr(colon + 1));
+      } else if (auto at = d.find("/pid"); at != std::string::npos) {
+        const auto slash = d.find('/', at + 4);
+        if (slash == std::string::npos || slash + 1 >= d.size()) continue;
+        names.emplace(static_cast<uint32_t>(std::stoul(d.substr(at + 4, slash - at - 4))), d.substr(slash + 1));
+      }
+    } catch (const std::exception&) {
+      // a device that only looks like a process: no name from it
+    }
+  }
+  const std::string command = r.meta_or("command");
+  if (!command.empty()) {
+    try {
+      const auto pid = static_cast<uint32_t>(std::stoul(r.meta_or("pid", "0")));
+      std::string first = command.substr(0, command.find(' '));
+      first = std::filesystem::path(first).filename().string();
+      if (pid && !first.empty()) names[pid] = first;
+    } catch (const std::exception&) {
+    }
+  }
+  return names;
+}
+
+std::vector<std::string> split_words(const std::string& s) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i < s.size()) {
+    const size_t j = s.find(' ', i);
+    if (j != i) out.push_back(s.substr(i, j == std::string::npos ? std::string::npos : j - i));
+    if (j == std::string::npos) break;
+    i = j + 1;
+  }
+  return out;
+}
+
+// A Python thread's own entry point: the outermost frame of its stack samples that is not the interpreter's
+// thread start-up ("Thread._bootstrap", "Thread.run") or the main module.
+std::string python_entry(const std::vector<Event>& samples) {
+  std::map<std::string, size_t> seen;
+  for (const Event& e : samples) {
+    const ArgValue* v = e.arg("stack");
+    const auto* stack = v ? std::get_if<std::string>(v) : nullptr;
+    if (!stack) continue;
+    size_t i = 0;
+    while (i <= stack->size()) {
+      size_t j = stack->find(';', i);
+      if (j == std::string::npos) j = stack->size();
+      const std::string f = stack->substr(i, j - i);
+      if (!f.empty() && f != "..." && f != "<module>" && f.rfind("Thread.", 0) != 0 && f.find("_bootstrap") == std::string::npos) {
+        ++seen[f];
+        break;
+      }
+      i = j + 1;
+    }
+  }
+  std::string best;
+  size_t n = 0;
+  for (const auto& [f, c] : seen)
+    if (c > n) best = f, n = c;
+  return best;
+}
+
+bool is_cpu_stack_sample(const Event& e) {
+  if (e.layer != Layer::python) return false;
+  const ArgValue* s = e.arg("sample");
+  const ArgValue* st = e.arg("stack");
+  return s && st && std::holds_alternative<std::string>(*s) && std::get<std::string>(*s) == "cpu" &&
+         std::holds_alternative<std::string>(*st);
+}
+
 struct FlowEvent {
   Event event;
   uint64_t flow = 0;
@@ -206,6 +287,14 @@ Timeline build_timeline(const std::vector<const RecordingReader*>& recordings, c
     rec.label = r.meta_or("rank").empty() ? base : "rank " + r.meta_or("rank") + " " + base;
     if (!host.empty()) rec.label += " (host " + host + ")";
     rec.telemetry_pid = kTelemetryPidBase + static_cast<uint32_t>(i);
+    rec.realtime_offset_ns = offset_of(r);
+    if (i < options.incidents.size()) {
+      rec.incidents = options.incidents[i];
+      for (Incident& inc : rec.incidents) {
+        inc.start_ns += rec.shift_ns;
+        inc.end_ns += rec.shift_ns;
+      }
+    }
     if (options.events) {
       r.for_each_event(filter, [&](const Event& e) {
         FlowEvent c{e, collective_flow_id(e).value_or(0)};
@@ -230,19 +319,40 @@ Timeline build_timeline(const std::vector<const RecordingReader*>& recordings, c
       for (auto& fe : events)
         if (fe.event.layer == Layer::nccl) nccl_by_pid[key.first].push_back(&fe);
     for (auto& [pid, list] : nccl_by_pid) derive_collective_ids(std::move(list));
+    const std::map<uint32_t, std::string> names = process_names(*recordings[i]);
+    const std::string traced_pid = recordings[i]->meta_or("pid");
     for (auto& [key, events] : per_thread[i]) {
       auto [pid, tid] = key;
       if (!rec.processes.count(pid)) {
-        std::string name = "pid " + std::to_string(pid);
+        auto known = names.find(pid);
+        std::string name = known != names.end() ? known->second : "pid " + std::to_string(pid);
         if (recordings.size() > 1) name += " [" + rec.label + "]";
-        rec.processes[pid] = {pid, out_pid(pid), name};
+        TimelineProcess proc{pid, out_pid(pid), name, {}};
+        if (traced_pid == std::to_string(pid)) proc.cmdline = split_words(recordings[i]->meta_or("command"));
+        rec.processes[pid] = std::move(proc);
+      }
+      std::vector<Event> samples;
+      if (options.split_stack_samples) {
+        auto split = std::stable_partition(events.begin(), events.end(),
+                                           [](const FlowEvent& fe) { return !is_cpu_stack_sample(fe.event); });
+        for (auto it = split; it != events.end(); ++it) samples.push_back(std::move(it->event));
+        events.erase(split, events.end());
+        std::sort(samples.begin(), samples.end(), [](const Event& a, const Event& b) { return a.start_ns < b.start_ns; });
       }
       for (auto& fe : events)
         if (fe.flow) ++tl.flow_counts[fe.flow];
+      // The thread's name: its process's for the main thread, else the process's with the tid and, for a Python
+      // thread, its entry function.
+      std::string thread_name = names.count(pid) ? names.at(pid) : "pid " + std::to_string(pid);
+      if (tid != pid) {
+        thread_name += " tid " + std::to_string(tid);
+        if (const std::string entry = python_entry(samples); !entry.empty()) thread_name += " (python: " + entry + ")";
+      }
       auto lanes = nest_into_lanes(std::move(events));
       for (size_t k = 0; k < lanes.size(); ++k) {
         if (lanes[k].empty() && k > 0) continue;
-        TimelineThread th{pid, tid, out_pid(pid), out_pid(tid), static_cast<int>(k), {}, {}};
+        TimelineThread th{pid, tid, out_pid(pid), out_pid(tid), static_cast<int>(k), k == 0 ? thread_name : "", {}, {}, {}};
+        if (k == 0) th.stack_samples = std::move(samples);
         for (auto& fe : lanes[k]) {
           th.events.push_back(std::move(fe.event));
           th.flow_ids.push_back(fe.flow);
@@ -306,18 +416,27 @@ Timeline build_timeline(const std::vector<const RecordingReader*>& recordings, c
   // Viewers take unsigned timestamps: move everything right if alignment pushed anything before zero.
   int64_t lowest = 0;
   for (auto& rec : tl.recordings) {
-    for (auto& th : rec.threads)
+    for (auto& th : rec.threads) {
       for (auto& e : th.events) lowest = std::min(lowest, e.start_ns);
+      if (!th.stack_samples.empty()) lowest = std::min(lowest, th.stack_samples.front().start_ns);
+    }
     for (auto& s : rec.series)
       if (!s.t_ns.empty()) lowest = std::min(lowest, s.t_ns.front());
+    for (auto& inc : rec.incidents) lowest = std::min(lowest, inc.start_ns);
   }
   if (lowest < 0) {
     for (auto& rec : tl.recordings) {
       rec.shift_ns -= lowest;
-      for (auto& th : rec.threads)
+      for (auto& th : rec.threads) {
         for (auto& e : th.events) e.start_ns -= lowest;
+        for (auto& e : th.stack_samples) e.start_ns -= lowest;
+      }
       for (auto& s : rec.series)
         for (auto& t : s.t_ns) t -= lowest;
+      for (auto& inc : rec.incidents) {
+        inc.start_ns -= lowest;
+        inc.end_ns -= lowest;
+      }
     }
   }
   return tl;

@@ -10,6 +10,7 @@
 
 #include "analyze/features/derived_series.h"
 #include "model/event.h"
+#include "model/incident.h"
 #include "model/series.h"
 #include "store/recording_reader.h"
 
@@ -21,6 +22,12 @@ struct ExportOptions {
   bool events = true;          // timeline exporters: include events
   bool samples = true;         // timeline exporters: include counter series
   bool derived = true;         // add derived series (rates, utilisations: analyze/derived_series.h)
+  // Python on-CPU stack samples (python events with args "sample" = "cpu" and "stack") go to
+  // TimelineThread::stack_samples instead of the thread's slices (Perfetto draws them as callstack samples).
+  bool split_stack_samples = false;
+  // Per recording (same order), the incidents `analyze` finds in it, in that recording's CLOCK_MONOTONIC: the
+  // timeline exporters draw them on a track of their own. Empty: none.
+  std::vector<std::vector<Incident>> incidents;
 };
 
 // The derived series of a recording (source "derived") whose key or name matches `pattern`. Loads all samples.
@@ -50,14 +57,17 @@ struct TimelineThread {
   uint32_t pid = 0, tid = 0;  // as recorded
   uint32_t out_pid = 0, out_tid = 0;  // unique across the exported recordings
   int lane = 0;               // 0: the thread's own track; >0: overflow lanes for events that do not nest
+  std::string name;           // lane 0: what the recording tells of the thread ("python3", "python3 tid 12 (python: _worker_loop)")
   std::vector<Event> events;  // sorted by start, properly nested within the lane
   std::vector<uint64_t> flow_ids;  // per event: the collective it belongs to, 0 for none
+  std::vector<Event> stack_samples;  // lane 0, split_stack_samples: on-CPU Python stack samples, by time
 };
 
 struct TimelineProcess {
   uint32_t pid = 0;      // as recorded
   uint32_t out_pid = 0;  // unique across the exported recordings
-  std::string name;
+  std::string name;      // the command's name (meta "command" for the traced pid, else the comm the samplers saw)
+  std::vector<std::string> cmdline;  // the traced process: the recorded command, split on spaces
 };
 
 struct TimelineSeries {
@@ -70,6 +80,8 @@ struct TimelineSeries {
 struct TimelineRecording {
   std::string label;        // "rank 0 (host h1)" or the file name
   int64_t shift_ns = 0;     // added to every timestamp: aligns with the first recording's clock
+  int64_t realtime_offset_ns = 0;  // the recording's CLOCK_REALTIME - CLOCK_MONOTONIC (realtime = t - shift + this)
+  std::vector<Incident> incidents;  // ExportOptions::incidents of this recording, times shifted
   std::map<uint32_t, TimelineProcess> processes;  // by recorded pid
   std::vector<TimelineThread> threads;
   std::vector<TimelineSeries> series;
