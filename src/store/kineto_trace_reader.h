@@ -14,7 +14,8 @@ namespace stackscope {
 void read_kineto_trace(const std::string& path, TimelineSet& set);
 // True when the file looks like a Kineto/Chrome trace (".json" or ".json.gz" holding "traceEvents").
 bool looks_like_kineto_trace(const std::string& path);
-// Whole file, inflated when it is gzip/zlib (magic 1f 8b or 78 xx). Throws std::runtime_error.
+// Whole file, inflated when it is gzip/zlib (magic 1f 8b or 78 xx). Throws std::runtime_error, also when it
+// would inflate past 64 MiB and 100 times its compressed size (a decompression bomb).
 std::string read_maybe_compressed(const std::string& path);
 
 }  // namespace stackscope
