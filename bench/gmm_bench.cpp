@@ -91,9 +91,12 @@ int run_peer(const std::string& dir) {
     const std::string tag = std::string(covariance_type_name(cov));
     Eigen::MatrixXd prec(kK, cov == CovarianceType::full ? d_fit * d_fit : d_fit);
     for (int c = 0; c < kK; ++c) {
-      const Eigen::MatrixXd p = init.covariances()[static_cast<size_t>(c)].inverse();
-      if (cov == CovarianceType::full) prec.row(c) = Eigen::Map<const Eigen::RowVectorXd>(p.data(), p.size());
-      else prec.row(c) = p.diagonal().transpose();
+      if (cov == CovarianceType::full) {
+        const Eigen::MatrixXd p = init.covariances()[static_cast<size_t>(c)].inverse();
+        prec.row(c) = Eigen::Map<const Eigen::RowVectorXd>(p.data(), p.size());
+      } else {
+        prec.row(c) = init.variances(c).cwiseInverse().transpose();  // a diagonal model holds d x 1 variances
+      }
     }
     write_raw(dir + "/init_" + tag + "_weights.f64", init.weights());
     write_raw(dir + "/init_" + tag + "_means.f64", init.means());

@@ -72,7 +72,7 @@ TEST(AnalyzeGmm, EmRecoversKnownMixtureFullAndDiagonal) {
       EXPECT_NEAR(g.covariances()[static_cast<size_t>(c)](0, 1), 0.8, 0.12);  // the correlated cluster
       EXPECT_NEAR(g.covariances()[static_cast<size_t>(nearest_component(g, 10, 10))](0, 0), 4.0, 0.4);
     } else {
-      for (const auto& cov : g.covariances()) EXPECT_EQ(cov(0, 1), 0.0);
+      for (const auto& cov : g.covariances()) EXPECT_EQ(cov.cols(), 1);  // the variances alone, no d x d
     }
   }
 }

@@ -28,8 +28,9 @@ TEST(RecordCli, PassesTheJobsExitStatusThrough) {
   EXPECT_TRUE(j["closed_cleanly"].get<bool>());
   EXPECT_GT(j["samples"].get<int>(), 100);
   EXPECT_GT(j["series_by_subsystem"]["cpu"].get<int>(), 0);
-  EXPECT_EQ(run_command(kBin + " record -q --layers host -o " + rec + " -- sh -c 'kill -TERM $$'", &out), 128 + 15);
-  EXPECT_EQ(run_command(kBin + " record -q --layers host -o " + rec + " -- /nonexistent/prog", &out), 127);
+  // The same path again: --force (without it an existing recording is refused, safe_outputs_test.cpp).
+  EXPECT_EQ(run_command(kBin + " record -q --force --layers host -o " + rec + " -- sh -c 'kill -TERM $$'", &out), 128 + 15);
+  EXPECT_EQ(run_command(kBin + " record -q --force --layers host -o " + rec + " -- /nonexistent/prog", &out), 127);
   EXPECT_NE(out.find("cannot run '/nonexistent/prog'"), std::string::npos) << out;
 }
 

@@ -62,9 +62,9 @@ TEST(VarianceFloor, NoComponentIsNarrowerThanTheFloor) {
     GmmDetector g({.components = 2, .covariance = cov, .standardize = true,
                    .floor = {.relative = 0, .absolute = 0.05}});
     g.fit(x);
-    for (const auto& c : g.model().covariances()) {
-      EXPECT_GE(c(0, 0), 1.0 - 1e-12);  // in scaled units: one floor
-      EXPECT_GE(c(1, 1), 1.0 - 1e-12);  // sd 1e-3 < floor 0.05: the floor binds here too
+    for (Eigen::Index k = 0; k < g.model().components(); ++k) {
+      EXPECT_GE(g.model().variances(k)(0), 1.0 - 1e-12);  // in scaled units: one floor
+      EXPECT_GE(g.model().variances(k)(1), 1.0 - 1e-12);  // sd 1e-3 < floor 0.05: the floor binds here too
     }
     Eigen::MatrixXd probe(2, 2);
     probe << 2.0, 5.0,   // as in training

@@ -54,7 +54,7 @@ for c in "${cases[@]}"; do
         # host3 is recorded without it.
         hog=
         if [ $h = 2 ]; then "$py" "$loads" memory 60 "$HOG_MIB" & hog=$!; sleep 5; fi
-        "$bin" record -q -d 10 -l host -o "$out/host$h.sdb" 2>/dev/null
+        "$bin" record -q --force -d 10 -l host -o "$out/host$h.sdb" 2>/dev/null
         if [ -n "$hog" ]; then kill "$hog"; wait "$hog" 2>/dev/null; sleep 2; fi
       fi
       recs+=("$out/host$h.sdb")
@@ -74,7 +74,7 @@ PY
     prepare "$c"
     ( sleep "$T0"; inject "$c" ) &
     injector=$!
-    "$bin" record -q -d "$DUR" -l host -o "$out/$c.sdb" 2>/dev/null
+    "$bin" record -q --force -d "$DUR" -l host -o "$out/$c.sdb" 2>/dev/null
     wait "$injector"; wait
     cleanup
   fi

@@ -19,6 +19,7 @@
 #include "analyze/reveal/reveal_recording.h"
 #include "cli/analyze.h"
 #include "store/errors.h"
+#include "store/output_file.h"
 #include "store/recording_reader.h"
 
 namespace stackscope::cli {
@@ -80,9 +81,9 @@ void save_metric_list(const std::string& path, const PruningResult& pruning, dou
     groups.push_back({{"workload", g.workload}, {"representative", g.representative}, {"redundant", g.redundant},
                       {"abs_r", g.abs_r}});
   nlohmann::json j = {{"threshold", threshold}, {"kept", pruning.kept}, {"constant", pruning.constant}, {"groups", groups}};
-  std::ofstream out(path);
-  out << j.dump(2) << "\n";
-  if (!out) throw std::invalid_argument(path + ": cannot write the metric list");
+  OutputFile out(path, {.inputs = {}, .what = "metric list"});
+  out.stream() << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  out.commit();
 }
 
 struct Loaded {

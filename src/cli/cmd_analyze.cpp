@@ -1,5 +1,7 @@
 // stackscope analyze REC... : what was abnormal, when, where and why. By default the incidents an operator acts
 // on (analyze_incidents.cpp); the per-layer detectors (gmm, reveal) on request or with --verbose.
+#include <unistd.h>
+
 #include <cstdio>
 #include <iostream>
 
@@ -13,6 +15,9 @@ namespace stackscope::cli {
 namespace {
 
 int run_analyze(const AnalyzeOptions& opt) {
+  for (const std::string& path : opt.recordings)  // analysed all the same (store_findings skips it)
+    if (opt.store && !opt.quiet && ::access(path.c_str(), W_OK) != 0)
+      std::fprintf(stderr, "stackscope analyze: %s is read-only: findings are not stored in it\n", path.c_str());
   nlohmann::json all = nlohmann::json::object();
   int status = 0;
   const bool only_incidents = opt.detector == "incidents";
@@ -30,7 +35,10 @@ int run_analyze(const AnalyzeOptions& opt) {
   if (opt.detector == "gmm" || opt.detector == "all") run_one("gmm", analyze_gmm);
   if (opt.detector == "reveal" || detail) run_one("reveal", analyze_reveal);
   // The incidents alone print the documented object itself (docs/INCIDENTS.md); several analyses, one key each.
-  if (opt.json) std::cout << (only_incidents ? all["incidents"] : all).dump(2) << "\n";
+  // Invalid UTF-8 in a name or command line is replaced (U+FFFD), not a failed output.
+  if (opt.json)
+    std::cout << (only_incidents ? all["incidents"] : all).dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
+              << "\n";
   return status;
 }
 

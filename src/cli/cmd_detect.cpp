@@ -15,6 +15,7 @@
 #include "analyze/detectors/thresholds.h"
 #include "cli/registry.h"
 #include "store/numeric_csv.h"
+#include "store/output_file.h"
 
 namespace stackscope::cli {
 namespace {
@@ -206,8 +207,8 @@ int run_detect_online(DetectCliOptions& opt) {
   };
   if (train) feed(*train, train_t, opt.train, [](const analyze::OnlineScore&) {});
 
-  std::ofstream out(opt.output, std::ios::binary);
-  if (!out) throw std::runtime_error("cannot write " + opt.output);
+  OutputFile file(opt.output, {.inputs = {opt.input, opt.train}, .what = "--output"});
+  std::ostream& out = file.stream();
   out << "score,anomaly,model\n";
   size_t anomalies = 0, scored = 0;
   feed(test, test_t, opt.input, [&](const analyze::OnlineScore& sc) {
@@ -220,8 +221,7 @@ int run_detect_online(DetectCliOptions& opt) {
     else
       out << ",0,0\n";  // no model yet: not scored
   });
-  out.close();
-  if (!out) throw std::runtime_error("write failed: " + opt.output);
+  file.commit();
 
   const std::string rule =
       opt.delta ? fmt::format("density under the most likely component < delta {}", *opt.delta)
@@ -246,7 +246,7 @@ int run_detect_online(DetectCliOptions& opt) {
                          {"threshold", model->threshold},
                          {"trained_rows", model->trained_items},
                          {"model", model_summary(*model->detector)}};
-    std::cout << j.dump(2) << "\n";
+    std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
     std::cout << fmt::format("{} online: {} of {} rows anomalous, {} scored ({} refits; {}) -> {}\n",
                              opt.config.method, anomalies, test.rows(), scored, scorer.refits(), rule, opt.output);
@@ -261,6 +261,8 @@ int run_detect_online(DetectCliOptions& opt) {
 }
 
 int run_detect(DetectCliOptions& opt) {
+  // Before any work: the scores never replace an input, nor go through a symlink (store/output_file.h).
+  check_output_path(opt.output, {opt.input, opt.train}, "--output");
   auto& cfg = opt.config;
   cfg.gmm.covariance = *analyze::parse_covariance_type(opt.covariance);
   cfg.zscore.aggregate = opt.aggregate == "max" ? analyze::ZScoreOptions::Aggregate::max_abs
@@ -320,8 +322,8 @@ int run_detect(DetectCliOptions& opt) {
     rule = fmt::format("score above the {} quantile of the training scores", q);
   }
 
-  std::ofstream out(opt.output, std::ios::binary);
-  if (!out) throw std::runtime_error("cannot write " + opt.output);
+  OutputFile file(opt.output, {.inputs = {opt.input, opt.train}, .what = "--output"});
+  std::ostream& out = file.stream();
   out << "score,anomaly\n";
   size_t anomalies = 0;
   for (Eigen::Index i = 0; i < scores.size(); ++i) {
@@ -329,8 +331,7 @@ int run_detect(DetectCliOptions& opt) {
     anomalies += a;
     out << fmt::format("{},{}\n", scores(i), a ? 1 : 0);
   }
-  out.close();
-  if (!out) throw std::runtime_error("write failed: " + opt.output);
+  file.commit();
 
   if (opt.json) {
     nlohmann::json j{{"method", cfg.method},
@@ -345,7 +346,7 @@ int run_detect(DetectCliOptions& opt) {
                      {"constant_columns", opt.constant_columns},
                      {"scale_floor", {{"relative", opt.floor.relative}, {"absolute", opt.floor.absolute}}},
                      {"model", model_summary(*detector)}};
-    std::cout << j.dump(2) << "\n";
+    std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
     std::cout << fmt::format("{}: {} of {} rows anomalous ({}; threshold {:.6g}) -> {}\n", cfg.method, anomalies,
                              scores.size(), rule, threshold, opt.output);

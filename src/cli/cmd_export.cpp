@@ -2,7 +2,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <memory>
 
@@ -11,6 +10,7 @@
 #include "cli/registry.h"
 #include "export/exporters.h"
 #include "store/errors.h"
+#include "store/output_file.h"
 
 namespace stackscope::cli {
 namespace {
@@ -27,12 +27,11 @@ struct ExportCliOptions {
   bool incidents = true;  // perfetto: run the incident engine and put its incidents on the timeline
 };
 
-// Opens `path` for writing, or stdout; the error names the file.
-std::ostream& open_output(const std::string& path, std::ofstream& file, bool binary) {
-  if (path.empty() || path == "-") return std::cout;
-  file.open(path, binary ? std::ios::binary | std::ios::trunc : std::ios::trunc);
-  if (!file) throw std::runtime_error("cannot write " + path);
-  return file;
+// The output file (store/output_file.h: never an input, never through a symlink, replaced only once written),
+// or nothing for stdout.
+std::unique_ptr<OutputFile> open_output(const std::string& path, const std::vector<std::string>& inputs) {
+  if (path.empty() || path == "-") return nullptr;
+  return std::make_unique<OutputFile>(path, OutputFileOptions{.inputs = inputs});
 }
 
 void finish(std::ostream& out, const std::string& path) {
@@ -49,13 +48,20 @@ int run_export(const ExportCliOptions& opt) {
     eo.series_pattern = opt.series;
     eo.derived = opt.derived;
 
+    // Every output is checked before any input is read.
+    std::unique_ptr<OutputFile> file, samples_file;
+    if (opt.format == "csv" && opt.what == "both" && !opt.output.empty() && opt.output != "-") {
+      file = open_output(opt.output + ".events.csv", opt.recordings);
+      samples_file = open_output(opt.output + ".samples.csv", opt.recordings);
+    } else {
+      file = open_output(opt.output, opt.recordings);
+    }
     std::vector<std::unique_ptr<RecordingReader>> readers;
     std::vector<const RecordingReader*> views;
     for (auto& p : opt.recordings) {
       readers.push_back(std::make_unique<RecordingReader>(p));
       views.push_back(readers.back().get());
     }
-    std::ofstream file;
     ExportCounts c;
     if (opt.format == "csv") {
       if (views.size() != 1)
@@ -64,16 +70,15 @@ int run_export(const ExportCliOptions& opt) {
       if (opt.what == "both") {
         if (opt.output.empty() || opt.output == "-")
           throw std::invalid_argument("--what both writes two files: give -o OUT (makes OUT.events.csv, OUT.samples.csv)");
-        std::ofstream ev(opt.output + ".events.csv"), sa(opt.output + ".samples.csv");
-        if (!ev || !sa) throw std::runtime_error("cannot write " + opt.output + ".events.csv / .samples.csv");
-        c.rows = export_csv_events(*views[0], eo, ev).rows;
-        finish(ev, opt.output + ".events.csv");
-        c.rows += export_csv_samples(*views[0], eo, sa).rows;
-        finish(sa, opt.output + ".samples.csv");
+        c.rows = export_csv_events(*views[0], eo, file->stream()).rows;
+        c.rows += export_csv_samples(*views[0], eo, samples_file->stream()).rows;
+        file->commit();
+        samples_file->commit();
       } else {
-        auto& out = open_output(opt.output, file, false);
+        auto& out = file ? file->stream() : std::cout;
         c = opt.what == "samples" ? export_csv_samples(*views[0], eo, out) : export_csv_events(*views[0], eo, out);
         finish(out, opt.output);
+        if (file) file->commit();
       }
       if (!opt.quiet) std::fprintf(stderr, "stackscope export: %llu rows\n", static_cast<unsigned long long>(c.rows));
       return 0;
@@ -90,9 +95,10 @@ int run_export(const ExportCliOptions& opt) {
       }
     if (binary && (opt.output.empty() || opt.output == "-") && ::isatty(STDOUT_FILENO))
       throw std::invalid_argument("perfetto output is binary: give -o FILE.perfetto-trace (or redirect stdout)");
-    auto& out = open_output(opt.output, file, binary);
+    auto& out = file ? file->stream() : std::cout;
     c = binary ? export_perfetto(views, eo, out) : export_chrome_json(views, eo, out);
     finish(out, opt.output);
+    if (file) file->commit();
     if (!opt.quiet)
       std::fprintf(stderr,
                    "stackscope export: %llu slices, %llu instants, %llu counter tracks (%llu points), %llu flows, "

@@ -16,6 +16,7 @@
 #include "analyze/features/window_layer_features.h"
 #include "cli/registry.h"
 #include "store/numeric_csv.h"
+#include "store/output_file.h"
 #include "store/recording_reader.h"
 #include "store/recording_window_tables.h"
 
@@ -62,6 +63,8 @@ analyze::WindowFeatureTable recording_table(const FeaturesCliOptions& opt) {
 }
 
 int run_features(const FeaturesCliOptions& opt) {
+  // Checked before any input is read: never an input, never through a symlink, replaced only once written.
+  OutputFile file(opt.output, {.inputs = {opt.recording, opt.like}});
   analyze::WindowFeatureTable table;
   if (is_features_csv(opt.recording)) {
     // Its windows, names and columns are fixed already: say so rather than ignore what was asked.
@@ -89,8 +92,7 @@ int run_features(const FeaturesCliOptions& opt) {
     table = analyze::departure_from_baseline(table, baseline);
   }
 
-  std::ofstream out(opt.output, std::ios::binary);
-  if (!out) throw std::runtime_error("cannot write " + opt.output);
+  std::ostream& out = file.stream();
   out << "t0_ns,t1_ns";
   for (const auto& c : table.columns) out << ',' << c;
   out << '\n';
@@ -100,8 +102,7 @@ int run_features(const FeaturesCliOptions& opt) {
       out << fmt::format(",{}", table.values(static_cast<Eigen::Index>(w), c));
     out << '\n';
   }
-  out.close();
-  if (!out) throw std::runtime_error("write failed: " + opt.output);
+  file.commit();
 
   if (opt.json) {
     nlohmann::json filled = nlohmann::json::object();
@@ -113,7 +114,7 @@ int run_features(const FeaturesCliOptions& opt) {
                      {"filled_windows", filled}};
     if (opt.baseline_s > 0)
       j["baseline"] = {{"windows", baseline.windows}, {"side", opt.baseline_side}, {"scale", opt.baseline_scale}};
-    std::cout << j.dump(2) << "\n";
+    std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
     std::cout << fmt::format("{}: {} windows of {} s x {} {}features ({} subjects){} -> {}\n", opt.recording,
                              grid.count, window_s, table.columns.size(), opt.layer.empty() ? "" : opt.layer + " ",

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "cli/registry.h"
+#include "store/output_file.h"
 #include "store/series_csv.h"
 
 namespace stackscope::cli {
@@ -37,7 +38,11 @@ int run_import(const ImportOptions& opt) {
         throw std::invalid_argument("--column '" + c + "': expected NAME=subsystem[:kind[:category[:unit]]]");
       csv.columns[c.substr(0, eq)] = parse_column_spec(c.substr(eq + 1));
     }
-    auto stats = import_series_csv(opt.input, opt.out, csv);
+    // Written beside --out and renamed over it at the end: a failed import leaves an existing file untouched;
+    // never the input itself, never through a symlink (store/output_file.h).
+    OutputFile out(opt.out, {.inputs = {opt.input}, .mode = 0600, .sqlite = true, .what = "--out"});
+    auto stats = import_series_csv(opt.input, out.write_path(), csv);
+    out.commit();
     if (!opt.quiet)
       std::cerr << fmt::format("imported {} rows x {} series ({} samples, {} empty cells) into {}\n", stats.rows,
                                stats.series, stats.samples, stats.empty_cells, opt.out);
@@ -55,7 +60,7 @@ RegisterCommand reg("import", 25, [](CLI::App& app, int& exit_code) {
   cmd->add_option("input", opt->input, "Table: first column a time (seconds or ISO 8601), one column per series")
       ->required()
       ->check(CLI::ExistingFile);
-  cmd->add_option("-o,--out", opt->out, "Recording to write (replaced)")->required();
+  cmd->add_option("-o,--out", opt->out, "Recording to write (replaced once the import succeeded; never the input)")->required();
   cmd->add_option("--host", opt->host, "Host the series belong to (for cross-host analysis)");
   cmd->add_option("--column", opt->columns,
                   "NAME=subsystem[:kind[:category[:unit]]] for a column, e.g. "

@@ -40,10 +40,11 @@ int run_info(const std::string& path, bool json) {
     j["drops"] = s.drops;
     j["findings"] = s.findings;
     j["file_bytes"] = s.file_bytes;
+    if (!r.open_note().empty()) j["open_note"] = r.open_note();
     nlohmann::json jn = nlohmann::json::array();
     for (auto& n : notes) jn.push_back({{"t_ns", n.t_ns}, {"source", n.source}, {"text", n.text}});
     j["notes"] = jn;
-    std::cout << j.dump(2) << "\n";
+    std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     return 0;
   }
   uint64_t events = 0, dropped = 0;
@@ -61,9 +62,11 @@ int run_info(const std::string& path, bool json) {
   std::cout << fmt::format("  series    {}  ({} samples)\n", r.series().size(), s.samples);
   for (auto& [sub, n] : s.series_by_subsystem) std::cout << fmt::format("    {:<8} {}\n", sub, n);
   std::cout << fmt::format("  dropped   {}\n", dropped);
+  if (!r.meta_or("write_error").empty()) std::cout << fmt::format("  write error  {}\n", r.meta_or("write_error"));
   for (auto& [src, n] : s.drops) std::cout << fmt::format("    {:<20} {}\n", src, n);
   if (s.findings) std::cout << fmt::format("  findings  {}  (stackscope analyze {} to read them)\n", s.findings, path);
   for (auto& n : notes) std::cout << fmt::format("  note      {}: {}\n", n.source, n.text);
+  if (!r.open_note().empty()) std::cout << fmt::format("  opened    {}\n", r.open_note());
   return 0;
 }
 

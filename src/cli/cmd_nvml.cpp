@@ -13,6 +13,7 @@
 #include "model/clock.h"
 #include "sample/nvml_sampler.h"
 #include "store/errors.h"
+#include "store/output_file.h"
 #include "store/recording_reader.h"
 #include "store/recording_writer.h"
 
@@ -31,7 +32,9 @@ int run_nvml(const NvmlCliOptions& opt) {
     if (!(opt.duration_s > 0) || opt.interval_ms <= 0)
       throw std::invalid_argument("--duration and --interval-ms must be positive");
     {
-      RecordingWriter w(opt.output);
+      // store/output_file.h: replaced only once written, never through a symlink.
+      OutputFile out(opt.output, {.inputs = {}, .mode = 0600, .sqlite = true, .what = "--output"});
+      RecordingWriter w(out.write_path());
       w.set_meta("command", "stackscope nvml");
       NvmlSamplerOptions so;
       so.library = opt.library;
@@ -51,6 +54,7 @@ int run_nvml(const NvmlCliOptions& opt) {
       std::this_thread::sleep_for(std::chrono::duration<double>(opt.duration_s));
       sampler->stop();
       w.close();
+      out.commit();
     }
     RecordingReader r(opt.output);
     for (auto& n : r.notes()) std::printf("note  %s\n", n.text.c_str());

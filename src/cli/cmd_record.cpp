@@ -25,6 +25,8 @@
 #include "model/clock.h"
 #include "model/process.h"
 #include "sample/host_info.h"
+#include "store/command_redaction.h"
+#include "store/output_file.h"
 #include "store/recording_reader.h"
 #include "store/recording_writer.h"
 #include "store/sqlite_db.h"
@@ -55,6 +57,9 @@ struct RecordOptions {
   bool detect = false;      // --detect: the incident engine while recording (online_detect.h)
   std::string detect_log;   // --detect-log FILE: its JSON lines ("-": stderr)
   double detect_horizon_s = 1800;  // hidden --detect-horizon: windows the engine looks back over
+  bool force = false;       // --force: replace an existing recording (once the new one ends)
+  bool keep_cmdline = false;  // --keep-cmdline: store the command line without redacting secrets
+  std::string file_mode = "0600";  // --mode: the recording's permissions
 };
 
 std::string default_out_name() {
@@ -123,6 +128,21 @@ int parse_duration_ms(const std::string& text, const std::string& what) {
   return static_cast<int>(*ns / 1'000'000);
 }
 
+// --mode: octal permissions of the recording, at most rw for the group and none for others' writing.
+mode_t parse_file_mode(const std::string& text) {
+  size_t used = 0;
+  unsigned long m = 0;
+  try {
+    m = std::stoul(text, &used, 8);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || text.empty() || m > 0777 || (m & 0600) != 0600 || (m & 0133) != 0)
+    throw std::invalid_argument("--mode: '" + text + "' is not an octal mode with rw for the owner and no write or "
+                                "execute for others (e.g. 0600, 0640, 0644)");
+  return static_cast<mode_t>(m);
+}
+
 // --python-duty ON/PERIOD ("1s/10s") or "always"; {0, 0} for always.
 std::pair<int, int> parse_python_duty(const std::string& text) {
   if (text == "always") return {0, 0};
@@ -156,7 +176,9 @@ int run_record(const RecordOptions& opt) {
   }
   if (opt.interval_ms < 1 || opt.interval_ms > 60'000)
     throw std::invalid_argument("--interval must be between 1 and 60000 ms");
-  if (opt.duration_s < 0 || !std::isfinite(opt.duration_s)) throw std::invalid_argument("--duration must be >= 0");
+  // At most ~31 years: seconds x 1e9 must stay inside int64 nanoseconds (1e10 overflowed and stopped at once).
+  if (!(opt.duration_s >= 0 && opt.duration_s <= 1e9))
+    throw std::invalid_argument("--duration must be between 0 and 1e9 seconds");
   if (opt.pid > 0 && !opt.command.empty()) throw std::invalid_argument("give either --pid or -- CMD, not both");
   if (opt.pid > 0 && !process_exists(static_cast<uint32_t>(opt.pid)))
     throw std::invalid_argument(fmt::format("--pid {}: no such process", opt.pid));
@@ -198,7 +220,17 @@ int run_record(const RecordOptions& opt) {
 
   std::string out = opt.out.empty() ? default_out_name() : opt.out;
   raise_memlock_limit();
-  RecordingWriter writer(out);
+  // store/output_file.h: a new path is written in place (kill -9 keeps it) and locked; an existing one only with
+  // --force, written beside it and renamed over it when the recording ends, so a failed start leaves it intact.
+  OutputFile out_file(out, {.inputs = {},
+                            .mode = parse_file_mode(opt.file_mode),
+                            .replace = opt.force,
+                            .in_place_when_new = true,
+                            .lock = true,
+                            .sqlite = true,
+                            .keep_unfinished = true,
+                            .what = "recording"});
+  RecordingWriter writer(out_file.write_path());
   HostInfo host = read_host_info();
   writer.set_meta("host", host.hostname);
   writer.set_meta("kernel", host.kernel);
@@ -206,13 +238,13 @@ int run_record(const RecordOptions& opt) {
   writer.set_meta("cpu_count", std::to_string(host.cpu_count));
   writer.set_meta("mem_total_bytes", std::to_string(host.mem_total_bytes));
   writer.set_meta("gpu_models", host.gpu_models);
-  writer.set_meta("command", join(opt.command, " "));
+  writer.set_meta("command", join(opt.keep_cmdline ? opt.command : redact_command_line(opt.command), " "));
   nlohmann::json config = {{"layers", names(layers)}, {"interval_ms", opt.interval_ms},
                            {"duration_s", opt.duration_s}, {"pid", opt.pid}, {"all", opt.all_processes},
                            {"python_mode", opt.python_mode}, {"python_duty", opt.python_duty},
                            {"python_sample_hz", opt.python_sample_hz}, {"python_offcpu_min", opt.python_offcpu_min},
                            {"detail", opt.detail}, {"budget_pct", opt.budget_pct}, {"root", root}};
-  writer.set_meta("config", config.dump());
+  writer.set_meta("config", config.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 
   struct sigaction sa{};
   sa.sa_handler = on_signal;
@@ -255,6 +287,7 @@ int run_record(const RecordOptions& opt) {
       for (auto* c : running) c->stop();
       writer.close();
       for (auto* c : running) c->release();
+      out_file.discard();  // nothing was recorded: an existing file stays as it was
       std::cerr << "stackscope: cannot run '" << opt.command[0] << "': " << std::strerror(e) << "\n";
       return 127;
     }
@@ -289,7 +322,7 @@ int run_record(const RecordOptions& opt) {
     for (auto* c : running) c->stop();
     writer.close();
     if (detector) try {
-        store_findings(out, "incident-online", detector->finish());
+        store_findings(out_file.write_path(), "incident-online", detector->finish());
       } catch (const std::exception& e) {
         std::cerr << "stackscope: --detect: incidents not stored: " << e.what() << "\n";
       }
@@ -314,7 +347,8 @@ int run_record(const RecordOptions& opt) {
       stop_collectors("write failed: " + writer.error());
     if (!stopped_recording && opt.duration_s > 0 && now - t0 >= static_cast<int64_t>(opt.duration_s * 1e9))
       stop_collectors("duration reached");
-    if (!stopped_recording && child.pid > 0 && child_status >= 0) stop_collectors("command exited");
+    if (!stopped_recording && child.pid > 0 && child_status >= 0)
+      stop_collectors(fmt::format("command exited with status {}", child_status));
     if (!stopped_recording && opt.pid > 0 && !process_exists(static_cast<uint32_t>(opt.pid)))
       stop_collectors(fmt::format("pid {} exited", opt.pid));
     if (!opt.quiet && !stopped_recording && now - last_progress >= (tty ? 1'000'000'000 : 5'000'000'000LL)) {
@@ -334,20 +368,29 @@ int run_record(const RecordOptions& opt) {
     }
   }
   if (!released) release_collectors(running, out, opt.quiet, tty);
-  bool failed = writer.failed();
-  if (child.pid > 0) return child_status;
-  return failed ? 3 : 0;
+  out_file.commit();
+  // A failed write (a full disk) is the recorder's status 3, with or without -- CMD (as --help says); the
+  // job's own status is in the summary line above.
+  if (writer.failed()) {
+    if (child.pid > 0) std::cerr << "stackscope: the command exited with status " << child_status << "\n";
+    return 3;
+  }
+  return child.pid > 0 ? child_status : 0;
 }
 
 RegisterCommand reg("record", 10, [](CLI::App& app, int& exit_code) {
   auto opt = std::make_shared<RecordOptions>();
   auto* cmd = app.add_subcommand("record", "Record telemetry and traces of a job (or of the host) into a file");
-  cmd->add_option("-o,--out", opt->out, "Recording file (default stackscope-DATE-TIME.sdb)");
+  cmd->add_option("-o,--out", opt->out, "Recording file (default stackscope-DATE-TIME.sdb); an existing one is refused");
+  cmd->add_flag("--force", opt->force,
+                "Replace an existing recording file: the new one is written beside it (FILE.partial-XXXXXX) and "
+                "renamed over it when the recording ends; a recording another recorder is writing is never replaced");
   cmd->add_option("-d,--duration", opt->duration_s, "Seconds to record (default: until the job exits or Ctrl-C)");
   cmd->add_option("-i,--interval", opt->interval_ms, "Sampling interval in ms for host and GPU series (default 100)");
   cmd->add_option("-l,--layers", opt->layers,
                   "Layers: cuda,nccl,torch,python,kernel,nvml,host or all (default all the machine supports)");
-  auto* pid = cmd->add_option("-p,--pid", opt->pid, "Trace this running process");
+  auto* pid = cmd->add_option("-p,--pid", opt->pid, "Trace this running process")
+                  ->check(CLI::Range(1, 4'194'304));  // pid_max's ceiling; 0 and negatives are no process
   cmd->add_flag("--all", opt->all_processes, "Trace every process that maps the traced libraries")->excludes(pid);
   cmd->add_flag("-q,--quiet", opt->quiet, "No progress line");
   cmd->add_option("--torch-ops", opt->torch_ops,
@@ -384,12 +427,19 @@ RegisterCommand reg("record", 10, [](CLI::App& app, int& exit_code) {
   cmd->add_option("--detect-log", opt->detect_log, "With --detect: its incidents as JSON lines to FILE ('-': stderr)");
   cmd->add_option("--detect-horizon", opt->detect_horizon_s, "With --detect: seconds of windows it looks back over")
       ->group("");
+  cmd->add_flag("--keep-cmdline,--keep-argv", opt->keep_cmdline,
+                "Store the command line as given (default: values of secret-looking arguments -- names holding "
+                "token, passw, secret, key, credential, auth, cookie; URL passwords -- are stored as ***)");
+  cmd->add_option("--mode", opt->file_mode,
+                  "Permissions of the recording file (default 0600: only its owner reads it; 0640 shares it with "
+                  "the group)");
   cmd->add_option("command", opt->command, "-- CMD ARGS...: run CMD as a child; the recording ends when it exits")
       ->excludes(pid);
   cmd->footer(
       "Examples:\n  stackscope record -o run.sdb -- torchrun --nproc-per-node 2 train.py\n"
       "  stackscope record --pid 1234 --duration 60 --layers cuda,nccl,nvml,host\n"
-      "Exit status: the command's own (128+N if killed by signal N); 3 if writing failed (disk full); 1 on bad input.");
+      "Exit status: the command's own (128+N if killed by signal N); 3 if writing failed (disk full), also with\n"
+      "-- CMD (the command's status is then in the summary line); 1 on bad input.");
   cmd->callback([opt, &exit_code] { exit_code = run_record(*opt); });
 });
 

@@ -10,6 +10,7 @@
 #include "cli/registry.h"
 #include "export/straggler_html.h"
 #include "store/kineto_trace_reader.h"
+#include "store/output_file.h"
 #include "store/recording_timeline_reader.h"
 #include "store/step_table_reader.h"
 
@@ -196,6 +197,7 @@ std::string report_text(const analyze::StragglerReport& r, size_t top) {
 }
 
 int run_stragglers(const StragglerCliOptions& opt) {
+  if (!opt.html.empty()) check_output_path(opt.html, opt.inputs, "--html");  // before any input is read
   analyze::StragglerOptions options;
   options.stage2.robust = !opt.classic_z;
   options.stage1.window_steps = opt.window_steps;
@@ -229,12 +231,12 @@ int run_stragglers(const StragglerCliOptions& opt) {
     report = analyze::analyze_stragglers(std::move(set), options);
   }
   if (!opt.html.empty()) {
-    std::ofstream out(opt.html);
-    out << straggler_html(report, "stackscope stragglers");
-    if (!out) throw std::runtime_error(opt.html + ": cannot write the HTML report");
+    OutputFile html(opt.html, {.inputs = opt.inputs, .what = "--html"});
+    html.stream() << straggler_html(report, "stackscope stragglers");
+    html.commit();
   }
   if (opt.json)
-    std::cout << report_json(report, options).dump(2) << "\n";
+    std::cout << report_json(report, options).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   else
     std::cout << report_text(report, opt.top);
   return 0;

@@ -19,6 +19,7 @@
 #include "analyze/incidents/incident_input_builder.h"
 #include "cli/analyze.h"
 #include "model/clock.h"
+#include "store/output_file.h"
 
 namespace stackscope::cli {
 
@@ -163,7 +164,7 @@ struct OnlineDetector::Engine {
     if (log) {
       nlohmann::json j = incident_json(inc, t0, realtime_offset);
       j["online"] = what;
-      const std::string text = j.dump() + "\n";
+      const std::string text = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
       std::fwrite(text.data(), 1, text.size(), log);
       std::fflush(log);
     }
@@ -265,6 +266,7 @@ OnlineDetector::OnlineDetector(TelemetrySink& next, std::set<uint32_t> job_pids,
   if (e.opt.log_path == "-") {
     e.log = stderr;
   } else if (!e.opt.log_path.empty()) {
+    check_output_path(e.opt.log_path, {}, "--detect-log");  // never through a symlink (store/output_file.h)
     e.log = std::fopen(e.opt.log_path.c_str(), "w");
     if (!e.log) throw std::runtime_error("--detect-log: cannot write " + e.opt.log_path);
     e.own_log = true;

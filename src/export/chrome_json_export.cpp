@@ -35,7 +35,7 @@ ExportCounts export_chrome_json(const std::vector<const RecordingReader*>& recor
   ExportCounts counts;
   bool first = true;
   auto emit = [&](const json& j) {
-    out << (first ? "\n" : ",\n") << j.dump();
+    out << (first ? "\n" : ",\n") << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     first = false;
   };
   out << R"({"displayTimeUnit":"ns","otherData":{"producer":"stackscope","clock":"CLOCK_MONOTONIC of the first recording"},"traceEvents":[)";

@@ -1,5 +1,6 @@
 #include "model/layer.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace stackscope {
@@ -26,19 +27,25 @@ std::vector<Layer> all_layers() {
 }
 
 std::vector<Layer> parse_layer_list(std::string_view list) {
-  if (list == "all") return all_layers();
+  // "all" combines with others ("all,host" is all); a layer named twice is one layer (its samples were stored
+  // twice otherwise). The order is the first mention's.
   std::vector<Layer> out;
+  auto add = [&out](Layer l) {
+    if (std::find(out.begin(), out.end(), l) == out.end()) out.push_back(l);
+  };
   size_t pos = 0;
   while (pos <= list.size()) {
     size_t comma = list.find(',', pos);
     if (comma == std::string_view::npos) comma = list.size();
     auto item = list.substr(pos, comma - pos);
-    if (!item.empty()) {
+    if (item == "all") {
+      for (Layer l : all_layers()) add(l);
+    } else if (!item.empty()) {
       auto l = parse_layer(item);
       if (!l)
         throw std::invalid_argument("unknown layer '" + std::string(item) +
                                     "' (known: cuda, nccl, torch, python, kernel, nvml, host, all)");
-      out.push_back(*l);
+      add(*l);
     }
     pos = comma + 1;
   }

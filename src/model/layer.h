@@ -12,7 +12,8 @@ enum class Layer : uint8_t { cuda = 0, nccl, torch, python, kernel, nvml, host, 
 
 std::string_view layer_name(Layer l);
 std::optional<Layer> parse_layer(std::string_view name);
-// Parses "cuda,nccl,host" or "all"; throws std::invalid_argument naming the bad entry.
+// Parses "cuda,nccl,host", "all" or "all,host" (all of them); a layer named twice counts once. Throws
+// std::invalid_argument naming the bad entry.
 std::vector<Layer> parse_layer_list(std::string_view list);
 std::vector<Layer> all_layers();
 

@@ -32,6 +32,10 @@ std::string read_maybe_compressed(const std::string& path) {
   if (inflateInit2(&zs, 15 + 32) != Z_OK) throw std::runtime_error(path + ": zlib init failed");  // 32: auto gzip/zlib
   zs.next_in = reinterpret_cast<Bytef*>(data.data());
   zs.avail_in = static_cast<uInt>(data.size());
+  // A decompression bomb (4 MB inflating to 1 GB took 2 GB) ends with an error: honest JSON compresses 5 to
+  // 30 times, so anything past 64 MiB may inflate at most kMaxRatio times its compressed size.
+  constexpr size_t kMaxRatio = 100, kAlwaysAllowed = size_t{64} << 20;
+  const size_t max_out = std::max(kAlwaysAllowed, data.size() * kMaxRatio);
   std::string out;
   char buf[1 << 16];
   int rc;
@@ -44,6 +48,11 @@ std::string read_maybe_compressed(const std::string& path) {
       throw std::runtime_error(path + ": corrupt compressed data (zlib error " + std::to_string(rc) + ")");
     }
     out.append(buf, sizeof buf - zs.avail_out);
+    if (out.size() > max_out) {
+      inflateEnd(&zs);
+      throw std::runtime_error(path + ": inflates to more than " + std::to_string(max_out >> 20) + " MiB (" +
+                               std::to_string(kMaxRatio) + " times its compressed size): refusing a decompression bomb");
+    }
   } while (rc != Z_STREAM_END && (zs.avail_in > 0 || zs.avail_out == 0));
   inflateEnd(&zs);
   if (rc != Z_STREAM_END) throw std::runtime_error(path + ": truncated compressed data");

@@ -24,7 +24,8 @@ TraceInputFormat sniff_trace_input(const std::string& path);
 inline constexpr const char* kSupportedTraceInputs =
     "stackscope recordings (record's .sdb), Chrome / PyTorch-profiler (Kineto) JSON traces (.json or .json.gz: "
     "one per rank, or one holding every rank as its own pid), step-time tables (CSV with columns worker, step, time)";
-// Whole file, inflated when it is gzip/zlib (magic 1f 8b or 78 xx). Throws std::runtime_error.
+// Whole file, inflated when it is gzip/zlib (magic 1f 8b or 78 xx). Throws std::runtime_error, also when it
+// would inflate past 64 MiB and 100 times its compressed size (a decompression bomb).
 std::string read_maybe_compressed(const std::string& path);
 
 }  // namespace stackscope

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 #include "store/block_codec.h"
 #include "store/errors.h"
 #include "store/recording_schema.h"
@@ -35,10 +37,28 @@ RecordingReader::RecordingReader(const std::string& path) : path_(path) {
   if (::stat(path.c_str(), &st) != 0) throw RecordingError("cannot open recording " + path + ": no such file");
   if (!S_ISREG(st.st_mode)) throw RecordingError("cannot open recording " + path + ": not a regular file");
   if (::access(path.c_str(), R_OK) != 0) throw RecordingError("cannot open recording " + path + ": permission denied");
-  // Read-write when we may, so that SQLite can recover the WAL of a recorder that was killed.
-  bool writable = ::access(path.c_str(), W_OK) == 0;
+  // Read-write when we may (the file and its folder, where SQLite keeps -wal and -shm), so that SQLite recovers
+  // the WAL of a recorder that was killed and folds it into the file when we close. Otherwise read-only: a
+  // recording without a -wal holding data is opened immutable (no -shm, no locks: a read-only mount or folder
+  // works); with one, SQLite's read-only WAL reading where it can, else the main file alone, said in open_note().
+  const std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, std::max<size_t>(path.rfind('/'), 1));
+  const bool writable = ::access(path.c_str(), W_OK) == 0 && ::access(dir.c_str(), W_OK) == 0;
+  struct stat wal{};
+  const bool wal_data = ::stat((path + "-wal").c_str(), &wal) == 0 && wal.st_size > 0;
   guarded(path, [&] {
-    impl_ = std::make_unique<Impl>(path, writable ? sql::Db::Mode::read_write : sql::Db::Mode::read_only);
+    auto mode = writable ? sql::Db::Mode::read_write : wal_data ? sql::Db::Mode::read_only : sql::Db::Mode::immutable;
+    try {
+      impl_ = std::make_unique<Impl>(path, mode);
+      impl_->db.prepare("SELECT count(*) FROM sqlite_master").step();
+    } catch (const sql::SqliteError&) {
+      if (mode != sql::Db::Mode::read_only) throw;
+      impl_ = std::make_unique<Impl>(path, sql::Db::Mode::immutable);
+      open_note_ = fmt::format("{}-wal holds {} bytes that cannot be replayed without write permission on the file "
+                               "and its folder: read without them",
+                               path, wal.st_size);
+    }
+    if (mode != sql::Db::Mode::read_write && open_note_.empty())
+      open_note_ = wal_data ? "opened read-only (the -wal beside it was read)" : "opened read-only";
     auto& db = impl_->db;
     bool has_meta = false;
     {
@@ -275,7 +295,10 @@ RecordingSummary RecordingReader::summary() const {
   });
 }
 
-void store_findings(const std::string& path, const std::string& detector, const std::vector<Finding>& findings) {
+bool store_findings(const std::string& path, const std::string& detector, const std::vector<Finding>& findings) {
+  // A recording we may only read (read-only mount, another user's file or folder) is analysed all the same.
+  const std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, std::max<size_t>(path.rfind('/'), 1));
+  if (::access(path.c_str(), W_OK) != 0 || ::access(dir.c_str(), W_OK) != 0) return false;
   try {
     sql::Db db(path, sql::Db::Mode::read_write);
     db.exec("BEGIN");
@@ -289,12 +312,14 @@ void store_findings(const std::string& path, const std::string& detector, const 
         ev.push_back({{"subject", e.subject}, {"feature", e.feature}, {"value", e.value}, {"expected", e.expected},
                       {"score", e.score}});
       st.bind(1, detector).bind(2, f.layer).bind(3, f.subsystem).bind(4, f.host).bind(5, f.subject);
-      st.bind(6, f.t_start_ns).bind(7, f.t_end_ns).bind(8, f.score).bind(9, f.summary).bind(10, ev.dump()).run();
+      st.bind(6, f.t_start_ns).bind(7, f.t_end_ns).bind(8, f.score).bind(9, f.summary);
+      st.bind(10, ev.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)).run();
     }
     db.exec("COMMIT");
   } catch (const sql::SqliteError& e) {
     throw RecordingError("cannot store findings in " + path + ": " + e.what());
   }
+  return true;
 }
 
 }  // namespace stackscope

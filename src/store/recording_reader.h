@@ -47,6 +47,10 @@ class RecordingReader {
   ~RecordingReader();
 
   const std::string& path() const { return path_; }
+  // How the file was opened when not read-write (no write permission on it or its folder), and whether a -wal
+  // beside it could not be read; empty when opened read-write.
+  const std::string& open_note() const { return open_note_; }
+  bool read_only() const { return !open_note_.empty(); }
   const std::map<std::string, std::string>& meta() const { return meta_; }
   std::string meta_or(const std::string& key, const std::string& fallback = "") const;
   const std::vector<SeriesInfo>& series() const { return series_; }
@@ -76,7 +80,7 @@ class RecordingReader {
 
  private:
   const std::string& string_at(uint32_t id) const;
-  std::string path_;
+  std::string path_, open_note_;
   struct Impl;
   std::unique_ptr<Impl> impl_;
   std::map<std::string, std::string> meta_;
@@ -86,6 +90,7 @@ class RecordingReader {
 };
 
 // Adds findings to an existing recording (what `analyze` stores). Replaces earlier findings of the same detector.
-void store_findings(const std::string& path, const std::string& detector, const std::vector<Finding>& findings);
+// false (nothing stored) when the file or its folder may not be written: a read-only recording is analysed too.
+bool store_findings(const std::string& path, const std::string& detector, const std::vector<Finding>& findings);
 
 }  // namespace stackscope

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -11,11 +12,12 @@
 #include <stdexcept>
 #include <thread>
 
+#include <fmt/format.h>
+
 namespace stackscope {
 
 namespace {
 
-constexpr size_t kMaxWindows = 10'000'000;
 const std::array<Layer, 5> kCallLayers{Layer::cuda, Layer::nccl, Layer::torch, Layer::python, Layer::kernel};
 
 // The recording's "pid" meta, when it is a number.
@@ -156,14 +158,15 @@ analyze::WindowGrid recording_window_grid(const RecordingReader& r, double windo
   if (!(window_s > 0)) throw std::invalid_argument("window must be > 0 seconds");
   const auto span = r.data_span();
   if (!span) throw std::invalid_argument(r.path() + " holds no events and no samples");
-  const auto grid = analyze::make_window_grid(span->first, span->second, static_cast<int64_t>(window_s * 1e9));
-  // Every table keeps a few numbers per window and layer: a corrupt time or a tiny window must not ask for
-  // gigabytes (10 M windows: 116 days of 1 s windows).
-  if (grid.count > kMaxWindows)
-    throw std::invalid_argument(r.path() + ": " + std::to_string(grid.count) + " windows of " +
-                                std::to_string(window_s) + " s, more than " + std::to_string(kMaxWindows) +
-                                "; choose a longer window");
-  return grid;
+  // A tiny window (or a corrupt time) must not ask for gigabytes: make_window_grid refuses more than
+  // analyze::kMaxWindows windows, naming the smallest window that fits.
+  if (!(window_s >= 1e-9) || !(window_s <= 1e9))
+    throw std::invalid_argument(fmt::format("window {:g} s is outside the limits (1 ns to 1e9 s)", window_s));
+  try {
+    return analyze::make_window_grid(span->first, span->second, static_cast<int64_t>(std::llround(window_s * 1e9)));
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(r.path() + ": " + e.what());
+  }
 }
 
 RecordingWindowTables read_window_tables(const RecordingReader& r, const WindowTablesOptions& o) {

@@ -40,8 +40,8 @@ struct RecordingWindowTables {
 };
 
 // The back-to-back windows of `window_s` from the recording's first event or sample (analyze::make_window_grid).
-// Throws std::invalid_argument for a window <= 0, a recording that holds no events and no samples, or a span of
-// more than 10 M windows.
+// Throws std::invalid_argument for a window outside 1 ns..1e9 s, a recording that holds no events and no samples,
+// or a span of more than analyze::kMaxWindows windows (analyze/features/window_limits.h).
 analyze::WindowGrid recording_window_grid(const RecordingReader& reader, double window_s);
 
 // The events of `layers` (call layers), in stored order, as CallRecords: blocks are read, decompressed and decoded
@@ -52,7 +52,8 @@ void stream_call_records(const RecordingReader& reader, const std::vector<Layer>
                          const std::function<void(std::span<const analyze::CallRecord>)>& on_batch);
 
 // Throws RecordingError for a defective file and std::invalid_argument for a window <= 0, a recording that
-// holds no events and no samples, or a span of more than 10 M windows.
+// holds no events and no samples, a span of more than analyze::kMaxWindows windows, or tables past
+// analyze::kMaxWindowTableBytes.
 RecordingWindowTables read_window_tables(const RecordingReader& reader, const WindowTablesOptions& options = {});
 
 }  // namespace stackscope

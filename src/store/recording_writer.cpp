@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "model/clock.h"
@@ -11,6 +13,10 @@
 #include "store/sqlite_db.h"
 
 namespace stackscope {
+
+namespace {
+constexpr off_t kReserveBytes = 128 << 10;  // a few 16 KiB pages and their WAL frames
+}  // namespace
 
 struct RecordingWriter::Pending {
   std::vector<Event> events;
@@ -30,11 +36,22 @@ struct RecordingWriter::Impl {
 
 RecordingWriter::RecordingWriter(const std::string& path, RecordingWriterOptions options)
     : path_(path), opt_(options), pending_(std::make_unique<Pending>()) {
-  // A previous file of that name is replaced, its WAL and shared-memory files too.
-  ::unlink(path.c_str());
+  // A previous file of that name is replaced, its WAL and shared-memory files too. An empty regular file is kept:
+  // it is the one store/output_file.h just created for this recording, with its mode (0600) and lock.
+  struct stat st{};
+  if (!(::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 0)) ::unlink(path.c_str());
+  // Private by default (0600): a recording holds command lines, names and timings of someone's job.
+  if (int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600); fd >= 0) ::close(fd);
   ::unlink((path + "-wal").c_str());
   ::unlink((path + "-shm").c_str());
   impl_ = std::make_unique<Impl>(path);
+  // A little disk kept aside (PATH-reserve, removed at close): when the disk fills, it is freed so that the final
+  // drop counts and the cause still reach the recording (`info` showed "dropped 0" without it).
+  if (int fd = ::open((path + "-reserve").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+      fd >= 0) {
+    if (::posix_fallocate(fd, 0, kReserveBytes) != 0) ::unlink((path + "-reserve").c_str());
+    ::close(fd);
+  }
   create_schema();
   thread_ = std::thread([this] { run(); });
 }
@@ -139,6 +156,31 @@ void RecordingWriter::close() {
   }
   cv_.notify_one();
   if (thread_.joinable()) thread_.join();
+  ::unlink((path_ + "-reserve").c_str());  // on a full disk: the room for what follows
+  if (failed_.load()) {
+    // After a failed write (a full disk) the drops counted since, and the cause, go in one small transaction in
+    // the room the reserve file left; without them `info` would show none of what the recorder reported dropped.
+    try {
+      std::map<std::string, uint64_t, std::less<>> drops;
+      std::string error;
+      {
+        std::lock_guard lk(mu_);
+        drops = drops_;
+        error = error_;
+      }
+      auto& db = impl_->db;
+      db.exec("BEGIN");
+      auto st = db.prepare("INSERT OR REPLACE INTO drops(source, n) VALUES(?, ?)");
+      for (auto& [src, n] : drops) st.bind(1, src).bind(2, static_cast<int64_t>(n)).run();
+      db.prepare("INSERT OR REPLACE INTO meta(key, value) VALUES('write_error', ?)").bind(1, error).run();
+      db.exec("COMMIT");
+    } catch (const std::exception&) {
+      try {
+        impl_->db.exec("ROLLBACK");
+      } catch (...) {
+      }
+    }
+  }
   try {
     // Fold the WAL into the main file so the recording is one self-contained file.
     impl_->db.exec("PRAGMA wal_checkpoint(TRUNCATE);");
@@ -161,6 +203,7 @@ void RecordingWriter::run() {
   auto interval = std::chrono::milliseconds(opt_.flush_interval_ms);
   auto sample_interval = std::chrono::milliseconds(std::max(opt_.sample_flush_interval_ms, opt_.flush_interval_ms));
   auto last_sample_flush = std::chrono::steady_clock::now();
+  auto last_checkpoint = last_sample_flush;
   std::vector<Sample> held_samples;
   for (;;) {
     auto batch = std::make_unique<Pending>();
@@ -193,6 +236,13 @@ void RecordingWriter::run() {
         if (!drops.empty()) {
           auto st = impl_->db.prepare("INSERT OR REPLACE INTO drops(source, n) VALUES(?, ?)");
           for (auto& [src, n] : drops) st.bind(1, src).bind(2, static_cast<int64_t>(n)).run();
+        }
+        if (opt_.checkpoint_interval_ms > 0 &&
+            now - last_checkpoint >= std::chrono::milliseconds(opt_.checkpoint_interval_ms)) {
+          last_checkpoint = now;
+          // PASSIVE: never waits for a reader; what a reader holds is copied next time. A failure here (a full
+          // disk) leaves the data in the WAL, where SQLite still finds it.
+          sqlite3_wal_checkpoint_v2(impl_->db.raw(), nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
         }
       } catch (const std::exception& e) {
         try {

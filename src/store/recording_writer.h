@@ -22,6 +22,9 @@ struct RecordingWriterOptions {
   size_t max_pending_events = 4'000'000;  // beyond this, events are dropped and counted ("store.backlog")
   size_t max_pending_samples = 4'000'000;
   size_t events_per_block = 65'536;
+  // WAL pages are copied into the main file (a PASSIVE checkpoint) at least this often, so the .sdb alone (copied
+  // without its -wal, after kill -9 or a full disk) holds all but the last seconds; 0: only at close.
+  int checkpoint_interval_ms = 2000;
   int zstd_level = 1;
 };
 
@@ -38,7 +41,8 @@ struct RecordingWriterStats {
 
 class RecordingWriter final : public TelemetrySink {
  public:
-  // Creates (or truncates) `path`. Throws sql::SqliteError when the file cannot be created.
+  // Creates (or replaces) `path`; an empty file there is written into (store/output_file.h creates it with its
+  // mode and lock). Throws sql::SqliteError when the file cannot be created.
   RecordingWriter(const std::string& path, RecordingWriterOptions options = {});
   ~RecordingWriter() override;
 

@@ -1,12 +1,28 @@
 #include "store/sqlite_db.h"
 
+#include <fmt/format.h>
+
 namespace stackscope::sql {
+
+namespace {
+// A path as a file: URI (RFC 3986: '%', '?', '#' and non-printing bytes escaped).
+std::string file_uri(const std::string& path, const char* query) {
+  std::string uri = "file:";
+  for (unsigned char c : path) {
+    if (c == '%' || c == '?' || c == '#' || c <= ' ' || c >= 0x7f) uri += fmt::format("%{:02X}", c);
+    else uri += static_cast<char>(c);
+  }
+  return uri + "?" + query;
+}
+}  // namespace
 
 Db::Db(const std::string& path, Mode mode) : path_(path) {
   int flags = mode == Mode::create      ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE
               : mode == Mode::read_write ? SQLITE_OPEN_READWRITE
-                                         : SQLITE_OPEN_READONLY;
-  int rc = sqlite3_open_v2(path.c_str(), &db_, flags | SQLITE_OPEN_NOMUTEX, nullptr);
+              : mode == Mode::read_only  ? SQLITE_OPEN_READONLY
+                                         : SQLITE_OPEN_READONLY | SQLITE_OPEN_URI;
+  const std::string name = mode == Mode::immutable ? file_uri(path, "immutable=1") : path;
+  int rc = sqlite3_open_v2(name.c_str(), &db_, flags | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) {
     std::string msg = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
     sqlite3_close(db_);

@@ -25,7 +25,9 @@ class Stmt;
 
 class Db {
  public:
-  enum class Mode { create, read_write, read_only };
+  // immutable: read-only without locks or the -shm file (SQLite's immutable=1), for a file in a folder we may
+  // not write (a read-only mount, another user's folder); any -wal beside it is not read.
+  enum class Mode { create, read_write, read_only, immutable };
   Db(const std::string& path, Mode mode);
   ~Db();
   Db(const Db&) = delete;

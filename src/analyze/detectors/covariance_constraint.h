@@ -25,19 +25,21 @@ struct FullCovariance {
   static Eigen::Index parameters(Eigen::Index d) { return d * (d + 1) / 2; }
 };
 
+// A diagonal covariance is held as a d x 1 column of variances: no d x d matrix (10,000 columns would make
+// 800 MB per component) and no d^3 factorisation.
 struct DiagonalCovariance {
   static constexpr CovarianceType type = CovarianceType::diagonal;
-  static void apply(Eigen::MatrixXd& cov, double reg) {
-    const Eigen::VectorXd diag = cov.diagonal().array() + reg;
-    cov = diag.asDiagonal();
-  }
+  static void apply(Eigen::MatrixXd& variances, double reg) { variances.array() += reg; }
   static Eigen::Index parameters(Eigen::Index d) { return d; }
 };
 
 // Raises each variance to at least min_variance (per feature; empty: no floor). Raising diagonal entries adds a
 // non-negative diagonal matrix, so a full covariance stays positive definite.
+// A d x 1 `cov` is a diagonal covariance's variances.
 inline void floor_variances(Eigen::MatrixXd& cov, const Eigen::VectorXd& min_variance) {
-  if (min_variance.size() == cov.rows()) cov.diagonal() = cov.diagonal().cwiseMax(min_variance);
+  if (min_variance.size() != cov.rows()) return;
+  if (cov.cols() == 1) cov.col(0) = cov.col(0).cwiseMax(min_variance);
+  else cov.diagonal() = cov.diagonal().cwiseMax(min_variance);
 }
 
 }  // namespace stackscope::analyze

@@ -6,6 +6,8 @@
 #include <random>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "analyze/detectors/input_checks.h"
 #include "analyze/detectors/kmeans.h"
 #include "analyze/detectors/thresholds.h"
@@ -14,6 +16,8 @@ namespace stackscope::analyze {
 
 namespace {
 constexpr Eigen::Index kBlock = 512;
+// The most row x core point x column terms one score() call computes: about a minute on one core.
+constexpr double kMaxScoreWork = 2e10;
 
 int find_root(std::vector<int>& parent, int i) {
   while (parent[static_cast<size_t>(i)] != i) {
@@ -114,6 +118,15 @@ void DbscanDetector::fit(const Eigen::MatrixXd& input) {
 
 Eigen::VectorXd DbscanDetector::score(const Eigen::MatrixXd& input) const {
   require_scoring_input(input, cores_.rows() ? mean_.size() : 0, "dbscan score");
+  // Every row is compared with every core point (no spatial index): 1 M rows against 20 k core points ran for
+  // more than 5 minutes. Past the limit, refuse with the numbers rather than run for hours.
+  const double pairs = static_cast<double>(input.rows()) * static_cast<double>(cores_.rows()) *
+                       static_cast<double>(std::max<Eigen::Index>(input.cols(), 1));
+  if (pairs > kMaxScoreWork)
+    throw DetectorInputError(fmt::format(
+        "dbscan score: {} rows x {} core points x {} columns is {:.3g} distance terms, more than the limit of {:.3g}; "
+        "score fewer rows, or fit on fewer rows (fewer core points)",
+        input.rows(), cores_.rows(), input.cols(), pairs, kMaxScoreWork));
   const Eigen::MatrixXd x = transform(input);
   Eigen::VectorXd s(x.rows());
   for (Eigen::Index b = 0; b < x.rows(); b += kBlock) {

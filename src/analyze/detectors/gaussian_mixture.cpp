@@ -34,7 +34,22 @@ GaussianMixture::GaussianMixture(Eigen::VectorXd weights, Eigen::MatrixXd means,
   inv_std_.resize(k, d);
   log_det_.resize(k);
   for (Eigen::Index c = 0; c < k; ++c) {
-    const Eigen::MatrixXd& cov = covariances_[static_cast<size_t>(c)];
+    Eigen::MatrixXd& cov = covariances_[static_cast<size_t>(c)];
+    if (type_ == CovarianceType::diagonal) {
+      if (cov.rows() == d && cov.cols() == d && d > 1) cov = Eigen::MatrixXd(cov.diagonal());
+      if (cov.rows() != d || cov.cols() != 1)
+        throw DetectorInputError("gaussian mixture: variances of component " + std::to_string(c) + " are not " +
+                                 std::to_string(d) + "x1");
+      if (!(cov.array() > 0).all() || !cov.allFinite())
+        throw DetectorInputError("gaussian mixture: covariance of component " + std::to_string(c) +
+                                 " is not positive definite (raise the covariance regularisation)");
+      Eigen::MatrixXd& p = prec_chol_[static_cast<size_t>(c)];
+      p = cov.array().rsqrt().matrix();
+      shifted_means_.col(c) = means_.row(c).transpose().cwiseProduct(p.col(0));
+      inv_std_.row(c) = p.col(0).transpose();
+      log_det_(c) = p.array().log().sum();
+      continue;
+    }
     if (cov.rows() != d || cov.cols() != d)
       throw DetectorInputError("gaussian mixture: covariance " + std::to_string(c) + " is not " + std::to_string(d) +
                                "x" + std::to_string(d));
@@ -71,6 +86,11 @@ void GaussianMixture::log_densities_block(const Eigen::MatrixXd& x, Eigen::Index
     }
   }
   out = ((-0.5 * out.array()).rowwise() + (log_det_.transpose().array() + log2pi_term)).matrix();
+}
+
+Eigen::VectorXd GaussianMixture::variances(Eigen::Index c) const {
+  const Eigen::MatrixXd& cov = covariances_[static_cast<size_t>(c)];
+  return type_ == CovarianceType::diagonal ? Eigen::VectorXd(cov.col(0)) : Eigen::VectorXd(cov.diagonal());
 }
 
 Eigen::MatrixXd GaussianMixture::component_log_densities(const Eigen::MatrixXd& x) const {

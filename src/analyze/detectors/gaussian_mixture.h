@@ -11,8 +11,9 @@ namespace stackscope::analyze {
 class GaussianMixture {
  public:
   GaussianMixture() = default;
-  // weights: K (sum to 1), means: K x d (one row per component), covariances: K matrices d x d (diagonal ones
-  // have zero off-diagonal terms). Throws DetectorInputError when a covariance is not positive definite.
+  // weights: K (sum to 1), means: K x d (one row per component), covariances: K matrices d x d, or for a
+  // diagonal type K columns d x 1 of variances (a d x d one given is reduced to its diagonal). Throws
+  // DetectorInputError when a covariance is not positive definite.
   GaussianMixture(Eigen::VectorXd weights, Eigen::MatrixXd means, std::vector<Eigen::MatrixXd> covariances,
                   CovarianceType type);
 
@@ -21,7 +22,10 @@ class GaussianMixture {
   CovarianceType covariance_type() const { return type_; }
   const Eigen::VectorXd& weights() const { return weights_; }
   const Eigen::MatrixXd& means() const { return means_; }
+  // d x d (full) or d x 1 variances (diagonal): see the constructor.
   const std::vector<Eigen::MatrixXd>& covariances() const { return covariances_; }
+  // Component c's variances (the covariance's diagonal), whatever the type.
+  Eigen::VectorXd variances(Eigen::Index c) const;
 
   // N x K: log N(x_i | mu_k, Sigma_k), the component densities without their weights.
   Eigen::MatrixXd component_log_densities(const Eigen::MatrixXd& x) const;
@@ -52,7 +56,7 @@ class GaussianMixture {
   Eigen::MatrixXd means_;
   std::vector<Eigen::MatrixXd> covariances_;
   CovarianceType type_ = CovarianceType::full;
-  std::vector<Eigen::MatrixXd> prec_chol_;  // P_k with P_k P_k^T = Sigma_k^-1
+  std::vector<Eigen::MatrixXd> prec_chol_;  // P_k with P_k P_k^T = Sigma_k^-1; diagonal: d x 1, 1 / sd
   Eigen::MatrixXd shifted_means_;           // d x K: (mu_k^T P_k)^T, so y = x P_k - mu_k^T P_k
   Eigen::MatrixXd inv_std_;                 // K x d, diagonal case
   Eigen::VectorXd log_det_;                 // sum log diag(P_k)

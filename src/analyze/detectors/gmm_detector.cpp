@@ -74,8 +74,7 @@ Eigen::MatrixXd GmmDetector::feature_deviations(const Eigen::MatrixXd& input) co
   Eigen::MatrixXd z(x.rows(), x.cols());
   const auto& m = fit_.model;
   for (Eigen::Index i = 0; i < x.rows(); ++i) {
-    const size_t k = static_cast<size_t>(comp(i));
-    z.row(i) = (x.row(i) - m.means().row(comp(i))).array() / m.covariances()[k].diagonal().transpose().array().sqrt();
+    z.row(i) = (x.row(i) - m.means().row(comp(i))).array() / m.variances(comp(i)).transpose().array().sqrt();
   }
   return z;
 }

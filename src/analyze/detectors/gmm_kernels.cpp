@@ -43,7 +43,7 @@ void generic_diagonal(const double* x, Eigen::Index ld, Eigen::Index begin, Eige
                       const double* p, const double* shifted, double* out) {
   for (Eigen::Index r = 0; r < rows; ++r) out[r] = 0;
   for (Eigen::Index j = 0; j < d; ++j) {
-    const double pjj = p[j * d + j], s = shifted[j];
+    const double pjj = p[j], s = shifted[j];
     const double* xj = x + j * ld + begin;
     for (Eigen::Index r = 0; r < rows; ++r) {
       const double y = xj[r] * pjj - s;
@@ -60,7 +60,7 @@ __attribute__((target("avx2,fma"))) void avx2_diagonal(const double* x, Eigen::I
   for (; r + 8 <= rows; r += 8) {
     __m256d acc0 = _mm256_setzero_pd(), acc1 = _mm256_setzero_pd();
     for (Eigen::Index j = 0; j < d; ++j) {
-      const __m256d pjj = _mm256_set1_pd(p[j * d + j]), s = _mm256_set1_pd(shifted[j]);
+      const __m256d pjj = _mm256_set1_pd(p[j]), s = _mm256_set1_pd(shifted[j]);
       const double* xj = x + j * ld + begin + r;
       const __m256d y0 = _mm256_fmsub_pd(_mm256_loadu_pd(xj), pjj, s);
       const __m256d y1 = _mm256_fmsub_pd(_mm256_loadu_pd(xj + 4), pjj, s);

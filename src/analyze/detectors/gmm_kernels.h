@@ -12,7 +12,8 @@ namespace stackscope::analyze::kernels {
 void squared_mahalanobis_upper(const double* x, Eigen::Index ld, Eigen::Index begin, Eigen::Index rows, Eigen::Index d,
                                const double* p, const double* shifted, double* out);
 
-// Same for a diagonal P (only its diagonal p[j * d + j] is read): d multiply-adds per row instead of d(d+1)/2.
+// Same for a diagonal P given as its d diagonal values p[j] (no d x d matrix): d multiply-adds per row instead of
+// d(d+1)/2.
 void squared_mahalanobis_diagonal(const double* x, Eigen::Index ld, Eigen::Index begin, Eigen::Index rows,
                                   Eigen::Index d, const double* p, const double* shifted, double* out);
 

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "analyze/detectors/thresholds.h"
+#include "analyze/features/window_limits.h"
 
 
 namespace stackscope::analyze {
@@ -77,6 +78,7 @@ WindowGrid make_window_grid(int64_t first_ns, int64_t last_ns, int64_t width_ns)
   if (last_ns < first_ns)
     throw std::invalid_argument("window grid: last time " + std::to_string(last_ns) + " is before the first " +
                                 std::to_string(first_ns));
+  check_window_count(last_ns - first_ns, width_ns, "window");
   const auto whole = static_cast<size_t>((last_ns - first_ns) / width_ns);
   return {first_ns, width_ns, std::max<size_t>(whole, 1)};
 }
@@ -411,7 +413,11 @@ void SeriesWindowFeatures::add(const SeriesInfo& s, std::span<const int64_t> t, 
       const bool sm = s.name == "gpu.proc.sm_util", mem = s.name == "gpu.proc.mem.used";
       if (proc_series_ids_.insert(s.id).second) ++proc_series_;
       auto& windows = procs_[proc->first][proc->second];
-      if (windows.empty()) windows.resize(grid_.count);
+      if (windows.empty()) {
+        check_window_cells(grid_.count, proc_series_ + series_.size(), sizeof(ProcAcc) + sizeof(double),
+                           "series window features");
+        windows.resize(grid_.count);
+      }
       for (size_t i = 0; i < t.size(); ++i) {
         const auto w = grid_.index_of(t[i]);
         if (!w || !std::isfinite(v[i])) continue;
@@ -429,6 +435,9 @@ void SeriesWindowFeatures::add(const SeriesInfo& s, std::span<const int64_t> t, 
   auto [it, fresh] = series_.try_emplace(s.id);
   Track& tr = it->second;
   if (fresh) {
+    // The Acc per window and series, and the double each becomes in the table.
+    check_window_cells(grid_.count, series_.size() + proc_series_, sizeof(Acc) + sizeof(double),
+                       "series window features");
     tr.info = s;
     tr.windows.resize(grid_.count);
   }

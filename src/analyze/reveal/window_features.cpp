@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "analyze/features/window_limits.h"
+
 namespace stackscope::analyze {
 
 std::string_view window_feature_name(WindowFeature f) {
@@ -103,6 +105,7 @@ void WindowFeatureExtractor::fix_layout() {
     if (max_pending_ == 0) max_pending_ = std::max<size_t>(600, (size_t{4} << 20) / std::max<size_t>(columns_.size(), 1));
     return;
   }
+  check_window_cells(windows_, columns_.size(), sizeof(double) + sizeof(uint8_t), "reveal window features");
   matrix_.setZero(static_cast<Eigen::Index>(windows_), static_cast<Eigen::Index>(columns_.size()));
   missing_.assign(windows_ * columns_.size(), 1);
 }

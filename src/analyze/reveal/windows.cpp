@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "analyze/features/window_limits.h"
+
 namespace stackscope::analyze {
 
 void validate_window_spec(const WindowSpec& spec) {
@@ -19,6 +21,7 @@ size_t window_count(int64_t t_begin, int64_t t_end, const WindowSpec& spec) {
   if (t_end <= t_begin) return 0;
   int64_t span = t_end - t_begin;
   if (span < spec.size_ns) return 1;
+  check_window_count(span - spec.size_ns, spec.stride_ns, "stride");
   return static_cast<size_t>((span - spec.size_ns) / spec.stride_ns) + 1;
 }
 
