@@ -8,11 +8,21 @@
 #include "cli/analyze.h"
 #include "cli/registry.h"
 #include "store/errors.h"
+#include "store/recording_reader.h"
 
 namespace stackscope::cli {
 namespace {
 
-int run_analyze(const AnalyzeOptions& opt) {
+// A table imported from elsewhere (`stackscope import`) has no job whose progress the incident engine could
+// judge: by default its series are judged one by one (the series detector) instead.
+bool all_imported(const std::vector<std::string>& recordings) {
+  for (const std::string& path : recordings)
+    if (!RecordingReader(path).meta_or("source", "").starts_with("import")) return false;
+  return !recordings.empty();
+}
+
+int run_analyze(AnalyzeOptions opt) {
+  if (!opt.detector_given && all_imported(opt.recordings)) opt.detector = "series";
   nlohmann::json all = nlohmann::json::object();
   int status = 0;
   const bool only_incidents = opt.detector == "incidents";
@@ -29,6 +39,7 @@ int run_analyze(const AnalyzeOptions& opt) {
   const bool detail = opt.detector == "all" || (only_incidents && opt.verbose && !opt.json);
   if (opt.detector == "gmm" || opt.detector == "all") run_one("gmm", analyze_gmm);
   if (opt.detector == "reveal" || detail) run_one("reveal", analyze_reveal);
+  if (opt.detector == "series" || opt.detector == "all") run_one("series", analyze_series);
   // The incidents alone print the documented object itself (docs/INCIDENTS.md); several analyses, one key each.
   if (opt.json) std::cout << (only_incidents ? all["incidents"] : all).dump(2) << "\n";
   return status;
@@ -43,15 +54,23 @@ RegisterCommand reg("analyze", 30, [](CLI::App& app, int& exit_code) {
   cmd->add_option("--layers", opt->layers, "gmm: layers to analyse (cuda,nccl,torch,python,nvml,host)")->delimiter(',');
   cmd->add_option("--detector", opt->detector,
                   "incidents (default: episodes of lost progress with root cause), gmm (eACGM, per layer), reveal "
-                  "(host telemetry), all")
-      ->check(CLI::IsMember({"incidents", "gmm", "reveal", "all"}));
+                  "(host telemetry), series (each host series alone, causal; the default for imported tables), "
+                  "all")
+      ->check(CLI::IsMember({"incidents", "gmm", "reveal", "series", "all"}));
   cmd->add_flag("-v,--verbose", opt->verbose,
                 "incidents: also phases, progress signals and class scores, then the Reveal host report (the per-layer GMM, "
                 "which holds every event in memory: --detector gmm)");
   cmd->add_option("--incident-window", opt->incident_window_s, "incidents: window length in seconds (default 1)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--window", opt->reveal_window, "reveal: sliding window length (default 3s)");
-  cmd->add_option("--stride", opt->reveal_stride, "reveal: sliding window stride (default 1s)");
+  cmd->add_option("--window", opt->reveal_window,
+                  "reveal: sliding window length (default: 12 sampling intervals, at least 3s; units ns us ms s m "
+                  "h d)");
+  cmd->add_option("--stride", opt->reveal_stride,
+                  "reveal: window stride, series: bin width (default: the sampling interval, at least 1s)");
+  cmd->add_option("--series-threshold", opt->series_threshold,
+                  "series: excess beyond a series' recent range, in range widths, that opens a finding "
+                  "(default 0.05)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--reveal-baseline", opt->reveal_baseline,
                   "reveal: fit on the windows of this first stretch only (a clean warm-up, e.g. 30s); default all");
   cmd->add_option("--reveal-metrics", opt->reveal_metrics,
@@ -59,7 +78,8 @@ RegisterCommand reg("analyze", 30, [](CLI::App& app, int& exit_code) {
   cmd->add_flag("--json", opt->json, "Print one JSON object instead of the report (schema: docs/INCIDENTS.md)");
   cmd->add_flag("!--no-store", opt->store, "Do not write findings back into the recording");
   cmd->add_flag("-q,--quiet", opt->quiet, "No progress on stderr");
-  cmd->callback([opt, &exit_code] {
+  cmd->callback([opt, cmd, &exit_code] {
+    opt->detector_given = cmd->count("--detector") > 0;
     try {
       exit_code = run_analyze(*opt);
     } catch (const std::exception& e) {
