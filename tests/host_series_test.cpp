@@ -303,8 +303,8 @@ TEST(HostSeriesImport, OnDisorderSortDropOrErrorAndNoFileLeftBehind) {
   EXPECT_NE(out.find("2 rows not later than the rows before them dropped"), std::string::npos) << out;
   {
     RecordingReader r(rec);
-    const auto& [t, v] = r.load_samples().begin()->second;
-    EXPECT_EQ(v, (std::vector<double>{1, 2, 5}));
+    const auto samples = r.load_samples();
+    EXPECT_EQ(samples.begin()->second.second, (std::vector<double>{1, 2, 5}));
   }
   // A repeated time alone under error is refused too.
   write_file(csv, "t,a\n10,1\n10,2\n");

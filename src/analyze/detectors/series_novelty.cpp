@@ -58,12 +58,16 @@ double SeriesNoveltyDetector::add(size_t bin, double value) {
   const double spread = std::sqrt(sq / n);
   // Season view: this level minus the level of the same bins one season earlier (0 until a season has passed).
   double season = 0;
+  ++arrivals_;
   if (opt_.season_bins > 0) {
     past_.push_back(value);
-    if (past_.size() > opt_.season_bins + opt_.short_bins) past_.pop_front();
-    if (past_.size() == opt_.season_bins + opt_.short_bins) {
+    // Long enough to rewrite a whole finding (close())
+    const size_t keep = opt_.season_bins + opt_.short_bins + opt_.max_hold_bins + opt_.close_after_bins;
+    if (past_.size() > keep) past_.pop_front();
+    if (past_.size() >= opt_.season_bins + recent_.size()) {
       double then = 0;
-      for (size_t k = 0; k < recent_.size(); ++k) then += past_[k];
+      const size_t end = past_.size() - opt_.season_bins;  // one past the bin a season ago
+      for (size_t k = end - recent_.size(); k < end; ++k) then += past_[k];
       season = level - then / n;
     }
   }
@@ -95,8 +99,12 @@ double SeriesNoveltyDetector::add(size_t bin, double value) {
   const bool outside = score > opt_.threshold;
   if (cooldown_ > 0) --cooldown_;
   if (!open_) {
-    if (outside && cooldown_ == 0) {
+    // A noise finding's cool-down must not hide a real episode that follows it: a far larger excess opens anyway.
+    const bool overrides = score > opt_.cooldown_override * opt_.threshold && score > last_score_;
+    if (outside && (cooldown_ == 0 || overrides)) {
       open_ = here;
+      open_arrival_ = arrivals_ - 1;
+      last_score_ = score;
       cooldown_ = opt_.cooldown_bins;
       quiet_ = 0;
       held_ = 0;
@@ -130,6 +138,15 @@ double SeriesNoveltyDetector::add(size_t bin, double value) {
 
 void SeriesNoveltyDetector::close() {
   if (!open_) return;
+  // A finding that outlasted the level view's bins is remembered for the season view as the bins a season before
+  // it, so that a long episode does not come back as a ghost one season later (not one taken as the new normal:
+  // its level is the baseline now). Short spikes are left: the level
+  // of a few bins barely carries them.
+  const uint64_t open_bins = arrivals_ - open_arrival_;
+  if (opt_.season_bins > 0 && !open_->absorbed && open_bins >= opt_.short_bins && past_.size() > opt_.season_bins) {
+    const size_t kept = static_cast<size_t>(std::min<uint64_t>(open_bins, past_.size() - opt_.season_bins));
+    for (size_t i = past_.size() - kept; i < past_.size(); ++i) past_[i] = past_[i - opt_.season_bins];
+  }
   // The level and spread views trail a step's end by short_bins: where the value itself left the range, the
   // finding ends with the value's last bin outside.
   if (last_value_bin_ && *last_value_bin_ >= open_->first_bin) open_->last_bin = *last_value_bin_;

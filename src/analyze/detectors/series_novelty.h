@@ -27,7 +27,8 @@ struct SeriesNoveltyOptions {
   size_t history_bins = 2000;   // the recent past the range spans
   size_t short_bins = 6;        // bins the level and spread views average over
   size_t warmup_bins = 100;     // bins of history before anything is judged
-  size_t cooldown_bins = 200;   // after a finding opens, no new one opens for this many bins
+  size_t cooldown_bins = 200;   // after a finding opens, no new one opens for this many bins ...
+  double cooldown_override = 40;  // ... unless its excess is this many thresholds and above the last one's
   size_t close_after_bins = 3;  // a finding closes after this many bins back inside the range
   size_t max_hold_bins = 100;   // longer open: the new level becomes the baseline
   double range_floor = 0;       // the smallest range width an excess is measured against
@@ -80,10 +81,12 @@ class SeriesNoveltyDetector {
   SlidingRange range_[kViews];
   uint64_t pushed_ = 0;  // values that entered the range
   std::deque<double> recent_;
-  std::deque<double> past_;  // the last season_bins + short_bins values (season view)
+  std::deque<double> past_;  // the last season + short + max_hold + close_after values (season view)
   size_t cooldown_ = 0, quiet_ = 0, held_ = 0;
   std::optional<NoveltySpan> open_;
-  std::optional<size_t> last_value_bin_;  // the open span's last bin where the value itself was outside
+  std::optional<size_t> last_value_bin_;
+  double last_score_ = 0;  // the last finding's score (cool-down override)
+  uint64_t arrivals_ = 0, open_arrival_ = 0;  // bins seen; the open finding's first  // the open span's last bin where the value itself was outside
   std::vector<NoveltySpan> spans_;
   void close();
 };
