@@ -12,6 +12,7 @@ part A's choice. The scorer is checked against NAB's own per-file counts (rows i
 equal the published TP+FN and TN+FP of every file) and the null detector's published scores.
 
 usage: nab_cli_eval.py STACKSCOPE_BIN NAB_DIR OUT_DIR [thresholds, comma-separated]
+(default grid 0.03,0.04,0.045,0.05,0.055,0.06,0.065,0.07,0.08,0.1, as in docs/BENCHMARKS.md)
 """
 import csv
 import datetime as dt
@@ -68,7 +69,8 @@ def main():
         print(__doc__, file=sys.stderr)
         return 2
     binary, nab_dir, out_dir = sys.argv[1:4]
-    grid = [float(x) for x in sys.argv[4].split(",")] if len(sys.argv) > 4 else [0.01, 0.02, 0.03, 0.05, 0.07, 0.1, 0.15]
+    grid = ([float(x) for x in sys.argv[4].split(",")] if len(sys.argv) > 4
+            else [0.03, 0.04, 0.045, 0.05, 0.055, 0.06, 0.065, 0.07, 0.08, 0.1])
     os.makedirs(out_dir, exist_ok=True)
     labels = json.load(open(os.path.join(nab_dir, "combined_windows.json")))
     files = sorted(labels)

@@ -58,17 +58,18 @@ double SeriesNoveltyDetector::add(size_t bin, double value) {
   const double spread = std::sqrt(sq / n);
   // Season view: this level minus the level of the same bins one season earlier (0 until a season has passed).
   double season = 0;
-  ++arrivals_;
+  last_bin_ = bin;
   if (opt_.season_bins > 0) {
-    past_.push_back(value);
-    // Long enough to rewrite a whole finding (close())
+    past_.emplace_back(bin, value);
     const size_t keep = opt_.season_bins + opt_.short_bins + opt_.max_hold_bins + opt_.close_after_bins;
-    if (past_.size() > keep) past_.pop_front();
-    if (past_.size() >= opt_.season_bins + recent_.size()) {
+    while (past_.front().first + keep < bin) past_.pop_front();
+    if (bin + 1 >= opt_.season_bins + opt_.short_bins) {
+      // The level view's bins one season earlier.
+      const size_t hi = bin - opt_.season_bins, lo = hi + 1 - opt_.short_bins;
       double then = 0;
-      const size_t end = past_.size() - opt_.season_bins;  // one past the bin a season ago
-      for (size_t k = end - recent_.size(); k < end; ++k) then += past_[k];
-      season = level - then / n;
+      size_t m = 0;
+      for (auto it = bin_at_or_after(lo); it != past_.end() && it->first <= hi; ++it, ++m) then += it->second;
+      if (m > 0) season = level - then / static_cast<double>(m);
     }
   }
   const double views[kViews] = {value, level, spread, season};
@@ -103,7 +104,6 @@ double SeriesNoveltyDetector::add(size_t bin, double value) {
     const bool overrides = score > opt_.cooldown_override * opt_.threshold && score > last_score_;
     if (outside && (cooldown_ == 0 || overrides)) {
       open_ = here;
-      open_arrival_ = arrivals_ - 1;
       last_score_ = score;
       cooldown_ = opt_.cooldown_bins;
       quiet_ = 0;
@@ -136,16 +136,22 @@ double SeriesNoveltyDetector::add(size_t bin, double value) {
   return score;
 }
 
+std::deque<std::pair<size_t, double>>::iterator SeriesNoveltyDetector::bin_at_or_after(size_t bin) {
+  return std::lower_bound(past_.begin(), past_.end(), bin,
+                          [](const std::pair<size_t, double>& p, size_t b) { return p.first < b; });
+}
+
 void SeriesNoveltyDetector::close() {
   if (!open_) return;
   // A finding that outlasted the level view's bins is remembered for the season view as the bins a season before
   // it, so that a long episode does not come back as a ghost one season later (not one taken as the new normal:
-  // its level is the baseline now). Short spikes are left: the level
-  // of a few bins barely carries them.
-  const uint64_t open_bins = arrivals_ - open_arrival_;
-  if (opt_.season_bins > 0 && !open_->absorbed && open_bins >= opt_.short_bins && past_.size() > opt_.season_bins) {
-    const size_t kept = static_cast<size_t>(std::min<uint64_t>(open_bins, past_.size() - opt_.season_bins));
-    for (size_t i = past_.size() - kept; i < past_.size(); ++i) past_[i] = past_[i - opt_.season_bins];
+  // its level is the baseline now). Short spikes are left: the level of a few bins barely carries them.
+  if (opt_.season_bins > 0 && !open_->absorbed && last_bin_ + 1 >= open_->first_bin + opt_.short_bins) {
+    for (auto it = bin_at_or_after(open_->first_bin); it != past_.end(); ++it) {
+      if (it->first < opt_.season_bins) continue;
+      auto then = bin_at_or_after(it->first - opt_.season_bins);
+      if (then != past_.end() && then->first == it->first - opt_.season_bins) it->second = then->second;
+    }
   }
   // The level and spread views trail a step's end by short_bins: where the value itself left the range, the
   // finding ends with the value's last bin outside.

@@ -22,8 +22,8 @@ namespace stackscope::analyze {
 
 struct SeriesNoveltyOptions {
   // Excess beyond the recent range, as a share of its width, that opens a finding. Chosen on half of NAB's
-  // files (eval/nab/run.sh, docs/BENCHMARKS.md).
-  double threshold = 0.05;
+  // files (eval/nab/run_cli.sh, docs/BENCHMARKS.md "Host series nobody tuned for").
+  double threshold = 0.065;
   size_t history_bins = 2000;   // the recent past the range spans
   size_t short_bins = 6;        // bins the level and spread views average over
   size_t warmup_bins = 100;     // bins of history before anything is judged
@@ -81,14 +81,17 @@ class SeriesNoveltyDetector {
   SlidingRange range_[kViews];
   uint64_t pushed_ = 0;  // values that entered the range
   std::deque<double> recent_;
-  std::deque<double> past_;  // the last season + short + max_hold + close_after values (season view)
+  // (bin, value) over the last season + short + max_hold + close_after bins, for the season view (by bin, not by
+  // arrival: a table with gaps still compares with the same time a day earlier).
+  std::deque<std::pair<size_t, double>> past_;
   size_t cooldown_ = 0, quiet_ = 0, held_ = 0;
   std::optional<NoveltySpan> open_;
-  std::optional<size_t> last_value_bin_;
+  std::optional<size_t> last_value_bin_;  // the open span's last bin where the value itself was outside
   double last_score_ = 0;  // the last finding's score (cool-down override)
-  uint64_t arrivals_ = 0, open_arrival_ = 0;  // bins seen; the open finding's first  // the open span's last bin where the value itself was outside
+  size_t last_bin_ = 0;  // the latest bin added
   std::vector<NoveltySpan> spans_;
   void close();
+  std::deque<std::pair<size_t, double>>::iterator bin_at_or_after(size_t bin);
 };
 
 }  // namespace stackscope::analyze
