@@ -215,7 +215,8 @@ TEST(RevealImport, CsvBecomesARecordingAndBadRowsAreNamed) {
   EXPECT_NE(run_command(std::string(STACKSCOPE_BIN) + " import --format csv " + csv + " --out " + rec, &out), 0);
   EXPECT_NE(out.find("neither seconds nor an ISO 8601 time"), std::string::npos) << out;
   write_file(csv, "t,a\n5,2\n4,3\n");
-  EXPECT_NE(run_command(std::string(STACKSCOPE_BIN) + " import --format csv " + csv + " --out " + rec, &out), 0);
+  EXPECT_NE(run_command(std::string(STACKSCOPE_BIN) + " import --format csv " + csv + " --out " + rec +
+                            " --on-disorder error", &out), 0);
   EXPECT_NE(out.find("time goes backwards"), std::string::npos) << out;
   EXPECT_NE(run_command(std::string(STACKSCOPE_BIN) + " import --format csv " + csv + " --out " + rec +
                             " --column a=gpu:sometimes", &out), 0);

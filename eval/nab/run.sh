@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# The earlier in-process study of the Reveal ensemble on NAB (not the command line a user runs: for that, and for
+# all 45 files against NAB's published detectors, see run_cli.sh).
 # Builds eval/nab/reveal_nab_eval against a stackscope build directory and scores NAB's realAWSCloudwatch files
 # with our NAB scorer: NAB's Windowed Gaussian (peer, checked against NAB's published per-file scores) and the
 # Reveal ensemble (probation-fitted and streaming).

@@ -15,19 +15,23 @@ namespace stackscope::cli {
 struct AnalyzeOptions {
   std::vector<std::string> recordings;
   std::vector<std::string> layers;  // empty: all
-  std::string detector = "incidents";  // incidents | gmm | reveal | all
+  std::string detector = "incidents";  // incidents | gmm | reveal | series | all
+  bool detector_given = false;         // false: imported tables get "series" (cmd_analyze.cpp)
   bool verbose = false;             // incidents: phases, progress candidates, class scores; and the per-layer detail
   double incident_window_s = 1.0;   // incidents: window length
   bool json = false;
   bool store = true;                // write findings back into the recording(s)
   bool quiet = false;               // no progress on stderr
-  // reveal: sliding windows, and the pruned metric list (read when the file exists, else written there).
-  std::string reveal_window = "3s";
-  std::string reveal_stride = "1s";
+  // reveal: sliding windows ("" = sized from the series' sampling interval, cli/series_sizing.h), and the pruned
+  // metric list (read when the file exists, else written there). The series detector bins by the stride.
+  std::string reveal_window;
+  std::string reveal_stride;
   std::string reveal_metrics;
   // reveal: fit the detectors on the windows of this first stretch of each recording only (a clean warm-up),
   // so that several injected anomalies, or one long one, do not become the baseline. Empty: every window.
   std::string reveal_baseline;
+  // series: the excess beyond the series' recent range, as a share of that range, that opens a finding.
+  double series_threshold = -1;  // < 0: the detector's default
 };
 
 struct AnalysisOutput {
@@ -44,5 +48,9 @@ nlohmann::json incident_json(const Incident& incident, int64_t t0_ns, int64_t re
 Finding incident_finding(const Incident& incident, const std::string& host);
 AnalysisOutput analyze_gmm(const AnalyzeOptions& options);
 AnalysisOutput analyze_reveal(const AnalyzeOptions& options);
+// Each host series alone, causally (analyze_series.cpp): level shifts, spikes, bursts for as long as they last.
+AnalysisOutput analyze_series(const AnalyzeOptions& options);
+// "2014-02-14T14:30:00.000Z" for a CLOCK_REALTIME time in ns.
+std::string utc_iso(int64_t realtime_ns);
 
 }  // namespace stackscope::cli

@@ -69,6 +69,7 @@ AnalysisOutput analyze_gmm(const AnalyzeOptions& opt) {
     if (opt.store) store_findings(path, "gmm", findings);
 
     const int64_t t0 = reader.summary().start_ns;
+    const int64_t realtime_offset = reader.summary().realtime_offset_ns;
     nlohmann::json rj{{"recording", path}, {"stored", opt.store}, {"groups", nlohmann::json::array()}};
     std::map<std::string, std::pair<size_t, size_t>> per_layer;  // items, anomalies
     for (const auto& r : reports) {
@@ -90,7 +91,9 @@ AnalysisOutput analyze_gmm(const AnalyzeOptions& opt) {
       for (const auto& e : f.evidence)
         ev.push_back({{"feature", e.feature}, {"value", e.value}, {"expected", e.expected}, {"deviation_sd", e.score}});
       fj.push_back({{"layer", f.layer}, {"subject", f.subject}, {"t_start_ns", f.t_start_ns}, {"t_end_ns", f.t_end_ns},
-                    {"score", f.score}, {"summary", f.summary}, {"evidence", ev}});
+                    {"start_utc", utc_iso(f.t_start_ns + realtime_offset)},
+                    {"end_utc", utc_iso(f.t_end_ns + realtime_offset)}, {"score", f.score}, {"summary", f.summary},
+                    {"evidence", ev}});
     }
     rj["findings"] = fj;
     out.json["recordings"].push_back(rj);

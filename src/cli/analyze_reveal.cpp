@@ -18,6 +18,7 @@
 #include "analyze/reveal/metric_pruning.h"
 #include "analyze/reveal/reveal_recording.h"
 #include "cli/analyze.h"
+#include "cli/series_sizing.h"
 #include "store/errors.h"
 #include "store/output_file.h"
 #include "store/recording_reader.h"
@@ -97,20 +98,12 @@ struct Loaded {
 AnalysisOutput analyze_reveal(const AnalyzeOptions& options) {
   AnalysisOutput out;
   WindowSpec spec;
-  auto size = parse_duration_ns(options.reveal_window), stride = parse_duration_ns(options.reveal_stride);
-  if (!size || !stride || *stride > *size) {
-    out.text = fmt::format("reveal: bad window '{}' / stride '{}' (e.g. 3s and 1s; stride at most the window)\n",
-                           options.reveal_window, options.reveal_stride);
-    out.json = {{"error", out.text}};
-    out.status = 2;
-    return out;
-  }
-  spec = {*size, *stride};
   std::optional<int64_t> baseline_ns;
   if (!options.reveal_baseline.empty()) {
     baseline_ns = parse_duration_ns(options.reveal_baseline);
     if (!baseline_ns) {
-      out.text = fmt::format("reveal: bad --reveal-baseline '{}' (a duration such as 30s)\n", options.reveal_baseline);
+      out.text = fmt::format("reveal: bad --reveal-baseline '{}' (a duration such as 30s; units: {})\n",
+                             options.reveal_baseline, duration_units());
       out.json = {{"error", out.text}};
       out.status = 2;
       return out;
@@ -133,6 +126,25 @@ AnalysisOutput analyze_reveal(const AnalyzeOptions& options) {
   }
   for (Loaded& l : recs)
     if (host_uses[l.host] > 1) l.host += "/" + std::filesystem::path(l.path).stem().string();
+
+  // Window and stride: as given, else sized from the sampling interval (cli/series_sizing.h); a warning when a
+  // window holds too few samples for its features.
+  std::optional<int64_t> interval_ns;
+  int64_t longest_span = 0;
+  for (const Loaded& l : recs) {
+    if (auto i = recording_sampling_interval(*l.reader); i && (!interval_ns || *i < *interval_ns)) interval_ns = i;
+    longest_span = std::max(longest_span, l.span.end - l.span.begin);
+  }
+  std::string window_warning;
+  try {
+    spec = resolve_window_spec(options.reveal_window, options.reveal_stride, interval_ns, longest_span, window_warning);
+  } catch (const std::invalid_argument& e) {
+    out.text = fmt::format("reveal: {}\n", e.what());
+    out.json = {{"error", out.text}};
+    out.status = 2;
+    return out;
+  }
+  const bool sized = options.reveal_window.empty() || options.reveal_stride.empty();
 
   // Pass 1 per recording (analyze/reveal_recording.h): the levels for cross-host comparison (static series
   // included, per-core ones not); unless a saved metric list is reused, the correlation of the non-static series'
@@ -174,7 +186,12 @@ AnalysisOutput analyze_reveal(const AnalyzeOptions& options) {
     }
   }
 
-  std::string text = "== reveal (host telemetry: windows " + options.reveal_window + "/" + options.reveal_stride + ") ==\n";
+  std::string text = fmt::format("== reveal (host telemetry: windows {}/{}{}) ==\n", format_duration(spec.size_ns),
+                                 format_duration(spec.stride_ns),
+                                 sized && interval_ns
+                                     ? ", sized from the " + format_duration(*interval_ns) + " sampling interval"
+                                     : std::string());
+  if (!window_warning.empty()) text += "warning: " + window_warning + "\n";
   text += fmt::format("metrics: {} kept after pruning (|r| >= {})\n", kept.size(), threshold);
   nlohmann::json jrecs = nlohmann::json::array();
   std::map<std::string, std::vector<Finding>> findings_by_path;
@@ -318,13 +335,18 @@ AnalysisOutput analyze_reveal(const AnalyzeOptions& options) {
       jfind.push_back({{"detector", f.detector}, {"recording", l.path}, {"host", f.host}, {"subsystem", f.subsystem},
                        {"subject", f.subject}, {"t_start_ns", f.t_start_ns}, {"t_end_ns", f.t_end_ns},
                        {"t_start_s", (f.t_start_ns - l.span.begin) / 1e9}, {"t_end_s", (f.t_end_ns - l.span.begin) / 1e9},
+                       {"start_utc", utc_iso(f.t_start_ns + l.span.realtime_offset)},
+                       {"end_utc", utc_iso(f.t_end_ns + l.span.realtime_offset)},
                        {"score", f.score}, {"summary", f.summary}, {"evidence", ev}});
     }
     if (options.store) store_findings(l.path, "reveal", fs);
   }
   text += fmt::format("\nreveal findings: {}\n", jfind.size());
   out.text = text;
-  out.json = {{"available", true}, {"window_ns", spec.size_ns}, {"stride_ns", spec.stride_ns}, {"pruning", jpruning},
+  out.json = {{"available", true}, {"window_ns", spec.size_ns}, {"stride_ns", spec.stride_ns},
+              {"window_sized_from_interval", sized},
+              {"sampling_interval_ns", interval_ns ? nlohmann::json(*interval_ns) : nlohmann::json(nullptr)},
+              {"window_warning", window_warning}, {"pruning", jpruning},
               {"recordings", jrecs}, {"cross_host", jcross}, {"cross_host_hosts", jhosts}, {"findings", jfind}};
   return out;
 }

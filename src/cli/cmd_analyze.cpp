@@ -10,11 +10,21 @@
 #include "cli/analyze.h"
 #include "cli/registry.h"
 #include "store/errors.h"
+#include "store/recording_reader.h"
 
 namespace stackscope::cli {
 namespace {
 
-int run_analyze(const AnalyzeOptions& opt) {
+// A table imported from elsewhere (`stackscope import`) has no job whose progress the incident engine could
+// judge: by default its series are judged one by one (the series detector) instead.
+bool all_imported(const std::vector<std::string>& recordings) {
+  for (const std::string& path : recordings)
+    if (!RecordingReader(path).meta_or("source", "").starts_with("import")) return false;
+  return !recordings.empty();
+}
+
+int run_analyze(AnalyzeOptions opt) {
+  if (!opt.detector_given && all_imported(opt.recordings)) opt.detector = "series";
   for (const std::string& path : opt.recordings)  // analysed all the same (store_findings skips it)
     if (opt.store && !opt.quiet && ::access(path.c_str(), W_OK) != 0)
       std::fprintf(stderr, "stackscope analyze: %s is read-only: findings are not stored in it\n", path.c_str());
@@ -34,6 +44,7 @@ int run_analyze(const AnalyzeOptions& opt) {
   const bool detail = opt.detector == "all" || (only_incidents && opt.verbose && !opt.json);
   if (opt.detector == "gmm" || opt.detector == "all") run_one("gmm", analyze_gmm);
   if (opt.detector == "reveal" || detail) run_one("reveal", analyze_reveal);
+  if (opt.detector == "series" || opt.detector == "all") run_one("series", analyze_series);
   // The incidents alone print the documented object itself (docs/INCIDENTS.md); several analyses, one key each.
   // Invalid UTF-8 in a name or command line is replaced (U+FFFD), not a failed output.
   if (opt.json)
@@ -51,15 +62,23 @@ RegisterCommand reg("analyze", 30, [](CLI::App& app, int& exit_code) {
   cmd->add_option("--layers", opt->layers, "gmm: layers to analyse (cuda,nccl,torch,python,nvml,host)")->delimiter(',');
   cmd->add_option("--detector", opt->detector,
                   "incidents (default: episodes of lost progress with root cause), gmm (eACGM, per layer), reveal "
-                  "(host telemetry), all")
-      ->check(CLI::IsMember({"incidents", "gmm", "reveal", "all"}));
+                  "(host telemetry), series (each host series alone, causal; the default for imported tables), "
+                  "all")
+      ->check(CLI::IsMember({"incidents", "gmm", "reveal", "series", "all"}));
   cmd->add_flag("-v,--verbose", opt->verbose,
                 "incidents: also phases, progress signals and class scores, then the Reveal host report (the per-layer GMM, "
                 "which holds every event in memory: --detector gmm)");
   cmd->add_option("--incident-window", opt->incident_window_s, "incidents: window length in seconds (default 1)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--window", opt->reveal_window, "reveal: sliding window length (default 3s)");
-  cmd->add_option("--stride", opt->reveal_stride, "reveal: sliding window stride (default 1s)");
+  cmd->add_option("--window", opt->reveal_window,
+                  "reveal: sliding window length (default: 12 sampling intervals, at least 3s; units ns us ms s m "
+                  "h d)");
+  cmd->add_option("--stride", opt->reveal_stride,
+                  "reveal: window stride, series: bin width (default: the sampling interval, at least 1s)");
+  cmd->add_option("--series-threshold", opt->series_threshold,
+                  "series: excess beyond a series' recent range, in range widths, that opens a finding "
+                  "(default 0.065, chosen on half of NAB)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--reveal-baseline", opt->reveal_baseline,
                   "reveal: fit on the windows of this first stretch only (a clean warm-up, e.g. 30s); default all");
   cmd->add_option("--reveal-metrics", opt->reveal_metrics,
@@ -67,7 +86,8 @@ RegisterCommand reg("analyze", 30, [](CLI::App& app, int& exit_code) {
   cmd->add_flag("--json", opt->json, "Print one JSON object instead of the report (schema: docs/INCIDENTS.md)");
   cmd->add_flag("!--no-store", opt->store, "Do not write findings back into the recording");
   cmd->add_flag("-q,--quiet", opt->quiet, "No progress on stderr");
-  cmd->callback([opt, &exit_code] {
+  cmd->callback([opt, cmd, &exit_code] {
+    opt->detector_given = cmd->count("--detector") > 0;
     try {
       exit_code = run_analyze(*opt);
     } catch (const std::exception& e) {

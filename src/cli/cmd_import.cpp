@@ -19,6 +19,7 @@ struct ImportOptions {
   std::string host = "imported";
   std::vector<std::string> columns;  // NAME=subsystem[:kind[:category[:unit]]]
   std::string delimiter = ",";
+  std::string on_disorder = "sort";
   bool quiet = false;
 };
 
@@ -31,6 +32,8 @@ int run_import(const ImportOptions& opt) {
     std::cerr << "stackscope import: --delimiter must be one character or 'tab'\n";
     return 2;
   }
+  // Rows whose time is not after the previous row's (CloudWatch exports, a repeated hour at a clock change).
+  csv.on_disorder = *parse_csv_disorder(opt.on_disorder);  // CLI checked the value
   try {
     for (const std::string& c : opt.columns) {
       auto eq = c.rfind('=');
@@ -43,9 +46,17 @@ int run_import(const ImportOptions& opt) {
     OutputFile out(opt.out, {.inputs = {opt.input}, .mode = 0600, .sqlite = true, .what = "--out"});
     auto stats = import_series_csv(opt.input, out.write_path(), csv);
     out.commit();
-    if (!opt.quiet)
-      std::cerr << fmt::format("imported {} rows x {} series ({} samples, {} empty cells) into {}\n", stats.rows,
-                               stats.series, stats.samples, stats.empty_cells, opt.out);
+    if (!opt.quiet) {
+      std::string order;
+      if (stats.rows_out_of_order)
+        order += fmt::format(", {} rows out of time order sorted into place", stats.rows_out_of_order);
+      if (stats.rows_repeating_a_time)
+        order += fmt::format(", {} rows repeating the time before them kept", stats.rows_repeating_a_time);
+      if (stats.rows_dropped)
+        order += fmt::format(", {} rows not later than the rows before them dropped", stats.rows_dropped);
+      std::cerr << fmt::format("imported {} rows x {} series ({} samples, {} empty cells{}) into {}\n", stats.rows,
+                               stats.series, stats.samples, stats.empty_cells, order, opt.out);
+    }
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "stackscope import: " << e.what() << "\n";
@@ -66,6 +77,10 @@ RegisterCommand reg("import", 25, [](CLI::App& app, int& exit_code) {
                   "NAME=subsystem[:kind[:category[:unit]]] for a column, e.g. "
                   "disk_write_bytes_total=storage:counter:dynamic:bytes (default: inferred from the name)");
   cmd->add_option("--delimiter", opt->delimiter, "Field separator (default ','; 'tab' for TSV)");
+  cmd->add_option("--on-disorder", opt->on_disorder,
+                  "Rows whose time is not after the previous row's: sort (default: keep all, ordered by time), drop "
+                  "(keep rows later than all before them), error (refuse the file, naming the line)")
+      ->check(CLI::IsMember({"sort", "drop", "error"}));
   cmd->add_flag("-q,--quiet", opt->quiet, "No summary line");
   cmd->callback([opt, &exit_code] { exit_code = run_import(*opt); });
 });

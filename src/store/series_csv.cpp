@@ -142,6 +142,13 @@ std::optional<int64_t> parse_csv_timestamp_ns(std::string_view text) {
   return secs_total * 1'000'000'000 + frac_ns;
 }
 
+std::optional<CsvDisorder> parse_csv_disorder(std::string_view text) {
+  if (text == "sort") return CsvDisorder::sort;
+  if (text == "drop") return CsvDisorder::drop;
+  if (text == "error") return CsvDisorder::error;
+  return std::nullopt;
+}
+
 SeriesCsvColumnSpec parse_column_spec(std::string_view text) {
   SeriesCsvColumnSpec spec;
   std::vector<std::string> parts;
@@ -199,8 +206,13 @@ SeriesInfo infer_series_info(const std::string& column_name) {
 namespace {
 
 // Reads the file row by row and calls row_fn(line_number, t_ns, values) for each data row.
+struct RowOrder {
+  size_t out_of_order = 0, repeating = 0, dropped = 0;
+};
+
 template <typename HeaderFn, typename RowFn>
-void scan_series_csv(const std::string& path, const SeriesCsvOptions& opt, HeaderFn header_fn, RowFn row_fn) {
+RowOrder scan_series_csv(const std::string& path, const SeriesCsvOptions& opt, HeaderFn header_fn, RowFn row_fn) {
+  RowOrder order;
   std::ifstream in(path, std::ios::binary);
   if (!in) throw SeriesCsvError(path + ": cannot open for reading");
   std::string line;
@@ -231,7 +243,9 @@ void scan_series_csv(const std::string& path, const SeriesCsvOptions& opt, Heade
       throw SeriesCsvError(path + ": --column names '" + name + "', which is not a column of the header");
   header_fn(header);
   std::vector<double> values(header.size() - 1);
-  int64_t prev_t = std::numeric_limits<int64_t>::min();
+  int64_t prev_t = std::numeric_limits<int64_t>::min();  // the latest time so far
+  std::string prev_text;
+  size_t prev_line = 0;
   while (std::getline(in, line)) {
     ++line_no;
     if (!line.empty() && line.back() == '\r') line.pop_back();
@@ -245,8 +259,24 @@ void scan_series_csv(const std::string& path, const SeriesCsvOptions& opt, Heade
     if (!t)
       throw SeriesCsvError(where + ": column '" + header[0] + "': '" + fields[0] +
                            "' is neither seconds nor an ISO 8601 time");
-    if (*t < prev_t) throw SeriesCsvError(where + ": time goes backwards ('" + fields[0] + "')");
-    prev_t = *t;
+    // Rows out of time order: refused, dropped, or counted and passed on for the caller to sort.
+    if (*t <= prev_t) {
+      const bool back = *t < prev_t;
+      if (opt.on_disorder == CsvDisorder::error)
+        throw SeriesCsvError(where + ": time " + (back ? "goes backwards" : "repeats") + " ('" + fields[0] +
+                             "' after '" + prev_text + "' on line " + std::to_string(prev_line) +
+                             "); --on-disorder sort or drop accepts such rows");
+      if (opt.on_disorder == CsvDisorder::drop) {
+        ++order.dropped;
+        continue;
+      }
+      ++(back ? order.out_of_order : order.repeating);
+    }
+    if (*t >= prev_t) {
+      prev_t = *t;
+      prev_text = fields[0];
+      prev_line = line_no;
+    }
     for (size_t c = 1; c < fields.size(); ++c) {
       std::string_view f = trim(fields[c]);
       std::string lf = lower(f);
@@ -262,6 +292,7 @@ void scan_series_csv(const std::string& path, const SeriesCsvOptions& opt, Heade
     row_fn(*t, values);
   }
   if (in.bad()) throw SeriesCsvError(path + ": read error");
+  return order;
 }
 
 std::vector<SeriesInfo> column_series(const std::vector<std::string>& header, const SeriesCsvOptions& opt) {
@@ -287,7 +318,7 @@ std::vector<SeriesInfo> column_series(const std::vector<std::string>& header, co
 
 SeriesCsvTable read_series_csv(const std::string& path, const SeriesCsvOptions& opt) {
   SeriesCsvTable table;
-  scan_series_csv(
+  const RowOrder order = scan_series_csv(
       path, opt,
       [&](const std::vector<std::string>& header) {
         table.series = column_series(header, opt);
@@ -298,6 +329,21 @@ SeriesCsvTable read_series_csv(const std::string& path, const SeriesCsvOptions& 
         for (size_t c = 0; c < values.size(); ++c) table.values[c].push_back(values[c]);
       });
   if (table.t_ns.empty()) throw SeriesCsvError(path + ": no data rows after the header");
+  table.rows_out_of_order = order.out_of_order;
+  table.rows_repeating_a_time = order.repeating;
+  table.rows_dropped = order.dropped;
+  if (order.out_of_order > 0) {  // on_disorder sort: rows of one time keep the file's order
+    std::vector<size_t> perm(table.t_ns.size());
+    for (size_t i = 0; i < perm.size(); ++i) perm[i] = i;
+    std::stable_sort(perm.begin(), perm.end(),
+                     [&](size_t a, size_t b) { return table.t_ns[a] < table.t_ns[b]; });
+    auto permute = [&](auto& v) {
+      auto copy = v;
+      for (size_t i = 0; i < perm.size(); ++i) v[i] = copy[perm[i]];
+    };
+    permute(table.t_ns);
+    for (auto& col : table.values) permute(col);
+  }
   return table;
 }
 
@@ -307,15 +353,40 @@ SeriesCsvImportStats import_series_csv(const std::string& csv_path, const std::s
   const int64_t origin = monotonic_ns();
   std::vector<SeriesId> ids;
   std::vector<Sample> batch;
+  // Every row is checked before out_path is touched, so a defect leaves no recording behind; a file out of time
+  // order (on_disorder sort) is then sorted in memory, any other one streamed.
+  size_t checked_rows = 0;
+  const RowOrder order = scan_series_csv(
+      csv_path, opt, [](const std::vector<std::string>&) {},
+      [&](int64_t, const std::vector<double>&) { ++checked_rows; });
+  if (checked_rows == 0) throw SeriesCsvError(csv_path + ": no data rows after the header");
+  stats.rows_out_of_order = order.out_of_order;
+  stats.rows_repeating_a_time = order.repeating;
+  stats.rows_dropped = order.dropped;
+  std::optional<SeriesCsvTable> sorted;
+  if (order.out_of_order > 0) sorted = read_series_csv(csv_path, opt);
+  auto rows_in_order = [&](auto series_fn, auto row_fn) {
+    if (!sorted) {
+      scan_series_csv(
+          csv_path, opt, [&](const std::vector<std::string>& header) { series_fn(column_series(header, opt)); },
+          row_fn);
+      return;
+    }
+    series_fn(sorted->series);
+    std::vector<double> values(sorted->values.size());
+    for (size_t r = 0; r < sorted->t_ns.size(); ++r) {
+      for (size_t c = 0; c < values.size(); ++c) values[c] = sorted->values[c][r];
+      row_fn(sorted->t_ns[r], values);
+    }
+  };
   {
     RecordingWriter writer(out_path);
     writer.set_meta("host", opt.host);
     writer.set_meta("source", "import:csv");
     writer.set_meta("import.file", csv_path);
-    scan_series_csv(
-        csv_path, opt,
-        [&](const std::vector<std::string>& header) {
-          for (const SeriesInfo& s : column_series(header, opt)) ids.push_back(writer.add_series(s));
+    rows_in_order(
+        [&](const std::vector<SeriesInfo>& series) {
+          for (const SeriesInfo& s : series) ids.push_back(writer.add_series(s));
           stats.series = ids.size();
         },
         [&](int64_t t, const std::vector<double>& values) {

@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <charconv>
+#include <climits>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -53,10 +54,35 @@ std::optional<int64_t> parse_duration_ns(std::string_view text) {
   else if (unit == "us") scale = 1e3;
   else if (unit == "ns") scale = 1;
   else if (unit == "m" || unit == "min") scale = 60e9;
+  else if (unit == "h") scale = 3600e9;
+  else if (unit == "d") scale = 86400e9;
   else return std::nullopt;
   double ns = std::round(number * scale);
   if (!(ns >= 1) || ns > 9e18) return std::nullopt;
   return static_cast<int64_t>(ns);
+}
+
+std::string_view duration_units() { return "ns, us, ms, s (a bare number), m or min, h, d"; }
+
+std::string format_duration(int64_t ns) {
+  struct Unit {
+    int64_t ns;
+    const char* name;
+  };
+  static constexpr Unit kUnits[] = {{86'400'000'000'000, "d"}, {3'600'000'000'000, "h"}, {60'000'000'000, "m"},
+                                    {1'000'000'000, "s"},      {1'000'000, "ms"},          {1'000, "us"}};
+  for (const Unit& u : kUnits) {
+    if (ns < u.ns) continue;
+    if (ns % u.ns == 0) return std::to_string(ns / u.ns) + u.name;
+    // Up to three decimals when exact (1.5s, 2.25h), else the next unit down.
+    for (int64_t d : {10, 100, 1000})
+      if (ns <= INT64_MAX / d && (ns * d) % u.ns == 0) {
+        std::string digits = std::to_string(ns * d / u.ns);
+        const size_t dot = digits.size() - (d == 10 ? 1 : d == 100 ? 2 : 3);
+        return digits.substr(0, dot) + "." + digits.substr(dot) + u.name;
+      }
+  }
+  return std::to_string(ns) + "ns";
 }
 
 std::optional<CounterDifferencer::Step> CounterDifferencer::push(int64_t t_ns, double total) {

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -29,8 +30,13 @@ size_t window_count(int64_t t_begin, int64_t t_end, const WindowSpec& spec);
 TimeWindow window_at(int64_t t_begin, size_t index, const WindowSpec& spec);
 std::vector<TimeWindow> sliding_windows(int64_t t_begin, int64_t t_end, const WindowSpec& spec);
 
-// "3s", "1.5s", "500ms", "250us", "100ns", "2m"; a bare number is seconds. nullopt when malformed or <= 0.
+// "3s", "1.5s", "500ms", "250us", "100ns", "2m", "1h", "7d"; a bare number is seconds. nullopt when malformed
+// or <= 0.
 std::optional<int64_t> parse_duration_ns(std::string_view text);
+// The units parse_duration_ns accepts, for error messages: "ns, us, ms, s (default), m or min, h, d".
+std::string_view duration_units();
+// The shortest exact form in the largest unit that fits: 300000000000 -> "5m", 1500000000 -> "1.5s".
+std::string format_duration(int64_t ns);
 
 // Turns a cumulative counter into per-interval increments. A value below the previous one is a reset (the
 // counter restarted from zero, e.g. after a reboot or a driver reload): its increment is the new value.

@@ -1,0 +1,315 @@
+// Host-series detection on data nobody tuned for (issue 18): windows sized from the sampling interval,
+// durations in h and d, the causal series detector (level shifts for as long as they last, bursts of counters
+// that sit near zero) end to end on a synthetic host recording, and import's --on-disorder.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "analyze/detectors/series_novelty.h"
+#include "analyze/reveal/window_sizing.h"
+#include "analyze/reveal/windows.h"
+#include "model/clock.h"
+#include "store/recording_reader.h"
+#include "store/recording_writer.h"
+#include "store/series_csv.h"
+#include "test_util.h"
+
+using namespace stackscope;
+using namespace stackscope::analyze;
+
+namespace {
+constexpr int64_t kMs = 1'000'000, kS = 1'000'000'000;
+const std::string kBin = STACKSCOPE_BIN;
+
+nlohmann::json run_json(const std::string& args, int expect_rc = 0) {
+  std::string out;
+  const int rc = run_command(kBin + " " + args + " 2>/dev/null", &out);
+  EXPECT_EQ(rc, expect_rc) << out;
+  auto j = nlohmann::json::parse(out, nullptr, false);
+  EXPECT_FALSE(j.is_discarded()) << out;
+  return j;
+}
+
+// NAB-like table: one value every `step_s` seconds from 2014-02-14 00:00:00 UTC, daily-ish wave plus noise,
+// with `extra` added to rows [from, to).
+std::string nab_like_csv(size_t rows, int step_s, size_t from = 0, size_t to = 0, double extra = 0) {
+  std::mt19937 rng(7);
+  std::normal_distribution<double> n01;
+  std::string body = "timestamp,value\n";
+  for (size_t i = 0; i < rows; ++i) {
+    const int64_t t = 1392336000 + static_cast<int64_t>(i) * step_s;
+    const double v =
+        50 + 10 * std::sin(static_cast<double>(i) * 2 * M_PI / 288) + n01(rng) + (i >= from && i < to ? extra : 0);
+    std::time_t secs = t;
+    std::tm tm{};
+    gmtime_r(&secs, &tm);
+    char ts[32];
+    std::strftime(ts, sizeof ts, "%Y-%m-%d %H:%M:%S", &tm);
+    body += std::string(ts) + "," + std::to_string(v) + "\n";
+  }
+  return body;
+}
+}  // namespace
+
+TEST(HostSeriesDurations, HoursAndDaysAndTheirNames) {
+  EXPECT_EQ(parse_duration_ns("1h"), 3600 * kS);
+  EXPECT_EQ(parse_duration_ns("1.5h"), 5400 * kS);
+  EXPECT_EQ(parse_duration_ns("2d"), 2 * 86400 * kS);
+  EXPECT_EQ(parse_duration_ns("5min"), 300 * kS);
+  EXPECT_FALSE(parse_duration_ns("1w"));
+  EXPECT_NE(std::string(duration_units()).find("h, d"), std::string::npos);
+  EXPECT_EQ(format_duration(300 * kS), "5m");
+  EXPECT_EQ(format_duration(3600 * kS), "1h");
+  EXPECT_EQ(format_duration(1500 * kMs), "1.5s");
+  EXPECT_EQ(format_duration(90 * kS), "1.5m");
+  EXPECT_EQ(format_duration(250 * kMs), "250ms");
+  EXPECT_EQ(format_duration(7), "7ns");
+}
+
+TEST(HostSeriesWindows, SizedFromTheSamplingInterval) {
+  // procfs at 100 Hz keeps Reveal's 3 s / 1 s.
+  auto fast = size_windows(10 * kMs, 3600 * kS);
+  EXPECT_EQ(fast.spec.size_ns, 3 * kS);
+  EXPECT_EQ(fast.spec.stride_ns, 1 * kS);
+  // NAB's 5-minute rows: one window per row, twelve rows a window.
+  auto slow = size_windows(300 * kS, 10'000 * 300 * kS);
+  EXPECT_EQ(slow.spec.stride_ns, 300 * kS);
+  EXPECT_EQ(slow.spec.size_ns, 3600 * kS);
+  // A year at 10 ms: the stride grows so that at most kMaxAutoWindows windows are made.
+  const int64_t year = 365LL * 86400 * kS;
+  auto long_run = size_windows(10 * kMs, year);
+  EXPECT_LE(year / long_run.spec.stride_ns, static_cast<int64_t>(kMaxAutoWindows));
+  EXPECT_LE(long_run.spec.stride_ns, long_run.spec.size_ns);
+  // No interval known: Reveal's defaults.
+  EXPECT_EQ(size_windows(std::nullopt, 10 * kS).spec.size_ns, 3 * kS);
+
+  EXPECT_TRUE(window_sample_warning(3 * kS, kS, 10 * kMs).empty());
+  const std::string w = window_sample_warning(3 * kS, kS, 300 * kS);
+  EXPECT_NE(w.find("at most one sample"), std::string::npos) << w;
+  EXPECT_NE(w.find("--window 1h --stride 5m"), std::string::npos) << w;
+  EXPECT_NE(w.find("300 windows per sample"), std::string::npos) << w;
+
+  SamplingIntervalEstimator est;
+  std::vector<int64_t> a = {0, 300 * kS, 600 * kS, 900 * kS, 1500 * kS}, b = {0, 10 * kMs, 20 * kMs};
+  est.add_run(1, a);
+  EXPECT_EQ(est.interval_ns(), 300 * kS);  // a gap of 600 s does not move the median
+  est.add_run(2, b);
+  est.add_run(3, a);
+  EXPECT_EQ(est.interval_ns(), 300 * kS);  // median over series
+}
+
+TEST(HostSeriesDetector, LevelShiftIsOneFindingForItsWholeDuration) {
+  SeriesNoveltyDetector d;
+  std::mt19937 rng(3);
+  std::normal_distribution<double> n01;
+  for (size_t i = 0; i < 600; ++i) d.add(i, 5e6 + 4e5 * n01(rng) + (i >= 300 && i < 360 ? 45 * 5e6 : 0));
+  d.finish();
+  ASSERT_FALSE(d.spans().empty());
+  const NoveltySpan* step = nullptr;
+  for (const auto& s : d.spans())
+    if (s.first_bin <= 360 && s.last_bin >= 300) step = &s;
+  ASSERT_NE(step, nullptr);
+  EXPECT_EQ(step->first_bin, 300u);
+  EXPECT_EQ(step->last_bin, 359u);
+  EXPECT_TRUE(step->above);
+  EXPECT_FALSE(step->absorbed);
+}
+
+TEST(HostSeriesDetector, BurstOfACounterThatSitsNearZero) {
+  SeriesNoveltyOptions o;
+  o.range_floor = 100;  // 100 resolutions of one event a second
+  SeriesNoveltyDetector d(o);
+  std::mt19937 rng(5);
+  std::poisson_distribution<int> quiet(0.3);
+  for (size_t i = 0; i < 400; ++i) d.add(i, quiet(rng) + (i >= 250 && i < 255 ? 250.0 : 0.0));
+  d.finish();
+  ASSERT_EQ(d.spans().size(), 1u);
+  EXPECT_EQ(d.spans()[0].first_bin, 250u);
+  EXPECT_EQ(d.spans()[0].last_bin, 254u);
+}
+
+TEST(HostSeriesDetector, ALevelThatStaysBecomesTheNewNormal) {
+  SeriesNoveltyOptions o;
+  o.max_hold_bins = 50;
+  SeriesNoveltyDetector d(o);
+  for (size_t i = 0; i < 1000; ++i) d.add(i, (i % 7) + (i >= 300 ? 1000.0 : 0.0));
+  d.finish();
+  ASSERT_EQ(d.spans().size(), 1u);
+  EXPECT_EQ(d.spans()[0].first_bin, 300u);
+  EXPECT_TRUE(d.spans()[0].absorbed);
+}
+
+namespace {
+// 100 ms samples of a small host for `seconds`, with three planted episodes: dirty memory 45x for 30 s from
+// 150 s, TCP retransmissions (a counter that sits near zero) 125x for 5 s from 220 s, CPU user time of the
+// host from 5 % to 95 % of a core for 20 s from 260 s.
+void write_planted_host(const std::string& path, double seconds) {
+  RecordingWriter w(path);
+  w.set_meta("host", "planted");
+  struct S {
+    SeriesInfo info;
+    double base, noise, total = 0;
+    SeriesId id = 0;
+  };
+  auto mk = [](std::string name, std::string dev, Subsystem sub, SeriesKind kind, SeriesCategory cat, std::string unit,
+               double base, double noise) {
+    SeriesInfo i = series_info(std::move(name), std::move(dev), sub, std::move(unit), kind, cat, "test");
+    i.host = "planted";
+    return S{i, base, noise};
+  };
+  std::vector<S> s = {
+      mk("mem.Dirty", "", Subsystem::memory, SeriesKind::gauge, SeriesCategory::dynamic, "bytes", 5e6, 4e5),
+      mk("mem.used", "", Subsystem::memory, SeriesKind::gauge, SeriesCategory::dynamic, "bytes", 2e9, 2e6),
+      mk("net.tcp.retrans_segs", "", Subsystem::network, SeriesKind::counter, SeriesCategory::event_counter, "count", 2,
+         1.5),
+      mk("net.rx.bytes", "eth0", Subsystem::network, SeriesKind::counter, SeriesCategory::dynamic, "bytes", 2e5, 3e4),
+      mk("cpu.time.user", "", Subsystem::cpu, SeriesKind::counter, SeriesCategory::dynamic, "jiffies", 5, 2),
+      mk("disk.write_bytes", "vda", Subsystem::storage, SeriesKind::counter, SeriesCategory::dynamic, "bytes", 4e5,
+         8e4),
+  };
+  for (auto& x : s) x.id = w.add_series(x.info);
+  std::mt19937 rng(11);
+  std::normal_distribution<double> n01;
+  const int64_t t0 = monotonic_ns() + 10 * kMs;
+  std::vector<Sample> batch;
+  for (int i = 0; i <= static_cast<int>(seconds * 10); ++i) {
+    const double t_s = i * 0.1;
+    for (auto& x : s) {
+      double v = x.base + x.noise * n01(rng);
+      if (x.info.name == "mem.Dirty" && t_s >= 150 && t_s < 180) v = 45 * x.base + x.noise * n01(rng);
+      if (x.info.name == "net.tcp.retrans_segs" && t_s >= 220 && t_s < 225) v = 125 * x.base;
+      if (x.info.name == "cpu.time.user" && t_s >= 260 && t_s < 280) v = 95 + x.noise * n01(rng);
+      v = std::max(0.0, v);
+      if (x.info.kind == SeriesKind::counter) {
+        x.total += v * 0.1;  // per 100 ms
+        batch.push_back({x.id, t0 + i * 100 * kMs, std::floor(x.total)});
+      } else {
+        batch.push_back({x.id, t0 + i * 100 * kMs, v});
+      }
+    }
+  }
+  w.append_samples(batch);
+  w.close();
+}
+
+const nlohmann::json* finding_on(const nlohmann::json& findings, const std::string& subject, double from_s,
+                                 double to_s) {
+  for (const auto& f : findings)
+    if (f["subject"] == subject && f["t_end_s"].get<double>() > from_s && f["t_start_s"].get<double>() < to_s)
+      return &f;
+  return nullptr;
+}
+}  // namespace
+
+TEST(HostSeriesCli, PlantedEpisodesAreFoundForTheirWholeDuration) {
+  TempDir dir;
+  const std::string rec = dir.file("host.sdb");
+  write_planted_host(rec, 330);
+  auto j = run_json("analyze --detector series --json --no-store " + rec);
+  const auto& series = j["series"];
+  ASSERT_TRUE(series.contains("findings")) << j.dump();
+  const auto& fs = series["findings"];
+  // Each episode one finding that covers it, start to end (1 s bins: within a bin or two of each edge).
+  struct Planted {
+    std::string subject;
+    double from, to;
+  };
+  for (const Planted& p : {Planted{"mem.Dirty", 150, 180}, Planted{"net.tcp.retrans_segs", 220, 225},
+                           Planted{"cpu.time.user", 260, 280}}) {
+    size_t overlapping = 0;
+    for (const auto& f : fs)
+      overlapping +=
+          f["subject"] == p.subject && f["t_end_s"].get<double>() > p.from && f["t_start_s"].get<double>() < p.to;
+    EXPECT_EQ(overlapping, 1u) << p.subject << "\n" << fs.dump(1);
+    const nlohmann::json* f = finding_on(fs, p.subject, p.from, p.to);
+    ASSERT_NE(f, nullptr) << p.subject;
+    EXPECT_NEAR((*f)["t_start_s"].get<double>(), p.from, 1.5) << f->dump();
+    EXPECT_NEAR((*f)["t_end_s"].get<double>(), p.to, 2.5) << f->dump();
+    EXPECT_EQ((*f)["direction"], "above");
+    EXPECT_TRUE((*f)["start_utc"].get<std::string>().ends_with("Z"));
+    EXPECT_TRUE((*f)["end_utc"].get<std::string>().ends_with("Z"));
+  }
+  // 1 s bins were chosen from the 100 ms sampling interval.
+  EXPECT_EQ(series["recordings"][0]["bin_ns"], kS);
+  EXPECT_EQ(series["recordings"][0]["sampling_interval_ns"], 100 * kMs);
+}
+
+TEST(HostSeriesCli, ImportedFiveMinuteSeriesGetSizedWindowsAndTheSeriesDetectorByDefault) {
+  TempDir dir;
+  const std::string csv = dir.file("nab.csv"), rec = dir.file("nab.sdb");
+  write_file(csv, nab_like_csv(3000, 300, 2000, 2040, 60));
+  std::string out;
+  ASSERT_EQ(run_command(kBin + " import --format csv " + csv + " -o " + rec, &out), 0) << out;
+  // The default on an imported table: the series detector, 5-minute bins, the step found as it began.
+  auto j = run_json("analyze --json --no-store " + rec);
+  ASSERT_TRUE(j.contains("series")) << j.dump();
+  EXPECT_EQ(j["series"]["recordings"][0]["bin_ns"], 300 * kS);
+  const auto& fs = j["series"]["findings"];
+  const nlohmann::json* f = finding_on(fs, "value", 2000 * 300.0, 2040 * 300.0);
+  ASSERT_NE(f, nullptr) << fs.dump(1);
+  EXPECT_EQ((*f)["start_utc"], "2014-02-20T22:40:00.000Z");  // row 2000
+  EXPECT_LE(fs.size(), 4u) << fs.dump(1);
+  // Reveal sizes its windows too: one window per row, twelve rows long, no warning; a 3 s window is warned about.
+  auto r = run_json("analyze --detector reveal --json --no-store " + rec);
+  EXPECT_EQ(r["reveal"]["window_ns"], 3600 * kS);
+  EXPECT_EQ(r["reveal"]["stride_ns"], 300 * kS);
+  EXPECT_EQ(r["reveal"]["window_warning"], "");
+  for (const auto& rf : r["reveal"]["findings"]) EXPECT_TRUE(rf.contains("start_utc") && rf.contains("end_utc"));
+  write_file(dir.file("short.csv"), nab_like_csv(60, 300));
+  ASSERT_EQ(run_command(kBin + " import --format csv " + dir.file("short.csv") + " -o " + dir.file("short.sdb"), &out),
+            0);
+  auto small = run_json("analyze --detector reveal --json --no-store --window 3s --stride 1s " + dir.file("short.sdb"));
+  EXPECT_NE(small["reveal"]["window_warning"].get<std::string>().find("at most one sample"), std::string::npos)
+      << small.dump();
+  // Hours are a duration; a bad one names the units.
+  auto h = run_json("analyze --detector reveal --json --no-store --window 2h --stride 10m " + rec);
+  EXPECT_EQ(h["reveal"]["window_ns"], 7200 * kS);
+  ASSERT_NE(run_command(kBin + " analyze --detector reveal --no-store --window 1w " + rec, &out), 0);
+  EXPECT_NE(out.find("units: ns, us, ms, s"), std::string::npos) << out;
+  EXPECT_NE(out.find("h, d"), std::string::npos) << out;
+}
+
+TEST(HostSeriesImport, OnDisorderSortDropOrErrorAndNoFileLeftBehind) {
+  TempDir dir;
+  const std::string csv = dir.file("d.csv"), rec = dir.file("d.sdb");
+  // Line 4 goes back in time, line 5 repeats line 4's time.
+  write_file(csv, "t,a\n10,1\n20,2\n15,3\n15,4\n30,5\n");
+  std::string out;
+  // error: refused, the line and the row before it named, and no recording left behind.
+  ASSERT_NE(run_command(kBin + " import --format csv " + csv + " -o " + rec + " --on-disorder error", &out), 0);
+  EXPECT_NE(out.find(":4: time goes backwards ('15' after '20' on line 3)"), std::string::npos) << out;
+  EXPECT_FALSE(std::filesystem::exists(rec)) << "a failed import left " << rec;
+  // A bad number on the last line: nothing written either (the file is checked before the recording is made).
+  write_file(dir.file("bad.csv"), "t,a\n1,1\n2,2\n3,x\n");
+  ASSERT_NE(run_command(kBin + " import --format csv " + dir.file("bad.csv") + " -o " + dir.file("bad.sdb"), &out), 0);
+  EXPECT_NE(out.find(":4: column 'a': 'x' is not a number"), std::string::npos) << out;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("bad.sdb")));
+  // sort (the default): every row, in time order.
+  ASSERT_EQ(run_command(kBin + " import --format csv " + csv + " -o " + rec, &out), 0) << out;
+  EXPECT_NE(out.find("2 rows out of time order sorted into place"), std::string::npos) << out;
+  {
+    RecordingReader r(rec);
+    auto samples = r.load_samples();
+    ASSERT_EQ(samples.size(), 1u);
+    const auto& [t, v] = samples.begin()->second;
+    EXPECT_EQ(v, (std::vector<double>{1, 3, 4, 2, 5}));
+    EXPECT_TRUE(std::is_sorted(t.begin(), t.end()));
+  }
+  // drop: rows not later than every row before them go.
+  ASSERT_EQ(run_command(kBin + " import --format csv " + csv + " -o " + rec + " --on-disorder drop", &out), 0) << out;
+  EXPECT_NE(out.find("2 rows not later than the rows before them dropped"), std::string::npos) << out;
+  {
+    RecordingReader r(rec);
+    const auto samples = r.load_samples();
+    EXPECT_EQ(samples.begin()->second.second, (std::vector<double>{1, 2, 5}));
+  }
+  // A repeated time alone under error is refused too.
+  write_file(csv, "t,a\n10,1\n10,2\n");
+  ASSERT_NE(
+      run_command(kBin + " import --format csv " + csv + " -o " + dir.file("r.sdb") + " --on-disorder error", &out), 0);
+  EXPECT_NE(out.find(":3: time repeats"), std::string::npos) << out;
+  ASSERT_NE(run_command(kBin + " import --format csv " + csv + " -o " + rec + " --on-disorder shuffle", &out), 0);
+}
