@@ -93,3 +93,44 @@ TEST(IncidentInputBuilder, OnlineALowTailIsAnEpisodeNotTheShutdown) {
   EXPECT_EQ(live.episodes[0].first, 36u);
   EXPECT_EQ(live.episodes[0].last, 39u);
 }
+
+// Online the series tables exist before a launcher's ranks make their first traced call: a rank computing on the
+// GPU is the job, not "another process" (a false gpu_contention on every torchrun job, seen on 2 H100s).
+TEST(IncidentInputBuilder, ARankSeenAfterTheFirstSamplesIsTheJobsNotAnotherProcess) {
+  IncidentInputBuilder b(WindowGrid{0, kSec, 10}, {7});
+  SeriesInfo sm{};
+  sm.id = 3;
+  sm.name = "gpu.proc.sm_util";
+  sm.device = "gpu0/pid200";
+  sm.subsystem = Subsystem::gpu;
+  sm.kind = SeriesKind::gauge;
+  sm.source = "nvml";
+  for (int w = 0; w < 10; ++w) {
+    const int64_t t[] = {w * kSec + kSec / 2};
+    const double v[] = {0.9};
+    b.add(sm, t, v);
+    if (w == 3) {  // the rank's first traced call
+      CallRecord c;
+      c.layer = Layer::cuda;
+      c.pid = c.tid = 200;
+      c.start_ns = w * kSec + kSec / 4;
+      c.duration_ns = 1'000'000;
+      c.name = "cudaStreamSynchronize";
+      b.add(c);
+    }
+  }
+  const IncidentInput in = b.finish();
+  ASSERT_TRUE(in.job_pids.count(200));
+  const auto nvml = in.layers.find("nvml");
+  ASSERT_NE(nvml, in.layers.end());
+  const auto& t = nvml->second;
+  for (size_t c = 0; c < t.columns.size(); ++c) {
+    if (t.columns[c] != "gpu0.other_procs.sm_util") continue;
+    for (Eigen::Index w = 0; w < t.values.rows(); ++w) {
+      const double v = t.values(w, static_cast<Eigen::Index>(c));
+      if (std::isfinite(v)) {
+        EXPECT_EQ(v, 0.0) << "window " << w;
+      }
+    }
+  }
+}

@@ -175,6 +175,8 @@ class SeriesWindowFeatures {
  public:
   SeriesWindowFeatures(WindowGrid grid, std::set<uint32_t> target_pids = {});
   void add(const SeriesInfo& series, std::span<const int64_t> t_ns, std::span<const double> values);
+  // A process found to be the job's after samples began (a rank a launcher started): not an "other" process.
+  void add_target(uint32_t pid) { targets_.insert(pid); }
   size_t series() const { return series_.size() + proc_series_; }
   WindowFeatureTable table() const;
 

@@ -49,7 +49,10 @@ void IncidentInputBuilder::add(const CallRecord& c) {
   progress_.add(c);
   ++events_;
   if (c.pid != last_pid_) {  // a traced process is the job's (the same pid runs on: one set lookup per change)
-    job_pids_.insert(c.pid);
+    // Online, the series tables already exist when a launcher's ranks first show up: they learn it too.
+    if (job_pids_.insert(c.pid).second)
+      for (auto* f : {nvml_.get(), host_.get(), kernel_.get()})
+        if (f) f->add_target(c.pid);
     last_pid_ = c.pid;
   }
 }
