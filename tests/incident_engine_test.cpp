@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <set>
 #include <random>
 
 #include "analyze/incidents/incident_engine.h"
@@ -217,6 +218,10 @@ TEST(IncidentEngine, ImpactNeverExceedsTheEpisode) {
   b.set("host", "cpu.time.idle.rate_per_s", 40, 50, 2);
   b.slow(80, 90, 0.7);
   const auto r = find_incidents(b.in);
+  for (const auto& inc : r.incidents)
+    std::printf("%s %.2f %lld-%lld\n", std::string(cause_class_name(inc.cause.cls)).c_str(), inc.cause.confidence,
+                static_cast<long long>((inc.start_ns - b.in.grid.first_ns) / b.in.grid.width_ns),
+                static_cast<long long>((inc.end_ns - b.in.grid.first_ns) / b.in.grid.width_ns));
   ASSERT_EQ(r.incidents.size(), 2u);
   for (const Incident& inc : r.incidents)
     EXPECT_LE(inc.impact_s, static_cast<double>(inc.end_ns - inc.start_ns) * 1e-9 + 1e-9);
@@ -293,4 +298,32 @@ TEST(JobProgress, StepsFromTheOperatorSequence) {
   ASSERT_TRUE(p.steps.has_value());
   EXPECT_NEAR(p.steps->median_ms, 100, 5);
   EXPECT_NEAR(p.signal.per_window[20], 10, 0.5);
+}
+
+// Two faults 4 windows apart -- the loader stalls, then another process computes on the GPU, the job not yet back to
+// its pace between them (one low stretch) -- are two incidents with their own causes, not one of mixed evidence.
+TEST(IncidentEngine, BackToBackFaultsOfDifferentClassesAreSplit) {
+  Builder b;
+  b.slow(50, 62, 0.3);
+  b.set("python", "python.offcpu_fraction", 50, 62, 0.8);
+  b.set("nvml", "gpu0.gpu.util.mean", 50, 62, 0.2);
+  b.slow(62, 66, 0.8);
+  b.slow(66, 78, 0.55);
+  b.set("nvml", "gpu0.other_procs.count", 66, 78, 1);
+  b.set("nvml", "gpu0.other_procs.sm_util", 66, 78, 0.95);
+  b.set("nvml", "gpu0.procs.count", 66, 78, 2);
+  const auto r = find_incidents(b.in);
+  ASSERT_EQ(r.incidents.size(), 2u);
+  std::set<CauseClass> classes{r.incidents[0].cause.cls, r.incidents[1].cause.cls};
+  EXPECT_TRUE(classes.count(CauseClass::host_stall));
+  EXPECT_TRUE(classes.count(CauseClass::gpu_contention));
+  for (const auto& inc : r.incidents) {
+    const auto first = (inc.start_ns - b.in.grid.first_ns) / b.in.grid.width_ns;
+    if (inc.cause.cls == CauseClass::host_stall) {
+      EXPECT_EQ(first, 50);
+    } else {
+      EXPECT_GE(first, 62);
+      EXPECT_LE(first, 67);
+    }
+  }
 }

@@ -1,3 +1,4 @@
+#include <optional>
 #include "analyze/incidents/incident_engine.h"
 
 #include <algorithm>
@@ -125,13 +126,58 @@ IncidentReport find_incidents(const IncidentInput& in, const IncidentOptions& op
   for (const Episode& e : pa.episodes)
     for (size_t w = e.first; w <= e.last; ++w) steady[w] = false;
 
+  auto explain = [&](size_t first, size_t last) {
+    WindowSet ws;
+    for (size_t w = first; w <= last; ++w) ws.episode.push_back(w);
+    ws.baseline = baseline_windows(steady, first, last, opt.baseline_windows);
+    return std::pair{ws, explain_episode(tables, in.entities, in.job_pids, ws, opt.cause)};
+  };
+  // Two faults close together (a loader stall, then another process on the GPU, the job still slow between them)
+  // merge into one stretch whose evidence is mixed: it explains the stretch poorly, not at all, or by one fault
+  // alone. Such a stretch is split where the job recovered most (the highest progress inside it) when each part
+  // then has a cause of its own (confidence >= 0.5), the two differ, and the whole's cause has no support in one
+  // of the parts.
+  std::vector<Episode> episodes;
+  for (const Episode& ep : pa.episodes) {
+    constexpr size_t kMinPart = 3, kMaxTries = 8;
+    if (ep.last - ep.first + 1 < 2 * kMinPart) {
+      episodes.push_back(ep);
+      continue;
+    }
+    const CauseClass whole = explain(ep.first, ep.last).second.cause.cls;
+    auto supports = [](const CauseVerdict& v, CauseClass c) {
+      return v.cause.cls == c || std::find(v.also.begin(), v.also.end(), c) != v.also.end();
+    };
+    std::vector<size_t> cuts;
+    for (size_t w = ep.first + kMinPart; w + kMinPart <= ep.last + 1; ++w) cuts.push_back(w);
+    std::stable_sort(cuts.begin(), cuts.end(), [&](size_t a, size_t b) { return progress[a] > progress[b]; });
+    if (cuts.size() > kMaxTries) cuts.resize(kMaxTries);
+    std::optional<size_t> best;
+    double best_conf = 0.5;
+    for (size_t cut : cuts) {
+      const CauseVerdict a = explain(ep.first, cut - 1).second, b = explain(cut, ep.last).second;
+      if (a.cause.cls == CauseClass::unexplained || b.cause.cls == CauseClass::unexplained ||
+          a.cause.cls == b.cause.cls)
+        continue;
+      if (whole != CauseClass::unexplained && supports(a, whole) && supports(b, whole)) continue;
+      const double conf = std::min(a.cause.confidence, b.cause.confidence);
+      if (conf >= best_conf + (best ? 0.1 : 0.0)) {  // the most recovered cut, unless a later one is much surer
+        best_conf = conf;
+        best = cut;
+      }
+    }
+    if (best) {
+      episodes.push_back({ep.first, *best - 1});
+      episodes.push_back({*best, ep.last});
+    } else {
+      episodes.push_back(ep);
+    }
+  }
+
   const double width_s = static_cast<double>(in.grid.width_ns) * 1e-9;
   const bool steps = rep.progress_metric == "steps";
-  for (const Episode& ep : pa.episodes) {
-    WindowSet ws;
-    for (size_t w = ep.first; w <= ep.last; ++w) ws.episode.push_back(w);
-    ws.baseline = baseline_windows(steady, ep.first, ep.last, opt.baseline_windows);
-    CauseVerdict verdict = explain_episode(tables, in.entities, in.job_pids, ws, opt.cause);
+  for (const Episode& ep : episodes) {
+    auto [ws, verdict] = explain(ep.first, ep.last);
 
     double done = 0;
     bool idle = true;
