@@ -34,6 +34,10 @@ class PyStackProbes final : public ProbeFamily {
   // the sampler (version, symbols) and the probe paths should handle it.
   bool register_process(uint32_t pid, const std::vector<MapEntry>& maps, const MappedLibrary& lib,
                         const ElfImage& img, const Note& note);
+  bool sampled(uint32_t pid) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return sampled_.count(pid) > 0;
+  }
   // The process exited (`exited`) or exec'd a new image: its interpreter is found again.
   void forget(uint32_t pid, bool exited);
   // The sampler's links, detached by the caller (release()); the next registration attaches them again.

@@ -820,6 +820,7 @@ void UprobeTracer::note_once(const std::string& text) {
 
 unsigned UprobeTracer::register_python_stack(uint32_t pid, const std::vector<MapEntry>& maps,
                                              const MappedLibrary& lib) {
+  if (pystack_->sampled(pid)) return 1u << static_cast<unsigned>(Layer::python);  // before reading its image
   std::shared_ptr<ElfImage> img;
   try {
     img = elf_cache_.get(lib.host_path);
