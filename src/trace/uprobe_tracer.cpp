@@ -2,9 +2,7 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
-#include <linux/perf_event.h>
 #include <sys/mount.h>
-#include <sys/syscall.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
@@ -21,16 +19,9 @@
 
 #include <fmt/format.h>
 
-#include "cuda.skel.h"
 #include "events.h"
-#include "nccl.skel.h"
-#include "proc.skel.h"
-#include "pystack.skel.h"
-#include "python.skel.h"
-#include "torch.skel.h"
 #include "model/clock.h"
 #include "model/process.h"
-#include "trace/python_offsets.h"
 #include "trace/symbol_names.h"
 
 namespace stackscope::trace {
@@ -76,14 +67,6 @@ bool kernel_has_uprobe_multi() {
   int major = 0, minor = 0;
   if (::uname(&u) != 0 || std::sscanf(u.release, "%d.%d", &major, &minor) != 2) return false;
   return major > 6 || (major == 6 && minor >= 6);
-}
-
-void skip_multi_programs(bpf_object* obj) {
-  bpf_program* prog = nullptr;
-  bpf_object__for_each_program(prog, obj) {
-    std::string name = bpf_program__name(prog);
-    if (name.ends_with("_multi")) bpf_program__set_autoload(prog, false);
-  }
 }
 
 // utime + stime of a process, in clock ticks (all its threads); 0 when gone.
@@ -149,26 +132,6 @@ bpf_uprobe_multi_opts uprobe_multi_opts(const std::vector<uint64_t>& offsets, co
   return o;
 }
 
-template <typename Skel>
-int open_and_load(Skel*& skel, Skel* (*open)(), int (*load)(Skel*), void (*destroy)(Skel*), uint32_t rb_bytes,
-                  bool multi, std::string* err, const std::function<void(Skel*)>& configure = {}) {
-  skel = open();
-  if (!skel) {
-    *err = std::string("open failed: ") + std::strerror(errno);
-    return -1;
-  }
-  bpf_map__set_max_entries(skel->maps.events, rb_bytes);
-  if (!multi) skip_multi_programs(skel->obj);
-  if (configure) configure(skel);
-  int rc = load(skel);
-  if (rc) {
-    *err = std::string("load failed: ") + std::strerror(-rc);
-    destroy(skel);
-    skel = nullptr;
-  }
-  return rc;
-}
-
 }  // namespace
 
 bool is_traced_layer(Layer layer) {
@@ -213,48 +176,31 @@ CollectorStatus UprobeTracer::start(TelemetrySink& sink, const CollectorOptions&
   };
   uint32_t rb = topts_.ringbuf_bytes;
   const bool multi = topts_.uprobe_multi && kernel_has_uprobe_multi();
-  if (wants(Layer::cuda) &&
-      open_and_load<cuda_bpf>(cuda_, cuda_bpf__open, cuda_bpf__load, cuda_bpf__destroy, rb, multi, &err))
-    return fail("cuda BPF");
-  if (wants(Layer::nccl) &&
-      open_and_load<nccl_bpf>(nccl_, nccl_bpf__open, nccl_bpf__load, nccl_bpf__destroy, std::max(rb / 4, 65536u), multi, &err))
+  auto load = [&](auto& fam, auto made, uint32_t ring_bytes) {
+    fam = std::move(made);
+    err = fam->load(ring_bytes, multi);
+    if (err.empty()) return true;
+    fam.reset();
+    return false;
+  };
+  if (wants(Layer::cuda) && !load(cuda_, std::make_unique<CudaProbes>(), rb)) return fail("cuda BPF");
+  if (wants(Layer::nccl) && !load(nccl_, std::make_unique<NcclProbes>(), std::max(rb / 4, 65536u)))
     return fail("nccl BPF");
-  if (wants(Layer::torch) &&
-      open_and_load<torch_bpf>(torch_, torch_bpf__open, torch_bpf__load, torch_bpf__destroy, rb, multi, &err,
-                               [&](torch_bpf* s) { s->rodata->aggregate = !topts_.full_detail; }))
+  if (wants(Layer::torch) && !load(torch_, std::make_unique<TorchProbes>(!topts_.full_detail), rb))
     return fail("torch BPF");
   if (wants(Layer::python) && (topts_.python_mode == "stack" || topts_.python_mode == "auto") &&
-      open_and_load<pystack_bpf>(pystack_, pystack_bpf__open, pystack_bpf__load, pystack_bpf__destroy, rb, multi, &err,
-                                 [&](pystack_bpf* s) { s->rodata->offcpu_min_ns = topts_.python_offcpu_min_ns; }))
+      !load(pystack_,
+            std::make_unique<PyStackProbes>(topts_.python_mode, topts_.python_sample_hz, topts_.python_offcpu_min_ns),
+            rb))
     return fail("python stack BPF");
   if (wants(Layer::python) && topts_.python_mode != "off" && topts_.python_mode != "stack" &&
-      open_and_load<python_bpf>(python_, python_bpf__open, python_bpf__load, python_bpf__destroy, rb, multi, &err,
-                                [&](python_bpf* s) { s->rodata->min_duration_ns = topts_.python_min_duration_ns; }))
+      !load(python_, std::make_unique<PythonProbes>(topts_.python_min_duration_ns), rb))
     return fail("python BPF");
-  if (open_and_load<proc_bpf>(proc_, proc_bpf__open, proc_bpf__load, proc_bpf__destroy, 256u << 10, multi, &err,
-                              [&](proc_bpf* s) {
-                                s->rodata->all_processes = options.all_processes;
-                                s->rodata->follow_children = options.follow_children;
-                              }))
+  if (!load(proc_, std::make_unique<ProcProbes>(options.all_processes, options.follow_children), 256u << 10))
     return fail("proc BPF");
   // Lifecycle tracepoints; the mmap ones need syscall tracepoints (CONFIG_FTRACE_SYSCALLS): rescans cover them.
-  struct {
-    bpf_program* prog;
-    bpf_link** link;
-    bool required;
-  } proc_progs[] = {{proc_->progs.on_fork, &proc_->links.on_fork, true},
-                    {proc_->progs.on_exec, &proc_->links.on_exec, true},
-                    {proc_->progs.on_exit, &proc_->links.on_exit, true},
-                    {proc_->progs.on_mmap_enter, &proc_->links.on_mmap_enter, false},
-                    {proc_->progs.on_mmap_exit, &proc_->links.on_mmap_exit, false}};
-  for (auto& p : proc_progs) {
-    *p.link = bpf_program__attach(p.prog);
-    if (!*p.link) {
-      err = std::string(bpf_program__name(p.prog)) + ": " + std::strerror(errno);
-      if (p.required) return fail("process tracepoints");
-      sink.add_note("trace", "no syscall tracepoints: dlopen is found by periodic rescans only (" + err + ")");
-    }
-  }
+  if (!proc_->attach_lifecycle(&err, [&](const std::string& text) { sink.add_note("trace", text); }))
+    return fail("process tracepoints");
 
   auto add_ring = [&](bpf_map* map, Layer layer) -> bool {
     ring_ctx_.push_back(std::make_unique<RingCtx>(RingCtx{this, layer}));
@@ -264,12 +210,12 @@ CollectorStatus UprobeTracer::start(TelemetrySink& sink, const CollectorOptions&
     }
     return ring_buffer__add(rb_, bpf_map__fd(map), on_record, ring_ctx_.back().get()) == 0;
   };
-  bool ok = add_ring(proc_->maps.events, Layer::host);
-  if (cuda_) ok = ok && add_ring(cuda_->maps.events, Layer::cuda);
-  if (nccl_) ok = ok && add_ring(nccl_->maps.events, Layer::nccl);
-  if (torch_) ok = ok && add_ring(torch_->maps.events, Layer::torch);
-  if (python_) ok = ok && add_ring(python_->maps.events, Layer::python);
-  if (pystack_) ok = ok && add_ring(pystack_->maps.events, Layer::python);
+  bool ok = add_ring(proc_->events(), Layer::host);
+  if (cuda_) ok = ok && add_ring(cuda_->events(), Layer::cuda);
+  if (nccl_) ok = ok && add_ring(nccl_->events(), Layer::nccl);
+  if (torch_) ok = ok && add_ring(torch_->events(), Layer::torch);
+  if (python_) ok = ok && add_ring(python_->events(), Layer::python);
+  if (pystack_) ok = ok && add_ring(pystack_->events(), Layer::python);
   if (!ok) {
     err = std::strerror(errno);
     return fail("ring buffer");
@@ -283,8 +229,7 @@ CollectorStatus UprobeTracer::start(TelemetrySink& sink, const CollectorOptions&
       pending_rescan_.insert(pid);
     }
   }
-  uint8_t one = 1;
-  for (auto pid : options.pids) bpf_map_update_elem(bpf_map__fd(proc_->maps.traced), &pid, &one, BPF_ANY);
+  for (auto pid : options.pids) proc_->trace_pid(pid);
   if (options.all_processes)
     for (auto pid : list_pids()) pending_rescan_.insert(pid);
   use_multi_ = multi;
@@ -339,10 +284,7 @@ void UprobeTracer::add_pid(uint32_t pid) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!copts_.all_processes) copts_.pids.push_back(pid);
   traced_.insert(pid);
-  if (proc_) {
-    uint8_t one = 1;
-    bpf_map_update_elem(bpf_map__fd(proc_->maps.traced), &pid, &one, BPF_ANY);
-  }
+  if (proc_) proc_->trace_pid(pid);
   pending_rescan_.insert(pid);
   cv_.notify_all();
 }
@@ -355,7 +297,7 @@ void UprobeTracer::stop() {
   }
   cv_.notify_all();
   if (control_.joinable()) control_.join();
-  if (torch_ && !topts_.full_detail) sample_torch_ops();  // the last interval's operators
+  if (torch_ && !topts_.full_detail) torch_->sample_ops(*sink_, copts_.host);  // the last interval's operators
   {
     std::lock_guard<std::mutex> lock(gate_mu_);
     const int64_t end = monotonic_ns();
@@ -387,17 +329,9 @@ void UprobeTracer::stop() {
   if (rb_) ring_buffer__consume(rb_);  // what is still buffered
   report_counters(true);
   report_program_runs();
-  if (pystack_attached_) {  // the sampler's own cost, where kernel.bpf_stats_enabled was on
-    std::string cost;
-    for (bpf_program* prog : {pystack_->progs.on_cpu_sample, pystack_->progs.on_switch}) {
-      bpf_prog_info info{};
-      uint32_t len = sizeof info;
-      if (bpf_obj_get_info_by_fd(bpf_program__fd(prog), &info, &len) == 0 && info.run_cnt && info.run_time_ns)
-        cost += fmt::format("{}{}: {} runs, {:.0f} ns/run", cost.empty() ? "" : "; ", bpf_program__name(prog),
-                            info.run_cnt, static_cast<double>(info.run_time_ns) / static_cast<double>(info.run_cnt));
-    }
-    if (!cost.empty()) sink_->add_note("trace", "python stack sampler BPF cost (kernel.bpf_stats_enabled): " + cost);
-  }
+  if (pystack_)  // the sampler's own cost, where kernel.bpf_stats_enabled was on
+    if (std::string cost = pystack_->cost(); !cost.empty())
+      sink_->add_note("trace", "python stack sampler BPF cost (kernel.bpf_stats_enabled): " + cost);
   started_ = false;
 }
 
@@ -420,36 +354,27 @@ void UprobeTracer::release(const std::function<void(size_t done, size_t total)>&
       g.sets.clear();
     }
   }
-  links.insert(links.end(), pystack_links_.begin(), pystack_links_.end());
-  pystack_links_.clear();
-  pystack_attached_ = false;
-  if (proc_)  // the lifecycle tracepoints too: each detach waits for the kernel, so they go with the others
-    for (bpf_link** l : {&proc_->links.on_fork, &proc_->links.on_exec, &proc_->links.on_exit,
-                         &proc_->links.on_mmap_enter, &proc_->links.on_mmap_exit})
-      if (*l) {
-        links.push_back(*l);
-        *l = nullptr;
-      }
+  for (ProbeFamily* f : std::initializer_list<ProbeFamily*>{pystack_.get(), proc_.get()})
+    if (f) {  // the sampler's and the lifecycle tracepoints' too: each detach waits for the kernel
+      auto more = f == proc_.get() ? proc_->take_links() : pystack_->take_links();
+      links.insert(links.end(), more.begin(), more.end());
+    }
   destroy_links(links, progress);
   if (rb_) ring_buffer__free(rb_);
   rb_ = nullptr;
   ring_ctx_.clear();
   {  // unloading a family also waits for the kernel: all at once
     std::vector<std::thread> unload;
-    if (cuda_) unload.emplace_back(cuda_bpf__destroy, cuda_);
-    if (nccl_) unload.emplace_back(nccl_bpf__destroy, nccl_);
-    if (torch_) unload.emplace_back(torch_bpf__destroy, torch_);
-    if (python_) unload.emplace_back(python_bpf__destroy, python_);
-    if (proc_) unload.emplace_back(proc_bpf__destroy, proc_);
-    if (pystack_) unload.emplace_back(pystack_bpf__destroy, pystack_);
+    for (int f = kCuda; f <= kPyStack; ++f)
+      if (ProbeFamily* fam = family(f)) unload.emplace_back([fam] { fam->destroy(); });
     for (auto& t : unload) t.join();
   }
-  pystack_ = nullptr;
-  cuda_ = nullptr;
-  nccl_ = nullptr;
-  torch_ = nullptr;
-  python_ = nullptr;
-  proc_ = nullptr;
+  cuda_.reset();
+  nccl_.reset();
+  torch_.reset();
+  python_.reset();
+  proc_.reset();
+  pystack_.reset();
 }
 
 // Destroying a link waits for the kernel's RCU grace periods (~50-100 ms for a uprobe_multi link here); links are
@@ -489,12 +414,7 @@ void UprobeTracer::handle_record(Layer, const void* data, size_t size) {
     case SS_REC_TORCH:
       if (size >= sizeof(ss_torch_record)) {
         auto& r = *static_cast<const ss_torch_record*>(data);
-        std::string name;
-        {
-          std::lock_guard<std::mutex> lock(mu_);
-          name = r.op_id < torch_names_.size() ? torch_names_[r.op_id] : fmt::format("aten::op#{}", r.op_id);
-        }
-        sink_->append_event(decoder_->decode_torch(r, std::move(name)));
+        sink_->append_event(decoder_->decode_torch(r, torch_ ? torch_->op_name(r.op_id) : std::string()));
         ++events_;
       }
       break;
@@ -517,7 +437,7 @@ void UprobeTracer::handle_record(Layer, const void* data, size_t size) {
       if (size >= sizeof(ss_proc_record)) {
         auto& r = *static_cast<const ss_proc_record*>(data);
         std::lock_guard<std::mutex> lock(mu_);
-        if (r.event == SS_PROC_EXEC) py_sampled_.erase(r.pid);  // a new image: its interpreter is found again
+        if (r.event == SS_PROC_EXEC && pystack_) pystack_->forget(r.pid, false);  // a new image: found again
         if (r.event == SS_PROC_EXIT) {
           pending_exit_.insert(r.pid);
         } else if (r.event == SS_PROC_FORK && copts_.all_processes) {
@@ -577,10 +497,7 @@ void UprobeTracer::process_exited(uint32_t pid) {
     std::lock_guard<std::mutex> lock(mu_);
     traced_.erase(pid);
     identified_.erase(pid);
-    // Whether or not user space registered it: the kernel registers a forked child itself (pystack on_fork), and
-    // a child that exits before its rescan would stay registered for the next process given its pid.
-    py_sampled_.erase(pid);
-    if (pystack_) bpf_map_delete_elem(bpf_map__fd(pystack_->maps.py_procs), &pid);
+    if (pystack_) pystack_->forget(pid, true);
     if (copts_.all_processes) return;
     if (auto it = links_.find(static_cast<int>(pid)); it != links_.end()) {
       links.swap(it->second);
@@ -591,8 +508,7 @@ void UprobeTracer::process_exited(uint32_t pid) {
     known_libs_.erase(static_cast<int>(pid));
     attached_layers_.erase(static_cast<int>(pid));
   }
-  if (cuda_) bpf_map_delete_elem(bpf_map__fd(cuda_->maps.fold_ranges), &pid);
-  fold_ranges_.erase(pid);
+  if (cuda_) cuda_->forget(pid);
   {
     std::lock_guard<std::mutex> lock(gate_mu_);
     for (auto& g : gates_)
@@ -623,7 +539,7 @@ void UprobeTracer::rescan(uint32_t pid) {
   auto maps = read_proc_maps(pid);
   if (maps.empty()) return;  // gone (its exit record follows) or a kernel thread
   note_rank_environment(pid);
-  if (cuda_) update_fold_ranges(pid, maps);
+  if (cuda_) cuda_->update_fold_ranges(pid, maps);
   unsigned layers = 0;
   for (auto& lib : find_libraries(pid, maps)) {
     if (lib.kind == LibraryKind::python && pystack_) {
@@ -669,76 +585,22 @@ void UprobeTracer::note_rank_environment(uint32_t pid) {
   if (!env.empty()) sink_->add_note("process", fmt::format("pid {}: {}", pid, env));
 }
 
-void UprobeTracer::update_fold_ranges(uint32_t pid, const std::vector<MapEntry>& maps) {
-  std::vector<std::pair<uint64_t, uint64_t>> ranges;
-  for (auto& m : maps) {
-    if (!m.exec || ranges.size() >= SS_FOLD_RANGES) continue;
-    auto kind = classify_library(m.path);
-    if (kind == LibraryKind::cudart || kind == LibraryKind::cuda_driver) ranges.emplace_back(m.start, m.end);
-  }
-  if (ranges.empty() || fold_ranges_[pid] == ranges) return;
-  fold_ranges_[pid] = ranges;
-  ss_fold_ranges value{};
-  for (size_t i = 0; i < ranges.size(); ++i) {
-    value.lo[i] = ranges[i].first;
-    value.hi[i] = ranges[i].second;
-  }
-  bpf_map_update_elem(bpf_map__fd(cuda_->maps.fold_ranges), &pid, &value, BPF_ANY);
-}
-
-UprobeTracer::FamilyProgs UprobeTracer::progs_of(int family) const {
-  switch (family) {
-    case kCuda:
-      if (cuda_) return {cuda_->progs.call_entry, cuda_->progs.call_return, cuda_->progs.call_entry_multi,
-                         cuda_->progs.call_return_multi};
-      break;
-    case kNccl:
-      if (nccl_) return {nccl_->progs.call_entry, nccl_->progs.call_return, nccl_->progs.call_entry_multi,
-                         nccl_->progs.call_return_multi};
-      break;
-    case kTorch:
-      if (torch_) return {torch_->progs.op_entry, torch_->progs.op_return, torch_->progs.op_entry_multi,
-                          torch_->progs.op_return_multi};
-      break;
-    case kPython:
-      if (python_) return {python_->progs.call_entry, python_->progs.call_return, python_->progs.call_entry_multi,
-                           python_->progs.call_return_multi};
-      break;
-  }
-  return {};
-}
-
-const bpf_map* UprobeTracer::counters_of(int family) const {
-  switch (family) {
-    case kCuda: return cuda_ ? cuda_->maps.counters : nullptr;
-    case kNccl: return nccl_ ? nccl_->maps.counters : nullptr;
-    case kTorch: return torch_ ? torch_->maps.counters : nullptr;
-    case kPython: return python_ ? python_->maps.counters : nullptr;
-    case kProc: return proc_ ? proc_->maps.counters : nullptr;
-    case kPyStack: return pystack_ ? pystack_->maps.counters : nullptr;
+ProbeFamily* UprobeTracer::family(int f) const {
+  switch (f) {
+    case kCuda: return cuda_.get();
+    case kNccl: return nccl_.get();
+    case kTorch: return torch_.get();
+    case kPython: return python_.get();
+    case kProc: return proc_.get();
+    case kPyStack: return pystack_.get();
   }
   return nullptr;
 }
 
-uint32_t* UprobeTracer::capture_flag_of(int family) const {
-  switch (family) {
-    case kCuda: return cuda_ ? &cuda_->data->capture_enabled : nullptr;
-    case kNccl: return nccl_ ? &nccl_->data->capture_enabled : nullptr;
-    case kTorch: return torch_ ? &torch_->data->capture_enabled : nullptr;
-    case kPython: return python_ ? &python_->data->capture_enabled : nullptr;
-  }
-  return nullptr;
-}
-
-bpf_map* UprobeTracer::thread_map_of(int family) const {
-  switch (family) {
-    case kCuda: return cuda_ ? cuda_->maps.call_threads : nullptr;
-    case kNccl: return nccl_ ? nccl_->maps.call_threads : nullptr;
-    case kTorch: return torch_ ? torch_->maps.torch_threads : nullptr;
-    case kPython: return python_ ? python_->maps.call_threads : nullptr;
-  }
-  return nullptr;
-}
+FamilyProgs UprobeTracer::progs_of(int f) const { return family(f) ? family(f)->progs() : FamilyProgs{}; }
+const bpf_map* UprobeTracer::counters_of(int f) const { return family(f) ? family(f)->counters() : nullptr; }
+uint32_t* UprobeTracer::capture_flag_of(int f) const { return family(f) ? family(f)->capture_flag() : nullptr; }
+bpf_map* UprobeTracer::thread_map_of(int f) const { return family(f) ? family(f)->thread_map() : nullptr; }
 
 // Return probes first: a call entered between the two attachments then has a return without an entry (counted,
 // ignored) rather than an entry that no return ever closes. detach_set() removes entries first for the same reason.
@@ -886,31 +748,9 @@ unsigned UprobeTracer::attach_library(int pid_filter, const MappedLibrary& lib,
       if (!torch_) return 0;
       family = kTorch;
       layer = Layer::torch;
-      std::vector<std::pair<uint32_t, uint64_t>> ops;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (auto it = torch_ops_by_image_.find(img->path()); it != torch_ops_by_image_.end()) ops = it->second;
-      }
-      if (ops.empty()) {
-        auto patterns = copts_.torch_ops.empty() ? default_torch_ops() : copts_.torch_ops;
-        std::set<uint64_t> seen;
-        std::vector<std::pair<std::string, uint64_t>> found;
-        for (auto& [name, vaddr] : img->all_names()) {
-          if (name.size() < 16 || name[1] != 'Z') continue;
-          auto op = torch_ops_struct(name);
-          if (!op || !matches_any(*op, patterns) || !seen.insert(vaddr).second) continue;
-          found.emplace_back(*op, vaddr);
-        }
-        std::lock_guard<std::mutex> lock(mu_);
-        for (auto& [op, vaddr] : found) {
-          ops.emplace_back(static_cast<uint32_t>(torch_names_.size()), vaddr);
-          torch_names_.push_back(torch_event_name(op));
-        }
-        torch_ops_by_image_[img->path()] = ops;
-      }
-      for (auto& [id, vaddr] : ops)
-        if (auto off = img->vaddr_to_offset(vaddr)) probes.emplace_back(*off, id);
-      if (ops.empty()) note_once(fmt::format("{}: no at::_ops::<op>::call symbol matched the operator list", lib.path));
+      probes = torch_->probes_for(*img, copts_.torch_ops.empty() ? default_torch_ops() : copts_.torch_ops);
+      if (probes.empty())
+        note_once(fmt::format("{}: no at::_ops::<op>::call symbol matched the operator list", lib.path));
       break;
     }
     case LibraryKind::torch_cuda:
@@ -934,17 +774,8 @@ unsigned UprobeTracer::attach_library(int pid_filter, const MappedLibrary& lib,
       if (usdt && topts_.python_mode != "capi") {
         std::lock_guard<std::mutex> lock(mu_);
         if (!attached_.insert({pid_filter, lib.dev, lib.inode, 0, kPython}).second) return 0;
-        bpf_link* e = bpf_program__attach_usdt(python_->progs.py_entry, pid_filter, lib.host_path.c_str(), "python",
-                                               "function__entry", nullptr);
-        bpf_link* r = e ? bpf_program__attach_usdt(python_->progs.py_return, pid_filter, lib.host_path.c_str(),
-                                                   "python", "function__return", nullptr)
-                        : nullptr;
-        if (e && r) {
-          links_[pid_filter].push_back(e);
-          links_[pid_filter].push_back(r);
+        if (python_->attach_usdt(pid_filter, lib.host_path, links_[pid_filter]))
           return 1u << static_cast<unsigned>(layer);
-        }
-        if (e) bpf_link__destroy(e);
         attached_.erase({pid_filter, lib.dev, lib.inode, 0, kPython});
         note_once(fmt::format("{}: python USDT probes failed to attach (pid filter {}): {}", lib.path, pid_filter,
                               std::strerror(errno)));
@@ -976,91 +807,16 @@ void UprobeTracer::note_once(const std::string& text) {
 
 unsigned UprobeTracer::register_python_stack(uint32_t pid, const std::vector<MapEntry>& maps,
                                              const MappedLibrary& lib) {
-  const unsigned bit = 1u << static_cast<unsigned>(Layer::python);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (py_sampled_.count(pid)) return bit;
-  }
+  if (pystack_->sampled(pid)) return 1u << static_cast<unsigned>(Layer::python);  // before reading its image
   std::shared_ptr<ElfImage> img;
   try {
     img = elf_cache_.get(lib.host_path);
   } catch (const std::exception&) {
     return 0;  // the probe path says why
   }
-  if (!img->find("Py_Initialize") && !img->find("_PyEval_EvalFrameDefault")) return 0;  // not an interpreter
-  const auto version = python_version(*img);
-  const ss_py_offsets* offsets = version ? python_offsets(*version) : nullptr;
-  const std::string vtext = version ? fmt::format("{}.{}", version->major, version->minor) : "of unknown version";
-  if (!offsets) {  // auto: USDT where it has the probes
-    if (topts_.python_mode == "stack")
-      note_once(fmt::format("{}: CPython {} has no stack offsets in stackscope (3.11, 3.12): not sampled", lib.path,
-                            vtext));
-    return 0;
-  }
-  const auto runtime_vaddr = img->find_object("_PyRuntime");
-  // The file's lowest mapping gives the load bias: address = vaddr - vaddr(mapping offset) + mapping start.
-  const MapEntry* first = nullptr;
-  for (auto& m : maps)
-    if (m.inode == lib.inode && m.dev == lib.dev && (!first || m.offset < first->offset)) first = &m;
-  const auto first_vaddr = first ? img->offset_to_vaddr(first->offset) : std::nullopt;
-  if (!runtime_vaddr || !first_vaddr) {
-    note_once(lib.path + ": no _PyRuntime symbol (or mapping) to find the interpreter from: not sampled");
-    return 0;
-  }
-  ss_py_proc proc{};
-  proc.runtime = *runtime_vaddr - *first_vaddr + first->start;
-  proc.off = *offsets;
-  if (!attach_pystack()) return 0;
-  if (bpf_map_update_elem(bpf_map__fd(pystack_->maps.py_procs), &pid, &proc, BPF_ANY) != 0) {
-    note_once(fmt::format("python stack sampler: cannot register pid {}: {}", pid, std::strerror(errno)));
-    return 0;
-  }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    py_sampled_.insert(pid);
-  }
-  note_once(fmt::format("{}: CPython {}: Python stacks sampled on CPU at {} Hz and at every block of >= {} us "
-                        "(--python-mode stack)",
-                        lib.path, vtext, topts_.python_sample_hz, topts_.python_offcpu_min_ns / 1000));
-  return bit;
-}
-
-bool UprobeTracer::attach_pystack() {
-  if (pystack_attached_) return true;
-  for (bpf_program* prog : {pystack_->progs.on_switch, pystack_->progs.on_fork, pystack_->progs.on_exec}) {
-    bpf_link* l = bpf_program__attach(prog);
-    if (!l) {
-      note_once(fmt::format("python stack sampler: {}: {}: not sampled", bpf_program__name(prog), std::strerror(errno)));
-      // Detach what was attached: the next Python process tries again, and must not attach it a second time.
-      for (bpf_link* attached : pystack_links_) bpf_link__destroy(attached);
-      pystack_links_.clear();
-      return false;
-    }
-    pystack_links_.push_back(l);
-  }
-  // A CPU-clock sampler on every CPU (a software event: works without a PMU, in VMs); the BPF program keeps only
-  // registered Python processes. Offline CPUs refuse it.
-  perf_event_attr attr{};
-  attr.size = sizeof attr;
-  attr.type = PERF_TYPE_SOFTWARE;
-  attr.config = PERF_COUNT_SW_CPU_CLOCK;
-  attr.sample_period = 1'000'000'000ull / static_cast<uint64_t>(std::max(1, topts_.python_sample_hz));  // ns
-  size_t cpus = 0;
-  for (int cpu = 0; cpu < libbpf_num_possible_cpus(); ++cpu) {
-    int fd = static_cast<int>(::syscall(__NR_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC));
-    if (fd < 0) continue;
-    bpf_link* l = bpf_program__attach_perf_event(pystack_->progs.on_cpu_sample, fd);
-    if (!l) {
-      ::close(fd);
-      continue;
-    }
-    pystack_links_.push_back(l);  // destroying the link closes the event
-    ++cpus;
-  }
-  if (cpus == 0) note_once(std::string("python stack sampler: no CPU-clock perf event (") + std::strerror(errno) +
-                           "): blocked time only");
-  pystack_attached_ = true;
-  return true;
+  const bool sampled =
+      pystack_->register_process(pid, maps, lib, *img, [this](const std::string& t) { note_once(t); });
+  return sampled ? 1u << static_cast<unsigned>(Layer::python) : 0u;
 }
 
 // The watched interval must contain every reported call's start: its opening time is read before capture is
@@ -1168,7 +924,7 @@ void UprobeTracer::control_loop() {
     if (stopping_) break;
     auto now = clock::now();
     if (now >= next_sample) {
-      if (torch_ && !topts_.full_detail) sample_torch_ops();
+      if (torch_ && !topts_.full_detail) torch_->sample_ops(*sink_, copts_.host);
       next_sample += interval;
       if (next_sample < now) next_sample = now + interval;
     }
@@ -1279,69 +1035,6 @@ void UprobeTracer::rebalance_budget(double period_s) {
   }
 }
 
-// Torch operators counted in the kernel: running totals per operator, turned into counter series (calls, time)
-// and the interval's median and 99th percentile from the log2 histogram (bucket midpoints).
-void UprobeTracer::sample_torch_ops() {
-  const int ncpu = libbpf_num_possible_cpus();
-  if (ncpu <= 0) return;
-  const int fd = bpf_map__fd(torch_->maps.op_stats);
-  std::vector<ss_op_stats> values(static_cast<size_t>(ncpu));
-  std::vector<Sample> samples;
-  const int64_t t = monotonic_ns();
-  uint32_t key = 0, next = 0;
-  bool first = true;
-  while (bpf_map_get_next_key(fd, first ? nullptr : &key, &next) == 0) {
-    first = false;
-    key = next;
-    if (bpf_map_lookup_elem(fd, &key, values.data()) != 0) continue;
-    ss_op_stats sum{};
-    for (auto& v : values) {
-      sum.count += v.count;
-      sum.total_ns += v.total_ns;
-      for (int b = 0; b < SS_HIST_BUCKETS; ++b) sum.hist[b] += v.hist[b];
-    }
-    auto [it, added] = op_series_.try_emplace(key);
-    OpSeries& os = it->second;
-    if (sum.count == os.count) continue;
-    if (added) {
-      std::string name;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        name = key < torch_names_.size() ? torch_names_[key] : fmt::format("aten::op#{}", key);
-      }
-      auto series = [&](const char* what, const char* unit, SeriesKind kind) {
-        SeriesInfo info = series_info(fmt::format("torch.op.{}", what), name, Subsystem::software, unit, kind,
-                                      kind == SeriesKind::counter ? SeriesCategory::event_counter
-                                                                  : SeriesCategory::dynamic,
-                                      "ebpf");
-        info.host = copts_.host;
-        return sink_->add_series(info);
-      };
-      os.calls = series("calls", "count", SeriesKind::counter);
-      os.time = series("time", "seconds", SeriesKind::counter);
-      os.p50 = series("p50", "seconds", SeriesKind::gauge);
-      os.p99 = series("p99", "seconds", SeriesKind::gauge);
-    }
-    const uint64_t n = sum.count - os.count;
-    auto quantile = [&](double q) {
-      uint64_t need = static_cast<uint64_t>(std::ceil(q * static_cast<double>(n))), seen = 0;
-      for (int b = 0; b < SS_HIST_BUCKETS; ++b) {
-        seen += sum.hist[b] - os.hist[static_cast<size_t>(b)];
-        if (seen >= need) return 1.5 * std::ldexp(1.0, b) / 1e9;
-      }
-      return std::ldexp(1.0, SS_HIST_BUCKETS) / 1e9;
-    };
-    samples.push_back({os.calls, t, static_cast<double>(sum.count)});
-    samples.push_back({os.time, t, static_cast<double>(sum.total_ns) / 1e9});
-    samples.push_back({os.p50, t, quantile(0.5)});
-    samples.push_back({os.p99, t, quantile(0.99)});
-    os.count = sum.count;
-    os.total_ns = sum.total_ns;
-    for (int b = 0; b < SS_HIST_BUCKETS; ++b) os.hist[static_cast<size_t>(b)] = sum.hist[b];
-  }
-  if (!samples.empty()) sink_->append_samples(samples);
-}
-
 // The price of one probe hit here: a function of this binary called with and without the calibration probe (a
 // program that only counts). Falls back to 5 us, what a hit costs on the GPU machines (docs/BENCHMARKS.md).
 void UprobeTracer::measure_hit_cost() {
@@ -1374,13 +1067,13 @@ void UprobeTracer::measure_hit_cost() {
   if (use_multi_) {
     std::vector<uint64_t> offsets{offset};
     auto o = uprobe_multi_opts(offsets, nullptr, false);
-    link = bpf_program__attach_uprobe_multi(proc_->progs.calibrate_multi, ::getpid(), path.c_str(), nullptr, &o);
+    link = bpf_program__attach_uprobe_multi(proc_->calibrate_multi(), ::getpid(), path.c_str(), nullptr, &o);
   }
-  if (!link) link = bpf_program__attach_uprobe_opts(proc_->progs.calibrate, ::getpid(), path.c_str(), offset, nullptr);
+  if (!link) link = bpf_program__attach_uprobe_opts(proc_->calibrate(), ::getpid(), path.c_str(), offset, nullptr);
   if (!link) return;
-  const uint64_t hits0 = read_counter(proc_->maps.counters, SS_CNT_HITS);
+  const uint64_t hits0 = read_counter(proc_->counters(), SS_CNT_HITS);
   const int64_t probed = run();
-  const uint64_t hits = read_counter(proc_->maps.counters, SS_CNT_HITS) - hits0;
+  const uint64_t hits = read_counter(proc_->counters(), SS_CNT_HITS) - hits0;
   bpf_link__destroy(link);
   if (hits >= static_cast<uint64_t>(kCalls) && probed > bare)
     hit_cost_ns_ = static_cast<double>(probed - bare) / kBatch;
@@ -1403,10 +1096,8 @@ std::vector<uint32_t> UprobeTracer::traced_pids() const {
 UprobeTracer::Stats UprobeTracer::stats() const {
   Stats s;
   s.events = events_;
-  const bpf_map* maps[] = {cuda_ ? cuda_->maps.counters : nullptr, nccl_ ? nccl_->maps.counters : nullptr,
-                           torch_ ? torch_->maps.counters : nullptr, python_ ? python_->maps.counters : nullptr,
-                           proc_ ? proc_->maps.counters : nullptr, pystack_ ? pystack_->maps.counters : nullptr};
-  for (auto* m : maps) {
+  for (int f = kCuda; f <= kPyStack; ++f) {
+    const bpf_map* m = counters_of(f);
     s.lost += read_counter(m, SS_CNT_RB_FULL);
     s.nested += read_counter(m, SS_CNT_NESTED);
     s.unmatched += read_counter(m, SS_CNT_UNMATCHED);
@@ -1423,9 +1114,8 @@ UprobeTracer::Stats UprobeTracer::stats() const {
 }
 
 void UprobeTracer::report_counters(bool final_report) {
-  const bpf_map* maps[] = {cuda_ ? cuda_->maps.counters : nullptr, nccl_ ? nccl_->maps.counters : nullptr,
-                           torch_ ? torch_->maps.counters : nullptr, python_ ? python_->maps.counters : nullptr,
-                           proc_ ? proc_->maps.counters : nullptr, pystack_ ? pystack_->maps.counters : nullptr};
+  std::array<const bpf_map*, kPyStack + 1> maps{};
+  for (int f = kCuda; f <= kPyStack; ++f) maps[static_cast<size_t>(f)] = counters_of(f);
   for (int f = 0; f < static_cast<int>(std::size(maps)); ++f) {
     if (!maps[f]) continue;
     uint64_t lost = read_counter(maps[f], SS_CNT_RB_FULL);
@@ -1463,14 +1153,12 @@ void UprobeTracer::report_counters(bool final_report) {
 // per-CPU recursion guards): a skipped entry or return program loses that call. Where kernel.bpf_stats_enabled
 // is on, also how often the probe programs ran: entries against returns.
 void UprobeTracer::report_program_runs() {
-  const bpf_object* objs[] = {cuda_ ? cuda_->obj : nullptr,   nccl_ ? nccl_->obj : nullptr,
-                              torch_ ? torch_->obj : nullptr, python_ ? python_->obj : nullptr,
-                              proc_ ? proc_->obj : nullptr,   pystack_ ? pystack_->obj : nullptr};
   std::string misses, runs;
-  for (int f = 0; f < static_cast<int>(std::size(objs)); ++f) {
-    if (!objs[f]) continue;
+  for (int f = kCuda; f <= kPyStack; ++f) {
+    const bpf_object* obj = family(f) ? family(f)->object() : nullptr;
+    if (!obj) continue;
     bpf_program* prog = nullptr;
-    bpf_object__for_each_program(prog, objs[f]) {
+    bpf_object__for_each_program(prog, obj) {
       bpf_prog_info info{};
       uint32_t len = sizeof info;
       if (bpf_program__fd(prog) < 0 || bpf_obj_get_info_by_fd(bpf_program__fd(prog), &info, &len) != 0) continue;

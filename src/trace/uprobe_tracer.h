@@ -1,9 +1,20 @@
-// The eBPF uprobe tracer: loads one BPF skeleton per family (cuda, nccl, torch, python) plus proc (fork, exec,
-// mmap, exit), finds the libraries in /proc/PID/maps, attaches per pid (or pid -1 for --all), follows new
-// processes and late-loaded libraries, and turns ring-buffer records into Events.
+// The eBPF uprobe tracer: owns one probe family object per BPF program (cuda, nccl, torch, python, python-stack,
+// proc), finds the libraries in /proc/PID/maps, attaches per pid (or pid -1 for --all), follows new processes and
+// late-loaded libraries, and turns ring-buffer records into Events. It keeps what is common to every family:
+// discovery and process lifecycle, the ring buffer, the probe gates and their cost budget, and the sink.
 // A family's probes in one library of one process are one uprobe_multi link per program (entry, return), so
 // attaching and detaching them is one call each; that makes stopping fast and lets the cost budget duty-cycle a
 // hot family (ProbeGate).
+//
+// Each family is the libbpf-tools trio: bpf/<family>.bpf.c (with the record layouts it shares in bpf/events.h),
+// and src/trace/<family>_probes.{h,cpp}, a ProbeFamily (trace/probe_family.h) that opens, configures, loads and
+// destroys its skeleton and holds what only it does (torch operator ids and series, the python stack sampler's
+// registration, the CUDA fold ranges). To add a family:
+//   1. bpf/<family>.bpf.c (its skeleton is generated from it: bpf/CMakeLists.txt globs *.bpf.c);
+//   2. src/trace/<family>_probes.{h,cpp}: a ProbeFamily subclass (uprobe families implement progs(),
+//      capture_flag() and thread_map() so the gates can duty-cycle them);
+//   3. uprobe_tracer.{h,cpp}: a member, an entry in the Family enum and family(), its load in start(), and the
+//      LibraryKind case in attach_library() that turns a library into its probes.
 #pragma once
 #include <array>
 #include <atomic>
@@ -20,22 +31,20 @@
 #include <vector>
 
 #include "model/collector.h"
+#include "trace/cuda_probes.h"
 #include "trace/elf_symbols.h"
+#include "trace/nccl_probes.h"
 #include "trace/probe_catalog.h"
+#include "trace/probe_family.h"
 #include "trace/proc_maps.h"
+#include "trace/proc_probes.h"
+#include "trace/pystack_probes.h"
+#include "trace/python_probes.h"
 #include "trace/record_decoder.h"
+#include "trace/torch_probes.h"
 #include "trace/tracer.h"
 
-struct bpf_link;
-struct bpf_map;
-struct bpf_program;
 struct ring_buffer;
-struct cuda_bpf;
-struct nccl_bpf;
-struct torch_bpf;
-struct python_bpf;
-struct proc_bpf;
-struct pystack_bpf;
 
 namespace stackscope::trace {
 
@@ -94,9 +103,6 @@ class UprobeTracer final : public Collector {
     // family's duty cycle does with its other sets.
     bool steady = false;
   };
-  struct FamilyProgs {
-    bpf_program *entry = nullptr, *ret = nullptr, *entry_multi = nullptr, *ret_multi = nullptr;
-  };
   // A family's probe sets and whether they are attached: always, or for a share of each period (the cost budget,
   // or --python-duty), with a watching series saying when.
   struct ProbeGate {
@@ -121,6 +127,8 @@ class UprobeTracer final : public Collector {
     int64_t attach_ns = 0, detach_ns = 0;
     std::chrono::steady_clock::time_point next_toggle, window_start;
   };
+  // The loaded family of index `family` (Family in uprobe_tracer.cpp), or null.
+  ProbeFamily* family(int family) const;
   FamilyProgs progs_of(int family) const;
   const bpf_map* counters_of(int family) const;
   uint32_t* capture_flag_of(int family) const;
@@ -134,16 +142,12 @@ class UprobeTracer final : public Collector {
   void add_watching_series(int family);
   void control_loop();
   void rebalance_budget(double period_s);
-  void sample_torch_ops();
   double job_cpu_seconds();
   void measure_hit_cost();
-  void update_fold_ranges(uint32_t pid, const std::vector<MapEntry>& maps);
   std::string kernel_name(uint32_t pid, uint64_t address);
-  // Python stack sampling: registers the interpreter `lib` of `pid` with the sampler (its _PyRuntime address and
-  // version's offsets). Returns the python layer bit when the process is sampled, 0 when this interpreter is
-  // not for the sampler (mode, version) and the probe paths should handle it.
+  // Python stack sampling: registers the interpreter `lib` of `pid` with the sampler. Returns the python layer bit
+  // when the process is sampled, 0 when this interpreter is not for the sampler and the probe paths handle it.
   unsigned register_python_stack(uint32_t pid, const std::vector<MapEntry>& maps, const MappedLibrary& lib);
-  bool attach_pystack();  // perf events on every CPU and the scheduler tracepoints, at the first registration
   void note_once(const std::string& text);
   // Only the C-API fallback has a fixed duty cycle: USDT probes cost nothing where the interpreter has them.
   bool duty_cycled() const {
@@ -162,14 +166,13 @@ class UprobeTracer final : public Collector {
   TelemetrySink* sink_ = nullptr;
   std::vector<CallSpec> specs_;
 
-  cuda_bpf* cuda_ = nullptr;
-  nccl_bpf* nccl_ = nullptr;
-  torch_bpf* torch_ = nullptr;
-  python_bpf* python_ = nullptr;
-  proc_bpf* proc_ = nullptr;
-  pystack_bpf* pystack_ = nullptr;
-  std::vector<bpf_link*> pystack_links_;  // maintainer thread, then release()
-  bool pystack_attached_ = false;
+  // The families loaded (null: not requested). Loaded in start(), destroyed in release().
+  std::unique_ptr<CudaProbes> cuda_;
+  std::unique_ptr<NcclProbes> nccl_;
+  std::unique_ptr<TorchProbes> torch_;
+  std::unique_ptr<PythonProbes> python_;
+  std::unique_ptr<ProcProbes> proc_;
+  std::unique_ptr<PyStackProbes> pystack_;
   ring_buffer* rb_ = nullptr;
   std::vector<std::unique_ptr<RingCtx>> ring_ctx_;
 
@@ -186,13 +189,9 @@ class UprobeTracer final : public Collector {
   std::set<std::tuple<int, uint64_t, uint64_t, uint64_t, int>> attached_;  // pid, dev, inode, offset, family
   std::map<int, std::set<std::pair<uint64_t, uint64_t>>> known_libs_;  // pid filter -> (dev, inode) handled
   std::map<int, unsigned> attached_layers_;                            // pid filter -> bit per Layer
-  std::vector<std::string> torch_names_;                               // op id -> event name
-  std::map<std::string, std::vector<std::pair<uint32_t, uint64_t>>> torch_ops_by_image_;  // image -> (op id, vaddr)
   std::set<std::string> notes_sent_;
   std::map<uint32_t, std::string> identified_;  // launcher identity (RANK...) noted per process
-  std::set<uint32_t> py_sampled_;  // processes registered with the stack sampler
   std::vector<bpf_link*> exited_links_;  // of processes that exited while stopping: left to release()
-  std::map<uint32_t, std::vector<std::pair<uint64_t, uint64_t>>> fold_ranges_;  // pid -> CUDA library code
 
   // Probe gates of the uprobe families (cuda, nccl, torch, python C-API) and the thread that duty-cycles them.
   mutable std::mutex gate_mu_;  // gates_; taken before mu_ where both are
@@ -203,13 +202,6 @@ class UprobeTracer final : public Collector {
   int64_t start_ns_ = 0, budget_mark_ns_ = 0;  // recording start; last budget period's end
   std::map<uint32_t, uint64_t> cpu_ticks_;  // job CPU: pid -> utime+stime at the last budget period
   uint64_t system_busy_ticks_ = 0;
-  // Torch operators counted in the kernel: running totals already sent, series per operator.
-  struct OpSeries {
-    SeriesId calls = 0, time = 0, p50 = 0, p99 = 0;
-    uint64_t count = 0, total_ns = 0;
-    std::array<uint64_t, 32> hist{};
-  };
-  std::map<uint32_t, OpSeries> op_series_;
 
   // Poller-only state.
   std::unique_ptr<RecordDecoder> decoder_;

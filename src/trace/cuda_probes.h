@@ -1,0 +1,36 @@
+// The cuda family (bpf/cuda.bpf.c): entry and return probes on the CUDA runtime and driver calls of the call catalog.
+#pragma once
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "trace/probe_family.h"
+#include "trace/proc_maps.h"
+
+struct cuda_bpf;
+
+namespace stackscope::trace {
+
+class CudaProbes final : public ProbeFamily {
+ public:
+  ~CudaProbes() override { destroy(); }
+  const char* name() const override { return "cuda"; }
+  std::string load(uint32_t ringbuf_bytes, bool uprobe_multi) override;
+  void destroy() override;
+  bpf_object* object() const override;
+  bpf_map* events() const override;
+  const bpf_map* counters() const override;
+  FamilyProgs progs() const override;
+  uint32_t* capture_flag() const override;
+  bpf_map* thread_map() const override;
+  // The address ranges of the CUDA libraries in `pid` (from its maps): a driver call made inside the runtime is
+  // folded into the runtime call (bpf/call_probe.bpf.h).
+  void update_fold_ranges(uint32_t pid, const std::vector<MapEntry>& maps);
+  void forget(uint32_t pid);
+
+ private:
+  cuda_bpf* skel_ = nullptr;
+  std::map<uint32_t, std::vector<std::pair<uint64_t, uint64_t>>> fold_ranges_;  // pid -> CUDA library code (maintainer)
+};
+
+}  // namespace stackscope::trace

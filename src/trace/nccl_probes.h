@@ -1,0 +1,31 @@
+// The nccl family (bpf/nccl.bpf.c): entry and return probes on the NCCL library calls of the call catalog.
+#pragma once
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "trace/probe_family.h"
+#include "trace/proc_maps.h"
+
+struct nccl_bpf;
+
+namespace stackscope::trace {
+
+class NcclProbes final : public ProbeFamily {
+ public:
+  ~NcclProbes() override { destroy(); }
+  const char* name() const override { return "nccl"; }
+  std::string load(uint32_t ringbuf_bytes, bool uprobe_multi) override;
+  void destroy() override;
+  bpf_object* object() const override;
+  bpf_map* events() const override;
+  const bpf_map* counters() const override;
+  FamilyProgs progs() const override;
+  uint32_t* capture_flag() const override;
+  bpf_map* thread_map() const override;
+
+ private:
+  nccl_bpf* skel_ = nullptr;
+};
+
+}  // namespace stackscope::trace

@@ -1,0 +1,133 @@
+#include "trace/torch_probes.h"
+
+#include <bpf/bpf.h>
+
+#include <cmath>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "events.h"
+#include "model/clock.h"
+#include "torch.skel.h"
+#include "trace/probe_catalog.h"
+#include "trace/record_decoder.h"
+#include "trace/symbol_names.h"
+
+namespace stackscope::trace {
+
+std::string TorchProbes::load(uint32_t ringbuf_bytes, bool uprobe_multi) {
+  return open_and_load(skel_, torch_bpf__open, torch_bpf__load, torch_bpf__destroy, ringbuf_bytes, uprobe_multi,
+                       [&](torch_bpf* s) { s->rodata->aggregate = aggregate_; });
+}
+
+void TorchProbes::destroy() {
+  if (skel_) torch_bpf__destroy(skel_);
+  skel_ = nullptr;
+}
+
+bpf_object* TorchProbes::object() const { return skel_ ? skel_->obj : nullptr; }
+bpf_map* TorchProbes::events() const { return skel_ ? skel_->maps.events : nullptr; }
+const bpf_map* TorchProbes::counters() const { return skel_ ? skel_->maps.counters : nullptr; }
+uint32_t* TorchProbes::capture_flag() const { return skel_ ? &skel_->data->capture_enabled : nullptr; }
+bpf_map* TorchProbes::thread_map() const { return skel_ ? skel_->maps.torch_threads : nullptr; }
+
+FamilyProgs TorchProbes::progs() const {
+  if (!skel_) return {};
+  return {skel_->progs.op_entry, skel_->progs.op_return, skel_->progs.op_entry_multi, skel_->progs.op_return_multi};
+}
+
+std::vector<std::pair<uint64_t, uint64_t>> TorchProbes::probes_for(const ElfImage& img,
+                                                                  const std::vector<std::string>& patterns) {
+  std::vector<std::pair<uint32_t, uint64_t>> ops;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = ops_by_image_.find(img.path()); it != ops_by_image_.end()) ops = it->second;
+  }
+  if (ops.empty()) {
+    std::set<uint64_t> seen;
+    std::vector<std::pair<std::string, uint64_t>> found;
+    for (auto& [name, vaddr] : img.all_names()) {
+      if (name.size() < 16 || name[1] != 'Z') continue;
+      auto op = torch_ops_struct(name);
+      if (!op || !matches_any(*op, patterns) || !seen.insert(vaddr).second) continue;
+      found.emplace_back(*op, vaddr);
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [op, vaddr] : found) {
+      ops.emplace_back(static_cast<uint32_t>(names_.size()), vaddr);
+      names_.push_back(torch_event_name(op));
+    }
+    ops_by_image_[img.path()] = ops;
+  }
+  std::vector<std::pair<uint64_t, uint64_t>> probes;
+  for (auto& [id, vaddr] : ops)
+    if (auto off = img.vaddr_to_offset(vaddr)) probes.emplace_back(*off, id);
+  return probes;
+}
+
+std::string TorchProbes::op_name(uint32_t op_id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return op_id < names_.size() ? names_[op_id] : fmt::format("aten::op#{}", op_id);
+}
+
+// Torch operators counted in the kernel: running totals per operator, turned into counter series (calls, time)
+// and the interval's median and 99th percentile from the log2 histogram (bucket midpoints).
+void TorchProbes::sample_ops(TelemetrySink& sink, const std::string& host) {
+  const int ncpu = libbpf_num_possible_cpus();
+  if (ncpu <= 0 || !skel_) return;
+  const int fd = bpf_map__fd(skel_->maps.op_stats);
+  std::vector<ss_op_stats> values(static_cast<size_t>(ncpu));
+  std::vector<Sample> samples;
+  const int64_t t = monotonic_ns();
+  uint32_t key = 0, next = 0;
+  bool first = true;
+  while (bpf_map_get_next_key(fd, first ? nullptr : &key, &next) == 0) {
+    first = false;
+    key = next;
+    if (bpf_map_lookup_elem(fd, &key, values.data()) != 0) continue;
+    ss_op_stats sum{};
+    for (auto& v : values) {
+      sum.count += v.count;
+      sum.total_ns += v.total_ns;
+      for (int b = 0; b < SS_HIST_BUCKETS; ++b) sum.hist[b] += v.hist[b];
+    }
+    auto [it, added] = op_series_.try_emplace(key);
+    OpSeries& os = it->second;
+    if (sum.count == os.count) continue;
+    if (added) {
+      const std::string name = op_name(key);
+      auto series = [&](const char* what, const char* unit, SeriesKind kind) {
+        SeriesInfo info = series_info(fmt::format("torch.op.{}", what), name, Subsystem::software, unit, kind,
+                                      kind == SeriesKind::counter ? SeriesCategory::event_counter
+                                                                  : SeriesCategory::dynamic,
+                                      "ebpf");
+        info.host = host;
+        return sink.add_series(info);
+      };
+      os.calls = series("calls", "count", SeriesKind::counter);
+      os.time = series("time", "seconds", SeriesKind::counter);
+      os.p50 = series("p50", "seconds", SeriesKind::gauge);
+      os.p99 = series("p99", "seconds", SeriesKind::gauge);
+    }
+    const uint64_t n = sum.count - os.count;
+    auto quantile = [&](double q) {
+      uint64_t need = static_cast<uint64_t>(std::ceil(q * static_cast<double>(n))), seen = 0;
+      for (int b = 0; b < SS_HIST_BUCKETS; ++b) {
+        seen += sum.hist[b] - os.hist[static_cast<size_t>(b)];
+        if (seen >= need) return 1.5 * std::ldexp(1.0, b) / 1e9;
+      }
+      return std::ldexp(1.0, SS_HIST_BUCKETS) / 1e9;
+    };
+    samples.push_back({os.calls, t, static_cast<double>(sum.count)});
+    samples.push_back({os.time, t, static_cast<double>(sum.total_ns) / 1e9});
+    samples.push_back({os.p50, t, quantile(0.5)});
+    samples.push_back({os.p99, t, quantile(0.99)});
+    os.count = sum.count;
+    os.total_ns = sum.total_ns;
+    for (int b = 0; b < SS_HIST_BUCKETS; ++b) os.hist[static_cast<size_t>(b)] = sum.hist[b];
+  }
+  if (!samples.empty()) sink.append_samples(samples);
+}
+
+}  // namespace stackscope::trace

@@ -1,0 +1,59 @@
+// The torch family (bpf/torch.bpf.c): probes on the at::_ops::<op>::call entry points of libtorch_cpu. In full
+// detail each call is a record; otherwise the kernel counts calls, time and a duration histogram per operator,
+// which sample_ops() turns into series.
+#pragma once
+#include <array>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "model/collector.h"
+#include "trace/elf_symbols.h"
+#include "trace/probe_family.h"
+
+struct torch_bpf;
+
+namespace stackscope::trace {
+
+class TorchProbes final : public ProbeFamily {
+ public:
+  explicit TorchProbes(bool aggregate) : aggregate_(aggregate) {}
+  ~TorchProbes() override { destroy(); }
+  const char* name() const override { return "torch"; }
+  std::string load(uint32_t ringbuf_bytes, bool uprobe_multi) override;
+  void destroy() override;
+  bpf_object* object() const override;
+  bpf_map* events() const override;
+  const bpf_map* counters() const override;
+  FamilyProgs progs() const override;
+  uint32_t* capture_flag() const override;
+  bpf_map* thread_map() const override;
+
+  // The operators of `img` matching `patterns` as (file offset, cookie = op id) probes; the ids are kept per image
+  // so that every process mapping it shares them. Empty when none matched.
+  std::vector<std::pair<uint64_t, uint64_t>> probes_for(const ElfImage& img, const std::vector<std::string>& patterns);
+  // The event name of operator `op_id`.
+  std::string op_name(uint32_t op_id) const;
+  // Aggregated mode: the kernel's running totals per operator as series (calls, time, p50, p99 of the interval).
+  void sample_ops(TelemetrySink& sink, const std::string& host);
+
+ private:
+  bool aggregate_;
+  torch_bpf* skel_ = nullptr;
+  mutable std::mutex mu_;  // names_, ops_by_image_
+  std::vector<std::string> names_;                                                 // op id -> event name
+  std::map<std::string, std::vector<std::pair<uint32_t, uint64_t>>> ops_by_image_;  // image -> (op id, vaddr)
+  // Running totals already sent, series per operator (the sampling thread only).
+  struct OpSeries {
+    SeriesId calls = 0, time = 0, p50 = 0, p99 = 0;
+    uint64_t count = 0, total_ns = 0;
+    std::array<uint64_t, 32> hist{};
+  };
+  std::map<uint32_t, OpSeries> op_series_;
+};
+
+}  // namespace stackscope::trace
