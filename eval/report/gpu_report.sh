@@ -56,4 +56,6 @@ wait
 # stack samples (flame graphs), torch operators, NCCL, every counter and the incidents track.
 "$S" export "$w/run.sdb" --format perfetto --layers torch,nccl,python -o "$out/run.pftrace"
 gzip -f "$out/run.pftrace"
+# One archive: the device tool brings back at most 8 files.
+tar -C "$out" -cf "$out/../gpu_report.tar" . && rm -rf "$out" && mkdir -p "$out" && mv "$out/../gpu_report.tar" "$out/"
 ls -la "$out"
