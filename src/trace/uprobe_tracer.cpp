@@ -696,14 +696,14 @@ bool UprobeTracer::add_probe_set(int family, ProbeSet set) {
 unsigned UprobeTracer::attach_library(int pid_filter, const MappedLibrary& lib,
                                       const std::shared_ptr<ElfImage>& img) {
   // One probe per address (aliases: weak nccl* and pnccl*, versioned names), entry-only where the cookie says so.
-  auto make_set = [&](const std::vector<std::pair<uint64_t, uint64_t>>& probes) {
+  auto make_set = [&](const std::vector<std::pair<uint64_t, uint64_t>>& probes, bool steady) {
     ProbeSet set;
     set.pid_filter = pid_filter;
     set.host_path = lib.host_path;
+    set.steady = steady;
     std::set<uint64_t> seen;
     for (auto& [offset, cookie] : probes) {
       if (!seen.insert(offset).second) continue;
-      set.steady = (cookie & SS_COOKIE_STEADY) != 0;  // the caller splits steady probes from the others
       set.offsets.push_back(offset);
       set.cookies.push_back(cookie);
       if (!(cookie & SS_COOKIE_ENTRY_ONLY)) {
@@ -792,8 +792,8 @@ unsigned UprobeTracer::attach_library(int pid_filter, const MappedLibrary& lib,
   std::vector<std::pair<uint64_t, uint64_t>> steady, cycled;
   for (auto& p : probes) ((p.second & SS_COOKIE_STEADY) ? steady : cycled).push_back(p);
   bool added = false;
-  if (!steady.empty()) added |= add_probe_set(family, make_set(steady));
-  if (!cycled.empty()) added |= add_probe_set(family, make_set(cycled));
+  if (!steady.empty()) added |= add_probe_set(family, make_set(steady, true));
+  if (!cycled.empty()) added |= add_probe_set(family, make_set(cycled, false));
   return added ? 1u << static_cast<unsigned>(layer) : 0u;
 }
 

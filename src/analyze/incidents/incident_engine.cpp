@@ -137,14 +137,16 @@ IncidentReport find_incidents(const IncidentInput& in, const IncidentOptions& op
   // alone. Such a stretch is split where the job recovered most (the highest progress inside it) when each part
   // then has a cause of its own (confidence >= 0.5), the two differ, and the whole's cause has no support in one
   // of the parts.
-  std::vector<Episode> episodes;
+  using Explained = std::pair<WindowSet, CauseVerdict>;
+  std::vector<std::pair<Episode, std::optional<Explained>>> episodes;  // the whole's explanation kept when unsplit
   for (const Episode& ep : pa.episodes) {
     constexpr size_t kMinPart = 3, kMaxTries = 8;
     if (ep.last - ep.first + 1 < 2 * kMinPart) {
-      episodes.push_back(ep);
+      episodes.push_back({ep, std::nullopt});
       continue;
     }
-    const CauseClass whole = explain(ep.first, ep.last).second.cause.cls;
+    Explained whole_explained = explain(ep.first, ep.last);
+    const CauseClass whole = whole_explained.second.cause.cls;
     auto supports = [](const CauseVerdict& v, CauseClass c) {
       return v.cause.cls == c || std::find(v.also.begin(), v.also.end(), c) != v.also.end();
     };
@@ -167,17 +169,17 @@ IncidentReport find_incidents(const IncidentInput& in, const IncidentOptions& op
       }
     }
     if (best) {
-      episodes.push_back({ep.first, *best - 1});
-      episodes.push_back({*best, ep.last});
+      episodes.push_back({{ep.first, *best - 1}, std::nullopt});
+      episodes.push_back({{*best, ep.last}, std::nullopt});
     } else {
-      episodes.push_back(ep);
+      episodes.push_back({ep, std::move(whole_explained)});
     }
   }
 
   const double width_s = static_cast<double>(in.grid.width_ns) * 1e-9;
   const bool steps = rep.progress_metric == "steps";
-  for (const Episode& ep : episodes) {
-    auto [ws, verdict] = explain(ep.first, ep.last);
+  for (auto& [ep, explained] : episodes) {
+    auto [ws, verdict] = explained ? std::move(*explained) : explain(ep.first, ep.last);
 
     double done = 0;
     bool idle = true;
