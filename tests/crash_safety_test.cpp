@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "store/recording_reader.h"
@@ -78,4 +79,30 @@ TEST(CrashSafety, KillNineLosesAtMostOneSecond) {
   });
   EXPECT_GT(n, 1000);
   EXPECT_GE(last, kill_ns - 1'000'000'000LL) << "lost more than 1 s of events";
+}
+
+// A fatal signal in the recorder (a bug) says where, in which thread, and where the recording is; the recording
+// still opens.
+TEST(CrashSafety, FatalSignalReportsThreadBacktraceAndRecording) {
+  TempDir dir;
+  const std::string rec = dir.file("fatal.sdb"), err = dir.file("fatal.err");
+  const std::string bin = STACKSCOPE_BIN;
+  FILE* p = ::popen((bin + " record -q --layers host -o " + rec + " -- sleep 30 2> " + err + " & echo pid $!").c_str(),
+                    "r");
+  ASSERT_NE(p, nullptr);
+  long pid = 0;
+  ASSERT_EQ(std::fscanf(p, "pid %ld", &pid), 1);
+  ::pclose(p);
+  ::usleep(2'500'000);
+  std::string job;  // the recorder's child, left running by its death
+  run_command("pgrep -P " + std::to_string(pid), &job);
+  ASSERT_EQ(::kill(static_cast<pid_t>(pid), SIGSEGV), 0);
+  for (int i = 0; i < 100 && ::kill(static_cast<pid_t>(pid), 0) == 0; ++i) ::usleep(50'000);
+  if (long child = std::atol(job.c_str()); child > 0) ::kill(static_cast<pid_t>(child), SIGKILL);
+  const std::string text = read_file(err);
+  EXPECT_NE(text.find("fatal signal SEGV in thread stackscope"), std::string::npos) << text;
+  EXPECT_NE(text.find("stackscope(+0x"), std::string::npos) << "no backtrace frame of the binary:\n" << text;
+  EXPECT_NE(text.find("the recording so far is in " + rec), std::string::npos) << text;
+  RecordingReader r(rec);
+  EXPECT_GT(r.summary().samples, 0u);
 }

@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "cli/collectors.h"
+#include "cli/crash_report.h"
 #include "cli/online_detect.h"
 #include "cli/registry.h"
 #include "analyze/reveal/windows.h"
@@ -231,6 +232,7 @@ int run_record(const RecordOptions& opt) {
                             .keep_unfinished = true,
                             .what = "recording"});
   RecordingWriter writer(out_file.write_path());
+  set_crash_note(("the recording so far is in " + out_file.write_path() + " (it opens as it is)").c_str());
   HostInfo host = read_host_info();
   writer.set_meta("host", host.hostname);
   writer.set_meta("kernel", host.kernel);

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <exception>
 
+#include "cli/crash_report.h"
 #include "cli/registry.h"
 
 namespace stackscope::cli {
@@ -14,6 +15,7 @@ std::vector<Command>& command_registry() {
 
 int main(int argc, char** argv) {
   using namespace stackscope::cli;
+  install_crash_report();
   CLI::App app{"stackscope: tracing, telemetry and anomaly analysis for ML jobs, from outside the job"};
   app.set_version_flag("--version", std::string("stackscope ") + STACKSCOPE_VERSION);
   app.require_subcommand(1);

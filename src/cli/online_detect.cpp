@@ -20,6 +20,7 @@
 #include "cli/analyze.h"
 #include "model/clock.h"
 #include "store/output_file.h"
+#include "model/process.h"
 
 namespace stackscope::cli {
 
@@ -272,7 +273,10 @@ OnlineDetector::OnlineDetector(TelemetrySink& next, std::set<uint32_t> job_pids,
     e.own_log = true;
   }
   e.start_generation(0);
-  e.thread = std::thread([&e] { e.loop(); });
+  e.thread = std::thread([&e] {
+    name_this_thread("ss-detect");
+    e.loop();
+  });
 }
 
 OnlineDetector::~OnlineDetector() {

@@ -1,5 +1,6 @@
 #include "model/process.h"
 
+#include <pthread.h>
 #include <signal.h>
 
 #include <cerrno>
@@ -32,6 +33,12 @@ std::string process_rank_environment(uint32_t pid) {
     if (auto it = found.find(k); it != found.end() && it->second.find(' ') == std::string::npos)
       out += (out.empty() ? "" : " ") + std::string(k) + "=" + it->second;
   return out;
+}
+
+void name_this_thread(const char* name) {
+  char shortened[16] = {};
+  for (size_t i = 0; i < sizeof shortened - 1 && name[i]; ++i) shortened[i] = name[i];
+  ::pthread_setname_np(::pthread_self(), shortened);
 }
 
 }  // namespace stackscope

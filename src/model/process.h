@@ -1,4 +1,4 @@
-// Whether a process still exists, for collectors and the recorder that follow a PID.
+// Whether a process still exists, for collectors and the recorder that follow a PID; thread names.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -13,5 +13,8 @@ bool process_exists(uint32_t pid);
 // GROUP_RANK, CUDA_VISIBLE_DEVICES); "" when none is set or /proc/PID/environ cannot be read. Only the
 // environment the process started with: a variable its code set later is not seen.
 std::string process_rank_environment(uint32_t pid);
+
+// Names the calling thread (at most 15 characters are kept): what a crash report, top -H and gdb show.
+void name_this_thread(const char* name);
 
 }  // namespace stackscope

@@ -15,6 +15,7 @@
 #include "model/clock.h"
 #include "sample/procfs_file.h"
 #include "sample/procfs_parsers.h"
+#include "model/process.h"
 
 namespace stackscope {
 
@@ -167,7 +168,10 @@ class NvmlSampler final : public Collector {
     note("sampling " + std::to_string(gpus_.size()) + " GPU(s) every " + std::to_string(interval_ms_) + " ms: " + names);
     running_ = true;
     stopping_ = false;
-    sampler_ = std::thread([this] { sample_loop(); });
+    sampler_ = std::thread([this] {
+      name_this_thread("ss-nvml");
+      sample_loop();
+    });
     if (opt_.xid_events) start_xid_watch();
     return {true, "NVML: " + std::to_string(gpus_.size()) + " GPU(s)"};
   }
@@ -530,7 +534,10 @@ class NvmlSampler final : public Collector {
       if (r == nvml::kSuccess) ++registered;
       else note(g.device + ": XID events: " + error(r) + ", not recorded");
     }
-    if (registered) xid_ = std::thread([this] { xid_loop(); });
+    if (registered) xid_ = std::thread([this] {
+      name_this_thread("ss-nvml-xid");
+      xid_loop();
+    });
   }
 
   void xid_loop() {

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "sample/sampler_family.h"
+#include "model/process.h"
 
 namespace stackscope {
 
@@ -255,7 +256,10 @@ CollectorStatus ProcfsSampler::start(TelemetrySink& sink, const CollectorOptions
   m.interval_ns = int64_t{std::max(1, options.interval_ms)} * 1'000'000;
   m.start_ns = monotonic_ns();
   m.stop_requested = false;
-  m.thread = std::thread([&m] { m.run(); });
+  m.thread = std::thread([&m] {
+    name_this_thread("ss-procfs");
+    m.run();
+  });
   return st;
 }
 

@@ -11,6 +11,7 @@
 #include "store/block_codec.h"
 #include "store/recording_schema.h"
 #include "store/sqlite_db.h"
+#include "model/process.h"
 
 namespace stackscope {
 
@@ -53,7 +54,10 @@ RecordingWriter::RecordingWriter(const std::string& path, RecordingWriterOptions
     ::close(fd);
   }
   create_schema();
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    name_this_thread("ss-writer");
+    run();
+  });
 }
 
 RecordingWriter::~RecordingWriter() {

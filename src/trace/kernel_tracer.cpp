@@ -298,7 +298,10 @@ CollectorStatus KernelTracer::start(TelemetrySink& sink, const CollectorOptions&
   uint8_t one = 1;
   for (uint32_t pid : options.pids) bpf_map_update_elem(bpf_map__fd(m.skel->maps.traced), &pid, &one, BPF_ANY);
   m.stop_requested = false;
-  m.thread = std::thread([&m] { m.run(); });
+  m.thread = std::thread([&m] {
+    name_this_thread("ss-kernel");
+    m.run();
+  });
   return {true, missing.empty() ? "" : "some kernel tracepoints missing: " + missing};
 }
 

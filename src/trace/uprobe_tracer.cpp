@@ -272,9 +272,18 @@ CollectorStatus UprobeTracer::start(TelemetrySink& sink, const CollectorOptions&
                                        hit_cost_ns_, topts_.budget_period_ms));
   started_ = true;
   stopping_ = false;
-  poller_ = std::thread([this] { poll_loop(); });
-  maintainer_ = std::thread([this] { maintain_loop(); });
-  control_ = std::thread([this] { control_loop(); });
+  poller_ = std::thread([this] {
+    name_this_thread("ss-uprobe-poll");
+    poll_loop();
+  });
+  maintainer_ = std::thread([this] {
+    name_this_thread("ss-uprobe-scan");
+    maintain_loop();
+  });
+  control_ = std::thread([this] {
+    name_this_thread("ss-uprobe-gate");
+    control_loop();
+  });
   std::string layers;
   for (auto l : layers_) layers += (layers.empty() ? "" : ",") + std::string(layer_name(l));
   return {true, "tracing " + layers + (options.all_processes ? " in all processes" : "")};
