@@ -251,3 +251,36 @@ TEST(NvmlSampler, ProcessesSeenOnAGpuAreNamed) {
     }
   }
 }
+
+// A driver whose entries are longer than the header's, or that writes past the count it was given: the sampler
+// reads the right stride, its guard takes the overrun (said once), and the figures stay right.
+TEST(NvmlSampler, DriverStructMismatchIsReadRightAndOverrunsAreContained) {
+  void* lib = ::dlopen(kFakeNvml.c_str(), RTLD_NOW);
+  ASSERT_NE(lib, nullptr) << ::dlerror();
+  auto misbehave = reinterpret_cast<void (*)(int)>(::dlsym(lib, "fake_nvml_set_misbehave"));
+  ASSERT_NE(misbehave, nullptr);
+  misbehave(1);
+  CaptureSink sink;
+  NvmlSamplerOptions o;
+  o.library = kFakeNvml;
+  o.interval_ms = 10;
+  o.xid_events = false;
+  auto c = make_nvml_sampler(o);
+  ASSERT_TRUE(c->start(sink, {}).running);
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  c->stop();
+  misbehave(0);
+  ::dlclose(lib);
+
+  std::lock_guard lk(sink.mu_);
+  EXPECT_DOUBLE_EQ(sink.last("gpu.proc.mem.used", "gpu0/pid4242"), 1.0 * (1ull << 30));
+  EXPECT_EQ(sink.find("gpu.proc.mem.used", "gpu0/pid4343"), nullptr);  // "not available", read as such
+  EXPECT_DOUBLE_EQ(sink.last("gpu.proc.sm_util", "gpu0/pid4242"), 0.5);  // the newest of the counted samples
+  int stride = 0, overrun = 0;
+  for (auto& n : sink.notes) {
+    stride += n.find("fills 32-byte entries") != std::string::npos;
+    overrun += n.find("nvmlDeviceGetProcessUtilization wrote") != std::string::npos;
+  }
+  EXPECT_EQ(stride, 1);
+  EXPECT_EQ(overrun, 1);
+}

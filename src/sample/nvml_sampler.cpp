@@ -5,12 +5,16 @@
 #include <atomic>
 #include <chrono>
 #include <climits>
+#include <cstring>
+#include <optional>
 #include <condition_variable>
 #include <map>
 #include <mutex>
 #include <set>
 #include <thread>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "model/clock.h"
 #include "sample/procfs_file.h"
@@ -201,6 +205,8 @@ class NvmlSampler final : public Collector {
   }
 
   void note(const std::string& text) { sink_->add_note("nvml", text); }
+  std::set<std::string> overrun_noted_;
+  size_t stride_noted_ = sizeof(nvml::ProcessInfo);
 
   std::string error(nvml::Return r) const {
     const char* s = api_.ErrorString ? api_.ErrorString(r) : nullptr;
@@ -457,6 +463,33 @@ class NvmlSampler final : public Collector {
     }
   }
 
+  // NVML fills caller-sized arrays from inside the driver library, where no sanitizer sees a write past the
+  // end. Each array here has a guard region of sentinel bytes after the entries NVML is told about; a guard
+  // found changed is said once (and did no harm: it was ours).
+  static constexpr unsigned char kSentinel = 0xA5;
+  static constexpr size_t kGuardBytes = 4096;
+  struct GuardedBuffer {
+    std::vector<unsigned char> bytes;
+    size_t used = 0;  // bytes NVML may write
+    explicit GuardedBuffer(size_t n) : bytes(n + kGuardBytes, kSentinel), used(n) {}
+    template <class T>
+    T* as() {
+      return reinterpret_cast<T*>(bytes.data());
+    }
+    // Bytes written past `used` (the highest changed guard byte's distance past the end; 0: none).
+    size_t overrun() const {
+      for (size_t i = bytes.size(); i > used; --i)
+        if (bytes[i - 1] != kSentinel) return i - used;
+      return 0;
+    }
+  };
+  void check_guard(const GuardedBuffer& b, const char* call) {
+    if (const size_t over = b.overrun(); over > 0 && overrun_noted_.insert(call).second)
+      note(fmt::format("{} wrote {} bytes past the {} bytes it was given (a driver/header struct mismatch); the guard "
+                       "region absorbed them",
+                       call, over, b.used));
+  }
+
   void sample_process_util(Gpu& g, int64_t t) {
     unsigned int n = 0;
     nvml::Return r = api_.DeviceGetProcessUtilization(g.handle, nullptr, &n, g.last_proc_sample_us);
@@ -466,12 +499,17 @@ class NvmlSampler final : public Collector {
       return;
     }
     if (n == 0) return;
-    std::vector<nvml::ProcessUtilizationSample> s(n);
-    r = api_.DeviceGetProcessUtilization(g.handle, s.data(), &n, g.last_proc_sample_us);
+    // Samples keep arriving between the two calls: room for more than the count just given.
+    n += 32;
+    GuardedBuffer buf(n * sizeof(nvml::ProcessUtilizationSample));
+    auto* s = buf.as<nvml::ProcessUtilizationSample>();
+    const unsigned int room = n;
+    r = api_.DeviceGetProcessUtilization(g.handle, s, &n, g.last_proc_sample_us);
+    check_guard(buf, "nvmlDeviceGetProcessUtilization");
     if (r == nvml::kNotFound || !check(g, kProcUtil, r)) return;
     // Several samples of one process may come back: keep its newest.
     std::map<unsigned int, const nvml::ProcessUtilizationSample*> newest;
-    for (unsigned int i = 0; i < n && i < s.size(); ++i) {
+    for (unsigned int i = 0; i < n && i < room; ++i) {
       auto& cur = newest[s[i].pid];
       if (!cur || s[i].timeStamp > cur->timeStamp) cur = &s[i];
       g.last_proc_sample_us = std::max(g.last_proc_sample_us, s[i].timeStamp);
@@ -484,21 +522,50 @@ class NvmlSampler final : public Collector {
     }
   }
 
+  // nvmlDeviceGetComputeRunningProcesses_v3 fills 24-byte entries on most drivers and 32-byte ones (with
+  // usedGpuCcProtectedMemory) on some: the stride is read from how far the entries reached into a sentinel-filled
+  // buffer with room for either.
   void sample_process_memory(Gpu& g, int64_t t) {
-    std::vector<nvml::ProcessInfo> info(64);
-    unsigned int n = static_cast<unsigned int>(info.size());
-    nvml::Return r = api_.DeviceGetComputeRunningProcesses(g.handle, &n, info.data());
-    if (r == nvml::kInsufficientSize) {  // more processes than room: once more with what it asked for
-      info.resize(n + 16);
-      n = static_cast<unsigned int>(info.size());
-      r = api_.DeviceGetComputeRunningProcesses(g.handle, &n, info.data());
+    constexpr size_t kMaxStride = 32;
+    unsigned int room = 64;
+    std::optional<GuardedBuffer> buf;
+    unsigned int n = 0;
+    nvml::Return r = nvml::kInsufficientSize;
+    for (int attempt = 0; attempt < 2 && r == nvml::kInsufficientSize; ++attempt) {
+      buf.emplace(room * kMaxStride);
+      // Room for `room` entries of either layout.
+      n = room;
+      const unsigned int told = n;
+      r = api_.DeviceGetComputeRunningProcesses(g.handle, &n, buf->as<nvml::ProcessInfo>());
+      if (r == nvml::kInsufficientSize) room = std::max(n, told) + 16;
     }
+    check_guard(*buf, "nvmlDeviceGetComputeRunningProcesses");
     if (!check(g, kProcMem, r)) return;
-    for (unsigned int i = 0; i < n && i < info.size(); ++i) {
-      seen_pids_.insert(info[i].pid);
-      if (info[i].usedGpuMemory == nvml::kValueNotAvailable) continue;
-      put("gpu.proc.mem.used", g.device + "/pid" + std::to_string(info[i].pid), "bytes", SeriesKind::gauge,
-          SeriesCategory::dynamic, t, static_cast<double>(info[i].usedGpuMemory));
+    n = std::min(n, room);
+    size_t stride = sizeof(nvml::ProcessInfo);
+    if (n > 0) {
+      size_t reach = 0;  // one past the last byte written
+      for (size_t i = buf->used; i > 0; --i)
+        if (buf->bytes[i - 1] != kSentinel) {
+          reach = i;
+          break;
+        }
+      // 24-byte entries end by n*24; anything written past that (up to n*32) is the longer layout. A last entry
+      // whose trailing bytes equal the sentinel only makes the guess short, never long.
+      if (reach > n * sizeof(nvml::ProcessInfo)) stride = kMaxStride;
+      if (stride != stride_noted_) {
+        stride_noted_ = stride;
+        if (stride != sizeof(nvml::ProcessInfo))
+          note(fmt::format("nvmlDeviceGetComputeRunningProcesses fills {}-byte entries here: read as such", stride));
+      }
+    }
+    for (unsigned int i = 0; i < n; ++i) {
+      nvml::ProcessInfo info;
+      std::memcpy(&info, buf->bytes.data() + i * stride, sizeof info);
+      seen_pids_.insert(info.pid);
+      if (info.usedGpuMemory == nvml::kValueNotAvailable) continue;
+      put("gpu.proc.mem.used", g.device + "/pid" + std::to_string(info.pid), "bytes", SeriesKind::gauge,
+          SeriesCategory::dynamic, t, static_cast<double>(info.usedGpuMemory));
     }
   }
 

@@ -37,6 +37,12 @@ void fake_nvml_set_pids(unsigned int a, unsigned int b) {
   __atomic_store_n(&proc_pid[0], a, __ATOMIC_RELAXED);
   __atomic_store_n(&proc_pid[1], b, __ATOMIC_RELAXED);
 }
+/* A driver that disagrees with the header: 32-byte running-process entries (usedGpuCcProtectedMemory), and
+   process-utilization samples written past the count it was given. */
+static int misbehave;
+void fake_nvml_set_misbehave(int on) { __atomic_store_n(&misbehave, on, __ATOMIC_RELAXED); }
+typedef struct { unsigned int pid; unsigned long long usedGpuMemory; unsigned int gpuInstanceId, computeInstanceId;
+                 unsigned long long usedGpuCcProtectedMemory; } nvmlProcessInfoLong_t;
 static unsigned int pid_of(int i) { return __atomic_load_n(&proc_pid[i], __ATOMIC_RELAXED); }
 
 int fake_nvml_calls(const char* name, int device) {
@@ -135,6 +141,9 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d, nvmlProcessUtilizat
   count(F_PROC_UTIL, d);
   if (idx(d)) return NOT_FOUND;
   if (!s || *n < 2) { *n = 2; return INSUFFICIENT_SIZE; }
+  if (__atomic_load_n(&misbehave, __ATOMIC_RELAXED)) {  /* four past the end */
+    for (unsigned int i = *n; i < *n + 4; ++i) s[i] = (nvmlProcessUtilizationSample_t){pid_of(0), last + 1, 99, 99, 0, 0};
+  }
   *n = 2;  /* two samples of one process: the newer one counts */
   s[0] = (nvmlProcessUtilizationSample_t){pid_of(0), last + 500, 30, 20, 0, 0};
   s[1] = (nvmlProcessUtilizationSample_t){pid_of(0), last + 1000, 50, 25, 0, 0};
@@ -144,6 +153,12 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned in
   if (idx(d)) { *n = 0; return OK; }
   if (*n < 2) { *n = 2; return INSUFFICIENT_SIZE; }
   *n = 2;
+  if (__atomic_load_n(&misbehave, __ATOMIC_RELAXED)) {
+    nvmlProcessInfoLong_t* q = (nvmlProcessInfoLong_t*)p;
+    q[0] = (nvmlProcessInfoLong_t){pid_of(0), 1ull << 30, 0xFFFFFFFFu, 0xFFFFFFFFu, 0};
+    q[1] = (nvmlProcessInfoLong_t){pid_of(1), ~0ull, 0xFFFFFFFFu, 0xFFFFFFFFu, 0};
+    return OK;
+  }
   p[0] = (nvmlProcessInfo_t){pid_of(0), 1ull << 30, 0xFFFFFFFFu, 0xFFFFFFFFu};
   p[1] = (nvmlProcessInfo_t){pid_of(1), ~0ull, 0xFFFFFFFFu, 0xFFFFFFFFu};  /* NVML_VALUE_NOT_AVAILABLE */
   return OK;
