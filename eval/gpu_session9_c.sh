@@ -18,13 +18,13 @@ run() {  # name, record args...
     > $OUT/$n.log 2>&1
   echo "$n rc=$?" >> $OUT/rc.txt
 }
-run nvml_a --layers nvml --duration 60 --pid $rank0 &
-run nvml_b --layers nvml --duration 60 --pid $rank0 &
-run hostkern --layers host,kernel --duration 60 --pid $rank0 &
-run uprobes --layers cuda,nccl,torch,python --duration 60 --pid $rank0 &
-run all_detect --detect --duration 60 --pid $rank0 &
-wait %2 %3 %4 %5 %6 2>/dev/null; sleep 1
-wait $(jobs -p | grep -v "^$job$") 2>/dev/null
+pids=()
+run nvml_a --layers nvml --duration 60 --pid $rank0 & pids+=($!)
+run nvml_b --layers nvml --duration 60 --pid $rank0 & pids+=($!)
+run hostkern --layers host,kernel --duration 60 --pid $rank0 & pids+=($!)
+run uprobes --layers cuda,nccl,torch,python --duration 60 --pid $rank0 & pids+=($!)
+run all_detect --detect --duration 60 --pid $rank0 & pids+=($!)
+wait "${pids[@]}"
 kill $job 2>/dev/null
 sort $OUT/rc.txt
 for f in $OUT/*.log; do grep -l "fatal signal" $f; done
