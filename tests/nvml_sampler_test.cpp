@@ -276,11 +276,14 @@ TEST(NvmlSampler, DriverStructMismatchIsReadRightAndOverrunsAreContained) {
   EXPECT_DOUBLE_EQ(sink.last("gpu.proc.mem.used", "gpu0/pid4242"), 1.0 * (1ull << 30));
   EXPECT_EQ(sink.find("gpu.proc.mem.used", "gpu0/pid4343"), nullptr);  // "not available", read as such
   EXPECT_DOUBLE_EQ(sink.last("gpu.proc.sm_util", "gpu0/pid4242"), 0.5);  // the newest of the counted samples
-  int stride = 0, overrun = 0;
+  int stride = 0, overrun = 0, fields_overrun = 0;
   for (auto& n : sink.notes) {
     stride += n.find("fills 32-byte entries") != std::string::npos;
     overrun += n.find("nvmlDeviceGetProcessUtilization wrote") != std::string::npos;
+    fields_overrun += n.find("nvmlDeviceGetFieldValues wrote 40 bytes past") != std::string::npos;
   }
   EXPECT_EQ(stride, 1);
   EXPECT_EQ(overrun, 1);
+  EXPECT_EQ(fields_overrun, 1);
+  EXPECT_DOUBLE_EQ(sink.last("gpu.nvlink.tx", "gpu1"), 100 * 1024.0);  // the fields themselves still read
 }

@@ -428,12 +428,17 @@ class NvmlSampler final : public Collector {
                    Want{kNvlinkRx, nvml::kFieldNvlinkDataRx}})
       if (!g.off[w.probe]) want.push_back(w);
     if (want.empty()) return;
-    std::vector<nvml::FieldValue> fv(want.size());
+    // Guarded: on H200 hosts with NVLink (driver 580) this call wrote past the entries it was given and
+    // corrupted the heap (docs/BENCHMARKS.md, session 9).
+    GuardedBuffer buf(want.size() * sizeof(nvml::FieldValue));
+    std::fill(buf.bytes.begin(), buf.bytes.begin() + static_cast<std::ptrdiff_t>(buf.used), 0);
+    auto* fv = buf.as<nvml::FieldValue>();
     for (size_t i = 0; i < want.size(); ++i) {
       fv[i].fieldId = want[i].id;
       fv[i].scopeId = want[i].probe == kPcieReplay ? 0 : UINT_MAX;  // UINT_MAX: summed over all NVLinks
     }
-    nvml::Return r = api_.DeviceGetFieldValues(g.handle, static_cast<int>(fv.size()), fv.data());
+    nvml::Return r = api_.DeviceGetFieldValues(g.handle, static_cast<int>(want.size()), fv);
+    check_guard(buf, "nvmlDeviceGetFieldValues");
     if (r != nvml::kSuccess) {
       for (auto& w : want) check(g, w.probe, r);
       return;

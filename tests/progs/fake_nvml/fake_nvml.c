@@ -123,6 +123,8 @@ nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t d, int n, nvmlFieldValue_t* v
       v[i].nvmlReturn = NOT_SUPPORTED;
     }
   }
+  if (__atomic_load_n(&misbehave, __ATOMIC_RELAXED))  /* one entry past the end, as a per-link expansion would */
+    memset(&v[n], 0x11, sizeof v[n]);
   return OK;
 }
 nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t d, unsigned long long* r) {
