@@ -301,3 +301,35 @@ TEST(PerfettoSchema, RealCpuTrainingRecordingDecodes) {
     EXPECT_GT(samples, 0u);
   }
 }
+
+// The real GPU recording (tests/data/gpu, 2 H200s): its export with the Python and NCCL layers and the GPU series
+// decodes with the real schema and carries the incidents and the flame-graph samples.
+TEST(PerfettoSchema, RealGpuRecordingHasIncidentsAndFlameGraphs) {
+  ASSERT_TRUE(std::filesystem::exists(kProtos)) << kProtos << " missing: the shared vendor folder sits beside the checkout";
+  TempDir dir;
+  const std::string rec = dir.file("gpu.sdb"), trace = dir.file("gpu.pftrace");
+  ASSERT_EQ(run_command("xz -dc " + std::string(STACKSCOPE_SOURCE_DIR) + "/tests/data/gpu/h200x2_cnn_ddp_s24.sdb.xz > " +
+                        rec),
+            0);
+  std::string log;
+  ASSERT_EQ(run_command(kBin + " export " + rec + " --format perfetto --layers python,nccl --series 'gpu.*' -o " + trace,
+                        &log),
+            0)
+      << log;
+  EXPECT_NE(log.find("2 incidents"), std::string::npos) << log;
+  const pp::Trace t = check_trace(trace);
+  size_t samples = 0, incident_slices = 0, nccl_slices = 0;
+  uint64_t incident_track = 0;
+  for (const auto& p : t.packet()) {
+    if (p.has_track_descriptor() && p.track_descriptor().name().rfind("incidents [", 0) == 0)
+      incident_track = p.track_descriptor().uuid();
+    if (p.has_perf_sample()) ++samples;
+    if (p.has_track_event() && p.track_event().type() == pp::TrackEvent::TYPE_SLICE_BEGIN) {
+      incident_slices += p.track_event().track_uuid() == incident_track;
+      nccl_slices += p.track_event().name().rfind("nccl", 0) == 0;
+    }
+  }
+  EXPECT_EQ(incident_slices, 2u);
+  EXPECT_GT(samples, 10000u) << "the flame graphs: Python stack samples";
+  EXPECT_GT(nccl_slices, 1000u);
+}

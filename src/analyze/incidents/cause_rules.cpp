@@ -217,9 +217,12 @@ std::vector<Culprit> culprits_for(CauseClass cls, const ClassScore& score, const
     // The device named in the strongest per-device column (gpu0.gpu.clock.sm.mean -> gpu0, eth0.net... -> eth0).
     for (const auto& ev : score.evidence) {
       const auto dot = ev.metric.find('.');
+      if (dot == std::string::npos) continue;
       const std::string dev = ev.metric.substr(0, dot);
-      if (dev.rfind("gpu", 0) == 0 || ev.metric.find(".net.") != std::string::npos ||
-          ev.metric.find(".disk.") != std::string::npos) {
+      // A device's own column starts with its name: "eth0.net.rx.drop"; "kernel.net.tcp.retransmits" (every
+      // interface's TCP) names no link.
+      const bool per_device = ev.metric.compare(dot, 5, ".net.") == 0 || ev.metric.compare(dot, 6, ".disk.") == 0;
+      if (dev.rfind("gpu", 0) == 0 || (per_device && dev != "kernel")) {
         out.push_back({cls == C::network ? "link" : "device", dev, std::nullopt, 0});
         break;
       }
