@@ -169,11 +169,15 @@ TEST(RecordFlags, DuplicateLayersAllCombinedAndOutOfRangeNumbers) {
 TEST(DiskFull, RecordWithACommandExitsThreeAndInfoShowsTheDrops) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to mount a tmpfs";
   TempDir dir;
-  ASSERT_EQ(::mount("tmpfs", dir.path().c_str(), "tmpfs", 0, "size=400k"), 0);
+  ASSERT_EQ(::mount("tmpfs", dir.path().c_str(), "tmpfs", 0, "size=2m"), 0);
   const std::string rec = dir.file("full.sdb");
   std::string out;
   // Before: the job's status (0), and info showed "dropped 0".
-  const int rc = run_command(kBin + " record -q --layers host --interval 5 -o " + rec + " -- sleep 15", &out);
+  // The disk fills 1.5 s in (a filler file takes what is left), however slowly a loaded host samples.
+  const int rc = run_command("sh -c '" + kBin + " record -q --layers host --interval 5 -o " + rec +
+                                 " -- sleep 6 & sleep 1.5; dd if=/dev/zero of=" + dir.file("filler") +
+                                 " bs=4k >/dev/null 2>&1; wait $!'",
+                             &out);
   EXPECT_EQ(rc, 3) << out;
   EXPECT_NE(out.find("the command exited with status 0"), std::string::npos) << out;
   RecordingReader r(rec);

@@ -83,8 +83,10 @@ const std::vector<CauseRule>& cause_rules() {
        {{"nvml", R"(^gpu\d+\.gpu\.clock\.sm\.mean$)", -1, 0, 0.10, 1, false, "hertz"},
         {"nvml", R"(^gpu\d+\.gpu\.throttle\.(thermal|power|hw_slowdown)\.mean$)", +1, 0.3, 0, 1, false, "bool"},
         {"nvml", R"(^gpu\d+\.gpu\.temp\.mean$)", +1, 5, 0, 0.5, false, "celsius"},
-        // Another process computing on the GPU raises its power and heat: the throttling is then its consequence.
-        {"nvml", R"(^gpu\d+\.other_procs\.sm_util$)", +1, 0.05, 0, -0.75, false, "ratio"}}},
+        // Another process computing on the GPU raises its power and heat: the throttling is then its consequence,
+        // and contention the cause (a veto: on H100 a 2.06x contention episode throttled hard enough to outweigh a
+        // milder weight, session 8 seed 23).
+        {"nvml", R"(^gpu\d+\.other_procs\.sm_util$)", +1, 0.05, 0, -3, false, "ratio"}}},
       {C::collective_slowdown,
        {{"nccl", R"(\.median_log10_lat_ns$)", +1, 0.1, 0, 1, false, "log10(ns)"},
         {"nccl", R"(^nccl\.busy_fraction$)", +1, 0.1, 0, 0.5, false, "ratio"}},
