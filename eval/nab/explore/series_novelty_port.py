@@ -17,6 +17,7 @@ Knobs beyond the C++ options (each an experiment of issue 18, results in docs/BE
   fix_season                        the season view judged only once its own range has warmup_bins defined values
                                     (the C++ pushes 0 until a day has passed: a 0 .. 0 range, scores near 1e306)
   winsor                            the season view remembers values clipped to the value range
+  cd_close                          the cool-down ends at most cd_close bins after the finding closes
   relv                              every view's range width at least relv x the value view's scale
 """
 import math
@@ -34,7 +35,7 @@ class SlidingRange:
 
 class Novelty:
     def __init__(self, threshold=0.065, history=2000, short=6, warmup=100, cooldown=200, override=40,
-                 close_after=3, max_hold=100, floor=0.0, season=0, season_weight=0.3, adapt=0.0, adapt_hist=2000, adapt_q=0.99, clip=10.0, w=(1, 1, 1), persist=0, spike=1e9, learn_close=False, ov_last=True, ov_clip=float('inf'), rel=1e-12, cd_extend=0, cd_dir=False, long_bins=0, long_w=1.0, g=0.0, gH=2000, cd_on_report=False, gstart=0, fix_season=False, winsor=False, relv=0.0):
+                 close_after=3, max_hold=100, floor=0.0, season=0, season_weight=0.3, adapt=0.0, adapt_hist=2000, adapt_q=0.99, clip=10.0, w=(1, 1, 1), persist=0, spike=1e9, learn_close=False, ov_last=True, ov_clip=float('inf'), rel=1e-12, cd_extend=0, cd_dir=False, long_bins=0, long_w=1.0, g=0.0, gH=2000, cd_on_report=False, gstart=0, fix_season=False, winsor=False, relv=0.0, cd_close=-1):
         self.__dict__.update(locals()); del self.__dict__['self']
         self.ranges = [SlidingRange() for _ in range(5)]; self.lrecent = deque()
         self.pushed = 0; self.npushed_season = 0; self.alarms = deque(); self.nb = 0; self.last_above = None; self.pending = []; self.shist = deque(); self.bar = 0; self.recent = deque(); self.past = deque(); self.pastd = {}
@@ -145,6 +146,7 @@ class Novelty:
 
     def close(self):
         if self.open is None: return
+        if self.cd_close >= 0: self.cd = min(self.cd, self.cd_close)
         o = self.open
         if self.season > 0 and not o['absorbed'] and self.last_bin + 1 >= o['first'] + self.short:
             idx = self.pastd
