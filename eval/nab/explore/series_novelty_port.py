@@ -1,0 +1,160 @@
+"""A Python port of src/analyze/detectors/series_novelty.cpp, for trying detector changes on NAB in seconds rather
+than a rebuild per idea. With every knob at its default it gives the CLI's NAB figures to the decimal (68.6 / A 70.9 /
+B 66.7, 71 of 83 windows, 173 FPs: docs/BENCHMARKS.md). The C++ is the product; this is a lab bench.
+
+Knobs beyond the C++ options (each an experiment of issue 18, results in docs/BENCHMARKS.md):
+  adapt, adapt_q, adapt_hist, clip  report a finding only once its score passes adapt x the q-quantile of the
+                                    series' own recent scores (HTM-likelihood-like per-series bar)
+  persist, spike                    report only after `persist` bins outside, unless the score passes `spike`
+  w                                 weights of the value / level / spread views' excess
+  learn_close                       a finding's bins join the range once it closes (recurring shapes learned)
+  ov_last, ov_clip                  the cool-down override's "above the last finding's score" condition
+  rel                               the range width's floor relative to its bounds
+  cd_extend, cd_dir, cd_on_report   cool-down renewed while exceedances go on / not across directions / from the
+                                    report, not the open
+  long_bins, long_w                 a fifth view: the mean of the last long_bins bins (a second time scale)
+  g, gH, gstart                     alarm budget: the bar is threshold x g^(reports in the last gH bins)
+  fix_season                        the season view judged only once its own range has warmup_bins defined values
+                                    (the C++ pushes 0 until a day has passed: a 0 .. 0 range, scores near 1e306)
+  winsor                            the season view remembers values clipped to the value range
+  cd_close                          the cool-down ends at most cd_close bins after the finding closes
+  relv                              every view's range width at least relv x the value view's scale
+"""
+import math
+from collections import deque
+
+class SlidingRange:
+    def __init__(self): self.low = deque(); self.high = deque()
+    def push(self, idx, v, cap):
+        while self.low and self.low[-1][1] >= v: self.low.pop()
+        self.low.append((idx, v))
+        while self.high and self.high[-1][1] <= v: self.high.pop()
+        self.high.append((idx, v))
+        while self.low[0][0] + cap <= idx: self.low.popleft()
+        while self.high[0][0] + cap <= idx: self.high.popleft()
+
+class Novelty:
+    def __init__(self, threshold=0.065, history=2000, short=6, warmup=100, cooldown=200, override=40,
+                 close_after=3, max_hold=100, floor=0.0, season=0, season_weight=0.3, adapt=0.0, adapt_hist=2000, adapt_q=0.99, clip=10.0, w=(1, 1, 1), persist=0, spike=1e9, learn_close=False, ov_last=True, ov_clip=float('inf'), rel=1e-12, cd_extend=0, cd_dir=False, long_bins=0, long_w=1.0, g=0.0, gH=2000, cd_on_report=False, gstart=0, fix_season=False, winsor=False, relv=0.0, cd_close=-1):
+        self.__dict__.update(locals()); del self.__dict__['self']
+        self.ranges = [SlidingRange() for _ in range(5)]; self.lrecent = deque()
+        self.pushed = 0; self.npushed_season = 0; self.alarms = deque(); self.nb = 0; self.last_above = None; self.pending = []; self.shist = deque(); self.bar = 0; self.recent = deque(); self.past = deque(); self.pastd = {}
+        self.cd = 0; self.quiet = 0; self.held = 0; self.open = None; self.last_value_bin = None
+        self.last_score = 0; self.last_bin = 0; self.spans = []
+
+    def _past_level(self, lo, hi):
+        s = 0; m = 0
+        for b in range(lo, hi + 1):
+            p = self.pastd.get(b)
+            if p is not None: s += p[1]; m += 1
+        return s / m if m else None
+
+    def add(self, b, value):
+        self.recent.append(value)
+        if len(self.recent) > self.short: self.recent.popleft()
+        n = len(self.recent); level = sum(self.recent) / n
+        spread = math.sqrt(sum((x - level) ** 2 for x in self.recent) / n)
+        season = 0.0; season_ok = not self.fix_season
+        self.last_bin = b
+        if self.season > 0:
+            sv = value
+            if self.winsor and self.pushed >= self.warmup:
+                sv = min(max(value, self.ranges[0].low[0][1]), self.ranges[0].high[0][1])
+            p = [b, sv]; self.past.append(p); self.pastd[b] = p
+            keep = self.season + self.short + self.max_hold + self.close_after
+            while self.past[0][0] + keep < b: del self.pastd[self.past.popleft()[0]]
+            if b + 1 >= self.season + self.short:
+                hi = b - self.season; lo = hi + 1 - self.short
+                then = self._past_level(lo, hi)
+                if then is not None: season = level - then; season_ok = True
+        views = [value, level, spread, season]
+        used = 4 if self.season > 0 else 3
+        if self.long_bins:
+            self.lrecent.append(value)
+            if len(self.lrecent) > self.long_bins: self.lrecent.popleft()
+            views.append(sum(self.lrecent) / len(self.lrecent))
+        score = 0; here = None; value_outside = False
+        if self.pushed >= self.warmup:
+            for k in list(range(used)) + ([4] if self.long_bins else []):
+                if k == 3 and (not season_ok or self.npushed_season < self.warmup): continue
+                lo = self.ranges[k].low[0][1]; hi = self.ranges[k].high[0][1]
+                vlo = self.ranges[0].low[0][1]; vhi = self.ranges[0].high[0][1]
+                width = max(hi - lo, self.floor, self.rel * max(abs(lo), abs(hi)), self.relv * max(vhi - vlo, abs(vhi), abs(vlo)), 1e-300)
+                ex = max(views[k] - hi, lo - views[k], 0.0) / width * (self.season_weight if k == 3 else (self.long_w if k == 4 else self.w[k]))
+                if k == 0 and ex > self.threshold: value_outside = True
+                if ex > score:
+                    score = ex
+                    here = dict(first=b, last=b, score=ex, view=k, value=views[k], lo=lo, hi=hi, above=views[k] > hi,
+                                absorbed=False)
+        outside = score > self.threshold
+        bar = self.threshold
+        self.nb += 1
+        while self.alarms and self.alarms[0] + self.gH <= self.nb: self.alarms.popleft()
+        if self.g > 0: bar = self.threshold * (self.g ** len(self.alarms))
+        if self.adapt > 0 and outside and self.open is None and self.shist:
+            h = sorted(self.shist)
+            bar = max(bar, self.adapt * h[min(len(h) - 1, int(self.adapt_q * len(h)))])
+        if self.pushed >= self.warmup:
+            self.shist.append(min(score, self.clip))
+            if len(self.shist) > self.adapt_hist: self.shist.popleft()
+        if self.cd > 0: self.cd -= 1
+        if self.open is None:
+            overrides = score > self.override * self.threshold and (not self.ov_last or score > min(self.last_score, self.ov_clip))
+            if outside and self.cd > 0 and not overrides and self.cd_extend > 0:
+                self.cd = max(self.cd, self.cd_extend)
+            other_dir = self.cd_dir and here is not None and self.last_above is not None and here['above'] != self.last_above
+            if outside and (self.cd == 0 or overrides or other_dir):
+                self.last_above = here['above']
+                self.open = here; self.last_score = score; self.quiet = 0; self.held = 0
+                self.bar = bar; self.open['reported'] = b if (score > bar and (self.persist <= 1 or score > self.spike)) else None
+                if not self.cd_on_report or self.open['reported'] is not None: self.cd = self.cooldown
+                if self.open['reported'] is not None: (self.alarms.append(self.nb) if self.nb > self.gstart else None)
+                self.open['nout'] = 1
+                self.last_value_bin = b if value_outside else None
+        elif outside:
+            self.quiet = 0; self.open['last'] = b
+            self.open['nout'] = self.open.get('nout', 0) + 1
+            if self.open['reported'] is None and score > self.bar and (self.open['nout'] >= self.persist or score > self.spike):
+                self.open['reported'] = b; (self.alarms.append(self.nb) if self.nb > self.gstart else None)
+                if self.cd_on_report: self.cd = self.cooldown
+            if value_outside: self.last_value_bin = b
+            if here['score'] > self.open['score']:
+                f, l, r, n = self.open['first'], self.open['last'], self.open['reported'], self.open['nout']
+                self.open = here; self.open['first'] = f; self.open['last'] = l; self.open['reported'] = r; self.open['nout'] = n
+        else:
+            self.quiet += 1
+            if self.quiet >= self.close_after: self.close()
+        if self.open is not None:
+            self.held += 1
+            if self.held > self.max_hold:
+                self.open['absorbed'] = True; self.close()
+        if self.open is not None and not self.open.get('absorbed') and self.learn_close:
+            self.pending.append(views)
+        if self.open is None and self.pending:
+            for vv in self.pending:
+                for k in list(range(used)) + ([4] if self.long_bins else []): self.ranges[k].push(self.pushed, vv[k], self.history)
+                self.pushed += 1
+            self.pending = []
+        if self.open is None or self.open.get('absorbed'):
+            self.pending = []
+            for k in list(range(used)) + ([4] if self.long_bins else []):
+                if k == 3 and not season_ok: continue
+                self.ranges[k].push(self.pushed, views[k], self.history)
+            if used == 4 and season_ok: self.npushed_season += 1
+            self.pushed += 1
+        return score
+
+    def close(self):
+        if self.open is None: return
+        if self.cd_close >= 0: self.cd = min(self.cd, self.cd_close)
+        o = self.open
+        if self.season > 0 and not o['absorbed'] and self.last_bin + 1 >= o['first'] + self.short:
+            idx = self.pastd
+            for p in self.past:
+                if p[0] < o['first'] or p[0] < self.season: continue
+                q = idx.get(p[0] - self.season)
+                if q is not None: p[1] = q[1]
+        if self.last_value_bin is not None and self.last_value_bin >= o['first']: o['last'] = self.last_value_bin
+        self.spans.append(o); self.open = None; self.last_value_bin = None
+
+    def finish(self): self.close()
