@@ -98,3 +98,35 @@ TEST(OnlineDetectCli, CpuHogsAreReportedWithinFiveSecondsAndCausedWithinEight) {
     return f.detector == "incident-online" && f.subject == "cpu_interference";
   }));
 }
+
+// A job that winds down (its last 2 s at a fifth of its pace, then exit: too short to be seen while it runs) is shutting
+// down: the last pass, made when the recording has ended, sees the end as the end (before: an incident opened by
+// that last pass, as if the drop were still going on).
+TEST(OnlineDetectCli, SlowEndingIsAShutdownNotAnIncident) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root (eBPF layers)";
+  TempDir dir;
+  const std::string job = dir.file("winding_down.py"), rec = dir.file("end.sdb"), log = dir.file("online.jsonl");
+  write_file(job,
+             "import time\n"
+             "def work(seconds):\n"
+             "    end = time.monotonic() + seconds\n"
+             "    x = 0\n"
+             "    while time.monotonic() < end:\n"
+             "        x += 1\n"
+             "t_end = time.monotonic() + 14\n"
+             "while time.monotonic() < t_end:\n"
+             "    work(0.05)\n"
+             "t_end = time.monotonic() + 2\n"
+             "while time.monotonic() < t_end:\n"
+             "    work(0.02)\n"
+             "    time.sleep(0.08)\n");
+  std::string out;
+  ASSERT_EQ(run_prioritised(dir,
+                            kBin + " record -q --detect --detect-log " + log + " --layers host,python,kernel -o " + rec +
+                                " -- /usr/bin/python3 " + job + "\n",
+                            &out),
+            0)
+      << out;
+  EXPECT_EQ(out.find("incident #"), std::string::npos) << out;
+  EXPECT_TRUE(json_lines(log).empty()) << read_file(log);
+}

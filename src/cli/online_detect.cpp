@@ -172,13 +172,15 @@ struct OnlineDetector::Engine {
   }
 
   // One pass of the engine over the complete windows of the oldest generation; `now`: when (detection times).
-  void run_engine(int64_t now, size_t complete) {
+  // `ended`: the recording is closed, so its last windows are the job's end (a shutdown phase, not a drop still
+  // in progress).
+  void run_engine(int64_t now, size_t complete, bool ended = false) {
     if (generations.empty() || complete <= generations.front().first) return;
     const Generation& g = generations.front();
     const size_t n = complete - g.first;
     if (n < kMinWindows) return;
     analyze::incidents::IncidentOptions io;
-    io.episodes.open_end = true;
+    io.episodes.open_end = !ended;
     // The start-up lasts until the job first runs at its steady pace (up to max_edge_windows), however short the
     // run so far: a slow start seen 8 windows in is not an incident.
     io.episodes.max_edge_fraction = 1.0;
@@ -356,7 +358,7 @@ std::vector<Finding> OnlineDetector::finish() {
   // The last pass: every window that ended before now (the recording is closed: nothing more comes).
   const int64_t now = monotonic_ns();
   e.take_and_feed();
-  e.run_engine(now, e.complete_windows(now + kLateNs));
+  e.run_engine(now, e.complete_windows(now + kLateNs), true);
   std::vector<Finding> out;
   for (auto& t : e.tracked) {
     if (t.open) {
