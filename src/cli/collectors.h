@@ -16,6 +16,16 @@ struct LayerSupport {
 
 std::vector<LayerSupport> layer_support();
 
+// Which of the requested layers can run here: `layers` can; the others need root or are not in this build.
+struct LayerChoice {
+  std::vector<Layer> layers, need_root, unbuilt;
+};
+LayerChoice choose_layers(const std::vector<Layer>& requested);
+// "cuda,nccl,host"
+std::string layer_names(const std::vector<Layer>& layers);
+// eBPF maps count against RLIMIT_MEMLOCK on older kernels: raised to unlimited (root may) before loading.
+void raise_memlock_limit();
+
 // How CPython is traced (see trace/tracer.h): mode auto|stack|usdt|capi|off; duty cycle of the C-API probes
 // (0: always attached); stack sampling rate and the shortest blocked time reported.
 struct PythonOptions {
