@@ -141,7 +141,7 @@ void AgentMetrics::set_agent_resources(double cpu_seconds, uint64_t rss_bytes) {
 void AgentMetrics::reloaded(bool ok) { f_->reloads.Add({{"result", ok ? "ok" : "error"}}).Increment(); }
 
 Labels AgentMetrics::job_label_map(const JobLabels& l) const {
-  return {{"job", l.job}, {"pod", l.pod}, {"container", l.container}};
+  return {{"job_name", l.job}, {"pod", l.pod}, {"container", l.container}};
 }
 
 void AgentMetrics::job_started(const JobLabels& labels, double start_unix_s, unsigned libraries) {

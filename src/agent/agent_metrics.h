@@ -1,6 +1,7 @@
 // The agent's Prometheus metrics (prometheus-cpp's registry, text exposition): names by the Prometheus
-// conventions (stackscope_ prefix, base units in the name, _total for counters), bounded label sets (job, pod,
-// container, rank, layer, class, gpu, device; never a pid). Series of a job are removed a grace period after it
+// conventions (stackscope_ prefix, base units in the name, _total for counters), bounded label sets (job_name, pod,
+// container, rank, layer, class, gpu, device; never a pid). The job's label is job_name, not job: Prometheus owns
+// `job` (the scrape job) and would rename ours to exported_job. Series of a job are removed a grace period after it
 // ends, so the last increments are still scraped. Thread-safe.
 #pragma once
 #include <chrono>
