@@ -203,12 +203,12 @@ TEST(AgentDaemon, DiscoversATorchJobAndPrometheusScrapesIt) {
   const std::string name = "python3-" + std::to_string(job.pid);
   ASSERT_TRUE(wait_for([&] { return agent.count("tracing job " + name) == 1; }, 60s)) << read_file(agent.log);
   // Its series in /metrics: labelled by job, events counted by layer.
-  const std::regex events("stackscope_job_events_total\\{[^}]*job_name=\"" + name + "\"[^}]*\\} ([0-9.e+]+)");
+  const std::regex events_re("stackscope_job_events_total\\{[^}]*job_name=\"" + name + "\"[^}]*\\} ([0-9.e+]+)");
   double traced = 0;
   ASSERT_TRUE(wait_for([&] {
     std::string m;
     if (http_get(agent.port, "/metrics", &m) != 200) return false;
-    for (std::sregex_iterator it(m.begin(), m.end(), events), end; it != end; ++it) traced += std::stod((*it)[1]);
+    for (std::sregex_iterator it(m.begin(), m.end(), events_re), end; it != end; ++it) traced += std::stod((*it)[1]);
     return traced > 0;
   }, 60s)) << read_file(agent.log);
   ASSERT_EQ(http_get(agent.port, "/metrics", &body), 200);

@@ -1,12 +1,14 @@
 // The agent's parts on their own: configuration (TOML and overrides), cgroup labels, job discovery of a real torch
 // process tree, rolling segments read back as recordings, retention, Prometheus names and the exposition.
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
+#include <set>
 #include <thread>
 
 #include "agent/agent_config.h"
@@ -287,4 +289,40 @@ TEST(AgentMetrics, ExpositionHasJobIncidentAndHostSeries) {
   m.job_ended(job);
   m.expire(std::chrono::seconds(0));
   EXPECT_EQ(m.scrape().find("python3-42"), std::string::npos);
+}
+
+TEST(AgentDeploy, AlertRulesPassPromtool) {
+  if (run_command("command -v promtool") != 0) GTEST_SKIP() << "promtool missing (Debian package prometheus)";
+  const std::string dir = std::string(STACKSCOPE_SOURCE_DIR) + "/deploy/prometheus";
+  std::string out;
+  EXPECT_EQ(run_command("promtool check rules " + dir + "/stackscope-alerts.yml", &out), 0) << out;
+  // The alerts fire on the series the agent exposes (label names as AgentMetrics writes them).
+  EXPECT_EQ(run_command("cd " + dir + " && promtool test rules stackscope-alerts.test.yml", &out), 0) << out;
+}
+
+TEST(AgentDeploy, DaemonSetIsPrivilegedInTheHostPidNamespaceWithTracefsAndBtf) {
+  if (run_command("/usr/bin/python3 -c 'import yaml'") != 0) GTEST_SKIP() << "python3-yaml missing";
+  const std::string path = std::string(STACKSCOPE_SOURCE_DIR) + "/deploy/kubernetes/stackscope-agent.yaml";
+  std::string out;
+  ASSERT_EQ(run_command("/usr/bin/python3 -c \"import json, sys, yaml; "
+                        "print(json.dumps([d for d in yaml.safe_load_all(open('" + path + "')) if d['kind'] == 'DaemonSet'][0]))\"",
+                        &out),
+            0)
+      << out;
+  const auto ds = nlohmann::json::parse(out);
+  const auto& spec = ds["spec"]["template"]["spec"];
+  EXPECT_EQ(spec["hostPID"], true);
+  EXPECT_EQ(spec["containers"][0]["securityContext"]["privileged"], true);
+  std::set<std::string> mounts;
+  for (const auto& m : spec["containers"][0]["volumeMounts"]) mounts.insert(m["mountPath"].get<std::string>());
+  EXPECT_TRUE(mounts.count("/sys/kernel/tracing") && mounts.count("/sys/kernel/btf")) << out;
+  EXPECT_EQ(spec["containers"][0]["readinessProbe"]["httpGet"]["path"], "/healthz");
+  // The unit parses too, where systemd's checker exists.
+  if (run_command("command -v systemd-analyze") == 0) {
+    const std::string unit = std::string(STACKSCOPE_SOURCE_DIR) + "/deploy/systemd/stackscope-agent.service";
+    std::string v;
+    run_command("systemd-analyze verify " + unit, &v);
+    EXPECT_EQ(v.find("Unknown key"), std::string::npos) << v;
+    EXPECT_EQ(v.find("Unknown section"), std::string::npos) << v;
+  }
 }
