@@ -316,8 +316,10 @@ class HostSeriesExporter final : public TelemetrySink {
         if (e.gauge) {
           e.gauge->Set(v);
         } else if (e.counter) {
-          // Cumulative totals: the increase since the last sample (a reset starts again from its new value).
-          if (e.has_last && v >= e.last) e.counter->Increment(v - e.last);
+          // Cumulative totals, exposed as the source counts them (since boot, like node_exporter): the first sample
+          // whole, then each increase; after a reset of the source its new value is the increase.
+          if (!e.has_last || v < e.last) e.counter->Increment(v);
+          else e.counter->Increment(v - e.last);
           e.last = v;
           e.has_last = true;
         }

@@ -2,6 +2,7 @@
 // agent's stop and reload requests. Built into the stackscope-agent executable (it links prometheus-cpp and
 // civetweb, which Debian ships as shared libraries only); `stackscope agent` runs that executable.
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <atomic>
 #include <iostream>
@@ -38,6 +39,7 @@ int run_agent(const AgentFlags& f) {
     overrides[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
   if (f.no_detect) overrides["trace.detect"] = "false";
+  ::umask(077);  // segments and incident logs hold command names and call names: the owner's only
   agent::Agent a(f.config, overrides, STACKSCOPE_VERSION);
   struct sigaction sa{};
   sigemptyset(&sa.sa_mask);

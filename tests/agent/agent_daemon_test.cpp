@@ -116,6 +116,12 @@ struct Child {
       _exit(127);
     }
   }
+  Child(Child&& o) noexcept : pid(o.pid) { o.pid = -1; }
+  Child& operator=(Child&& o) noexcept {
+    std::swap(pid, o.pid);
+    return *this;
+  }
+  Child(const Child&) = delete;
   // Exit status after `sig`, or -1 when it did not exit within `timeout` (then killed).
   int stop(int sig, std::chrono::seconds timeout) {
     if (pid <= 0) return -1;

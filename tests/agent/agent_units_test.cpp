@@ -116,7 +116,8 @@ TEST(JobDiscovery, FindsARealTorchProcessTreeAsOneJob) {
              "else:\n    time.sleep(30)\n");
   const pid_t pid = fork();
   if (pid == 0) {
-    execl("/usr/bin/python3", "python3", dir.file("job.py").c_str(), (char*)nullptr);
+    // argv[0] absolute: python finds its prefix (and torch) from it, not from a pyenv shim on PATH.
+    execl("/usr/bin/python3", "/usr/bin/python3", dir.file("job.py").c_str(), (char*)nullptr);
     _exit(127);
   }
   std::map<std::string, Job> jobs;
