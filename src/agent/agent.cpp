@@ -1,5 +1,6 @@
 #include "agent/agent.h"
 
+#include <malloc.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -173,6 +174,9 @@ void Agent::scan(int64_t now) {
     metrics_->job_ended(t.labels());
     log_line(fmt::format("job {} ended; its segments are in {}", t.labels().job, t.dir()));
     it = jobs_.erase(it);
+    // A job's tracer frees tens of MB (symbol tables of its libraries, buffers): given back to the system, so the
+    // agent's RSS on an idle node does not keep the high-water mark of its last job.
+    ::malloc_trim(0);
   }
   std::erase_if(failed_jobs_, [&](const std::string& id) { return !found.count(id); });
   size_t untraced = 0;
