@@ -122,6 +122,13 @@ const std::map<std::string, KeySpec>& specs() {
                             [](AgentConfig& c, const std::string& k, const std::string& v) {
                               c.budget_pct = number(k, v, 0, 100);
                             }}},
+      {"trace.ring_buffer", {"each probe family's BPF ring buffer, a power of two from 64KiB to 256MiB (default 2MiB)",
+                             [](AgentConfig& c, const std::string& k, const std::string& v) {
+                               const uint64_t b = size_bytes(k, v);
+                               if (b < 65536 || b > (256u << 20) || (b & (b - 1)) != 0)
+                                 throw std::invalid_argument(k + ": '" + v + "' is not a power of two from 64KiB to 256MiB");
+                               c.ringbuf_bytes = static_cast<uint32_t>(b);
+                             }}},
       {"trace.detect", {"run the online incident engine on each job (default true)",
                         [](AgentConfig& c, const std::string& k, const std::string& v) { c.detect = boolean(k, v); }}},
       {"trace.detect_horizon", {"time the incident engine looks back over (default 30m)",

@@ -20,6 +20,10 @@ struct AgentConfig {
   std::string layers = "all";
   int interval_ms = 100;
   double budget_pct = 1.0;
+  // Each probe family's BPF ring buffer: smaller than record's 8 MiB, since the agent traces several jobs for
+  // days and every buffer is resident memory (a full buffer drops records, counted in
+  // stackscope_job_dropped_events_total).
+  uint32_t ringbuf_bytes = 2u << 20;
   bool detect = true;
   double detect_horizon_s = 1800;
   // the node's own samplers (host and GPU series without a job)

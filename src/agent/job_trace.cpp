@@ -135,7 +135,7 @@ JobTrace::JobTrace(const Job& job, const AgentConfig& config, const std::map<std
     sink = detector_.get();
   }
   cli::raise_memlock_limit();
-  cli::TraceDetail detail{false, config.budget_pct};
+  cli::TraceDetail detail{false, config.budget_pct, config.ringbuf_bytes};
   collectors_ = cli::make_collectors(choice.layers, cli::PythonOptions{}, detail);
   for (auto& c : collectors_) {
     CollectorStatus st = c->start(*sink, copt);

@@ -82,6 +82,7 @@ std::vector<std::unique_ptr<Collector>> make_collectors(const std::vector<Layer>
     topts.python_offcpu_min_ns = static_cast<uint64_t>(python.offcpu_min_ns);
     topts.full_detail = detail.full;
     topts.budget_pct = detail.budget_pct;
+    if (detail.ringbuf_bytes) topts.ringbuf_bytes = detail.ringbuf_bytes;
     out.push_back(trace::make_uprobe_tracer(traced, topts));
   }
 #endif

@@ -39,6 +39,7 @@ struct PythonOptions {
 struct TraceDetail {
   bool full = false;
   double budget_pct = 1.0;
+  uint32_t ringbuf_bytes = 0;  // each probe family's BPF ring buffer (a power of two); 0: the tracer's default
 };
 // Collectors for `layers` (one collector may serve several layers, e.g. the uprobe tracer).
 std::vector<std::unique_ptr<Collector>> make_collectors(const std::vector<Layer>& layers,
