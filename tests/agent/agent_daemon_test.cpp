@@ -318,6 +318,14 @@ TEST(AgentDaemon, SurvivesThirtyShortJobsWithBoundedMemory) {
   constexpr int kJobs = 30, kWave = 3;
   uint64_t rss_warm_kb = 0;
   size_t fds_warm = 0;
+  // The agent's descriptors while it traces nothing (another torch process on the machine is traced too: waited out).
+  auto idle_fds = [&]() -> size_t {
+    std::string h;
+    const bool idle = wait_for([&] {
+      return http_get(agent.port, "/healthz", &h) == 200 && nlohmann::json::parse(h)["jobs_traced"] == 0;
+    }, 60s);
+    return idle ? agent.fds() : 0;
+  };
   size_t traced = 0, ended = 0;  // of this test's jobs (other torch processes on the machine are traced too)
   for (int started = 0; started < kJobs; started += kWave) {
     std::vector<std::unique_ptr<Child>> wave;
@@ -338,19 +346,21 @@ TEST(AgentDaemon, SurvivesThirtyShortJobsWithBoundedMemory) {
     }
     if (started == 2 * kWave) {  // after a few jobs: allocator pools and caches warm
       rss_warm_kb = agent.status_kb("VmRSS");
-      fds_warm = agent.fds();
+      fds_warm = idle_fds();
     }
   }
   EXPECT_EQ(traced, static_cast<size_t>(kJobs)) << read_file(agent.log);
   EXPECT_EQ(ended, static_cast<size_t>(kJobs));
   EXPECT_EQ(agent.count("cannot trace"), 0u) << read_file(agent.log);
   const uint64_t rss_end_kb = agent.status_kb("VmRSS");
+  const size_t fds_end = idle_fds();
   std::cerr << "agent RSS after 6 jobs " << rss_warm_kb / 1024 << " MiB, after " << kJobs << ": " << rss_end_kb / 1024
-            << " MiB (peak " << agent.status_kb("VmHWM") / 1024 << " MiB); fds " << fds_warm << " -> " << agent.fds()
+            << " MiB (peak " << agent.status_kb("VmHWM") / 1024 << " MiB); fds " << fds_warm << " -> " << fds_end
             << "\n";
   EXPECT_LT(rss_end_kb, 200u * 1024) << "issue 16's RSS target";
   EXPECT_LT(rss_end_kb, rss_warm_kb + 40 * 1024) << "memory grows with every job";
-  EXPECT_LE(agent.fds(), fds_warm + 4) << "file descriptors leak per job";
+  if (fds_warm && fds_end) EXPECT_LE(fds_end, fds_warm + 2) << "file descriptors leak per job";
+  else std::cerr << "other torch processes kept the agent busy: descriptors not compared\n";
   std::string body;
   EXPECT_EQ(http_get(agent.port, "/healthz", &body), 200) << body;
   EXPECT_EQ(agent.proc.stop(SIGTERM, 60s), 0) << read_file(agent.log);
