@@ -68,19 +68,28 @@ echo "one job: cpu $job_cpu of a core, rss $((job_rss / 1024)) MiB, scrape ${job
 
 # An incident: CPU hogs beside the job (as tests/online_detect_cli_test.cpp); time until /metrics shows it open.
 incident_s=null
+incident_class=null
+jobs_traced=$(curl -s "http://127.0.0.1:$port/healthz" | sed -n 's/.*"jobs_traced":\([0-9]*\).*/\1/p')
+[ "$jobs_traced" = 1 ] || echo "warning: the agent traced $jobs_traced jobs (other torch processes on this machine): figures are not of one job"
 if kill -0 $jobpid 2>/dev/null; then
+  # The job's incident counters (by class) before the interference; an incident is a counter that then grows.
+  counts() { curl -s "http://127.0.0.1:$port/metrics" | grep -E "^stackscope_incidents_total\{.*job_name=\"[^\"]*-$jobpid\"" |
+             sed -n 's/.*class="\([^"]*\)".* \([0-9.e+]*\)$/\1 \2/p' | sort; }
+  before=$(counts)
   hogs=()
   onset=$(date +%s.%N)
   for _ in $(seq "$(nproc)"); do timeout 20 sh -c 'while :; do :; done' & hogs+=($!); done
   for _ in $(seq 120); do
-    if curl -s "http://127.0.0.1:$port/metrics" | grep -E '^stackscope_incident_active\{' | grep -qv ' 0$'; then
+    grown=$(join <(echo "$before") <(counts) | awk '$3 > $2 {print $1; exit}')
+    if [ -n "$grown" ]; then
       incident_s=$(awk -v a="$onset" -v b="$(date +%s.%N)" 'BEGIN {printf "%.2f", b - a}')
+      incident_class="\"$grown\""
       break
     fi
     sleep 0.25
   done
   kill "${hogs[@]}" 2>/dev/null || true
-  echo "incident in /metrics: ${incident_s} s after the interference began"
+  echo "incident in /metrics: ${incident_s} s after the interference began (class $incident_class)"
 fi
 kill $jobpid 2>/dev/null || true
 wait $jobpid 2>/dev/null || true
@@ -93,7 +102,8 @@ cat >"$OUT/agent_bench.json" <<JSON
           "scrape_ms_median": $idle_scrape, "series": $idle_series},
  "one_job": {"seconds": $JOB_S, "cpu_core_fraction": $job_cpu, "rss_bytes": $((job_rss * 1024)),
              "scrape_ms_median": $job_scrape, "series": $job_series},
- "incident_visible_after_s": $incident_s, "rss_peak_bytes": $((peak * 1024)),
+ "jobs_traced_during_job_measurement": ${jobs_traced:-null},
+ "incident_visible_after_s": $incident_s, "incident_class": $incident_class, "rss_peak_bytes": $((peak * 1024)),
  "targets": {"idle_cpu": 0.01, "one_job_cpu": 0.02, "rss_bytes": 209715200, "scrape_ms": 50, "incident_s": 5}}
 JSON
 cat "$OUT/agent_bench.json"
