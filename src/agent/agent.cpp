@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -136,7 +137,9 @@ void Agent::handle_incidents(JobTrace& t) {
     auto match = std::find_if(incidents_.begin(), incidents_.end(), [&](const nlohmann::json& x) {
       return x.value("job_id", "") == job_id && x.value("id", 0) == id;
     });
-    const std::string before = match != incidents_.end() ? (*match)["cause"].value("class", "unexplained") : "";
+    std::string before;
+    if (match != incidents_.end() && match->contains("cause") && (*match)["cause"].is_object())
+      before = (*match)["cause"].value("class", "unexplained");
     if (what == "open") {
       metrics_->incident_opened(t.labels(), cls);
       log_line(fmt::format("{}: incident #{} opened: {}", t.labels().job, id, cls));
@@ -169,8 +172,12 @@ void Agent::scan(int64_t now) {
       continue;
     }
     JobTrace& t = *it->second;
-    t.stop();
-    handle_incidents(t);  // the closes of its last pass
+    try {
+      t.stop();
+      handle_incidents(t);  // the closes of its last pass
+    } catch (const std::exception& e) {
+      log_line(fmt::format("job {}: {}", t.labels().job, e.what()));
+    }
     metrics_->job_ended(t.labels());
     log_line(fmt::format("job {} ended; its segments are in {}", t.labels().job, t.dir()));
     it = jobs_.erase(it);
@@ -282,20 +289,32 @@ int Agent::run(const std::atomic<bool>& stop, std::atomic<bool>& reload_requeste
   start_node();
   start_http();
   int64_t next_scan = 0, next_housekeeping = 0;
+  // A daemon goes on through one job's or one pass's failure (a full disk, a job that vanished mid-call): logged,
+  // counted in /healthz, and the next pass tries again.
+  auto guarded = [&](const char* what, const std::function<void()>& step) {
+    try {
+      step();
+    } catch (const std::exception& e) {
+      log_line(std::string(what) + ": " + e.what());
+      std::lock_guard lk(mu_);
+      if (std::string_view(what) == "store") store_error_ = e.what();
+    }
+  };
   while (!stop.load()) {
-    if (reload_requested.exchange(false)) reload();
+    if (reload_requested.exchange(false)) guarded("reload", [&] { reload(); });
     const int64_t now = monotonic_ns();
     if (now >= next_scan) {
-      scan(now);
+      guarded("scan", [&] { scan(now); });
       next_scan = now + config_.scan_interval_ns;
     }
-    for (auto& [id, t] : jobs_) {
-      handle_incidents(*t);
-      t->tick(now);
+    for (auto& entry : jobs_) {
+      JobTrace& t = *entry.second;
+      guarded("incidents", [&] { handle_incidents(t); });
+      guarded("store", [&] { t.tick(now); });
     }
-    if (node_) node_->tick(now);
+    if (node_) guarded("store", [&] { node_->tick(now); });
     if (now >= next_housekeeping) {
-      retention();
+      guarded("retention", [&] { retention(); });
       self_resources();
       metrics_->expire(std::chrono::minutes(5));
       next_housekeeping = now + 10'000'000'000;
@@ -303,10 +322,11 @@ int Agent::run(const std::atomic<bool>& stop, std::atomic<bool>& reload_requeste
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   log_line(fmt::format("stopping: flushing {} job(s)", jobs_.size()));
-  for (auto& [id, t] : jobs_) {
-    t->stop();
-    handle_incidents(*t);
-  }
+  for (auto& entry : jobs_)
+    guarded("stop", [&] {
+      entry.second->stop();
+      handle_incidents(*entry.second);
+    });
   jobs_.clear();
   node_.reset();
   http_.reset();

@@ -194,7 +194,11 @@ void JobTrace::stop() {
   const std::string last = segments_->close();
   if (detector_) {
     auto findings = detector_->finish();
-    if (!findings.empty() && !last.empty()) store_findings(last, "incident-online", findings);
+    try {
+      if (!findings.empty() && !last.empty()) store_findings(last, "incident-online", findings);
+    } catch (const std::exception& e) {  // the probes are detached all the same
+      std::cerr << "stackscope agent: " << job_.name << ": incidents not stored in " << last << ": " << e.what() << "\n";
+    }
   }
   for (auto* c : running_) c->release();
   counter_->flush_to(metrics_, labels_);
