@@ -7,6 +7,7 @@
 # Usage (root, repo root): OUT=/tmp/agent-bench bench/agent/agent_bench.sh [JOB_COMMAND...]
 #   AGENT: the stackscope-agent binary (default build/src/cli/stackscope-agent)
 #   IDLE_S, JOB_S: seconds of each measurement (default 60 and 60)
+#   AGENT_ARGS: more agent flags, e.g. "--set trace.interval=500ms"
 #   JOB_COMMAND: the traced job (default: the bundled CPU workload, Debian's python3-torch). On a GPU machine:
 #     OUT=$OUT bench/agent/agent_bench.sh python3 eval/stragglers/ddp_job.py --steps 100000
 #   The in-process exposition of 8 GPUs x 700 series: build/bench/agent/agent_scrape_bench.
@@ -22,7 +23,8 @@ data=$(mktemp -d /tmp/agent-bench-XXXXXX)
 job=("$@")
 [ ${#job[@]} -gt 0 ] || job=(/usr/bin/python3 workloads/cpu_train.py --seconds $((JOB_S + 40)))
 
-"$AGENT" agent --data-dir "$data" --listen 127.0.0.1:0 >"$OUT/agent.log" 2>&1 &
+# shellcheck disable=SC2086
+"$AGENT" agent --data-dir "$data" --listen 127.0.0.1:0 ${AGENT_ARGS:-} >"$OUT/agent.log" 2>&1 &
 agent=$!
 trap 'kill $agent 2>/dev/null || true; rm -rf "$data"' EXIT
 port=""
@@ -97,7 +99,7 @@ peak=$(hwm_kb)
 kill -TERM $agent
 wait $agent || true
 cat >"$OUT/agent_bench.json" <<JSON
-{"machine": "$(hostname) $(nproc) cores $(uname -r)", "job": "${job[*]}",
+{"machine": "$(hostname) $(nproc) cores $(uname -r)", "job": "${job[*]}", "agent_args": "${AGENT_ARGS:-}",
  "idle": {"seconds": $IDLE_S, "cpu_core_fraction": $idle_cpu, "rss_bytes": $((idle_rss * 1024)),
           "scrape_ms_median": $idle_scrape, "series": $idle_series},
  "one_job": {"seconds": $JOB_S, "cpu_core_fraction": $job_cpu, "rss_bytes": $((job_rss * 1024)),

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <regex>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -193,6 +194,8 @@ void Agent::scan(int64_t now) {
       continue;
     }
     if (failed_jobs_.count(id)) continue;
+    if (!config_.command_filter.empty() && !std::regex_search(job.command, std::regex(config_.command_filter)))
+      continue;  // not one the operator asked for
     if (jobs_.size() >= static_cast<size_t>(config_.max_jobs)) {
       ++untraced;
       continue;

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <functional>
+#include <regex>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -108,6 +109,15 @@ const std::map<std::string, KeySpec>& specs() {
                               [](AgentConfig& c, const std::string& k, const std::string& v) {
                                 c.max_jobs = static_cast<int>(integer(k, v, 1, 256));
                               }}},
+      {"discovery.command_filter", {"only jobs whose leader's command line matches this regex (default: every job)",
+                                    [](AgentConfig& c, const std::string& k, const std::string& v) {
+                                      try {
+                                        std::regex check(v);
+                                      } catch (const std::regex_error& e) {
+                                        throw std::invalid_argument(k + ": '" + v + "' is not a regular expression");
+                                      }
+                                      c.command_filter = v;
+                                    }}},
       {"trace.layers", {"layers traced in each job, as record --layers (default all)",
                         [](AgentConfig& c, const std::string&, const std::string& v) {
                           parse_layer_list(v);  // throws on an unknown layer

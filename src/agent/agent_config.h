@@ -16,6 +16,7 @@ struct AgentConfig {
   int64_t scan_interval_ns = 2'000'000'000;
   std::vector<std::string> job_libraries = {"cuda", "nccl", "torch"};  // a process mapping one of these is a job
   int max_jobs = 8;  // traced at once; more are counted (stackscope_jobs_untraced) and left alone
+  std::string command_filter;  // ECMAScript regex a job's leader command line must match ("": every job)
   // tracing of each job (what `record` does, with its budgeted defaults)
   std::string layers = "all";
   int interval_ms = 100;

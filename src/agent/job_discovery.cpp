@@ -205,6 +205,10 @@ std::map<std::string, Job> JobScanner::scan() {
   }
   for (auto& [id, job] : jobs) {
     job.labels = parse_cgroup_labels(slurp(root_ + "/" + std::to_string(job.leader) + "/cgroup"));
+    job.command = slurp(root_ + "/" + std::to_string(job.leader) + "/cmdline");
+    while (!job.command.empty() && job.command.back() == '\0') job.command.pop_back();
+    for (char& ch : job.command)
+      if (ch == '\0') ch = ' ';
   }
   return jobs;
 }

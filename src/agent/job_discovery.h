@@ -35,6 +35,7 @@ struct JobProcess {
 };
 
 struct Job {
+  std::string command;  // the leader's command line, arguments joined by spaces
   std::string id;  // "<comm>-<leader pid>-<leader start ticks>": unique on the node for the node's uptime
   std::string name;  // "<comm>-<leader pid>": the label
   uint32_t leader = 0;

@@ -197,7 +197,9 @@ TEST(AgentDaemon, DiscoversATorchJobAndPrometheusScrapesIt) {
   TempDir dir;
   const std::string config = dir.file("agent.toml");
   write_file(config, "[api]\nmax_incidents = 100\n");
-  Agent agent(dir, {"--config", config});
+  // Only this test's jobs (ctest may run other torch tests beside it, which the agent must not slow down): the
+  // workload runs from the test's directory, which the command filter names.
+  Agent agent(dir, {"--config", config, "--set", "discovery.command_filter=" + dir.path()});
   ASSERT_GT(agent.port, 0) << read_file(agent.log);
 
   std::string body;
@@ -205,7 +207,8 @@ TEST(AgentDaemon, DiscoversATorchJobAndPrometheusScrapesIt) {
   EXPECT_EQ(nlohmann::json::parse(body)["status"], "ok");
 
   // The job starts after the agent.
-  Child job({"/usr/bin/python3", kWorkload, "--seconds", "25"}, dir.file("job.log"));
+  fs::copy_file(kWorkload, dir.file("cpu_train.py"));
+  Child job({"/usr/bin/python3", dir.file("cpu_train.py"), "--seconds", "25"}, dir.file("job.log"));
   const std::string name = "python3-" + std::to_string(job.pid);
   ASSERT_TRUE(wait_for([&] { return agent.count("tracing job " + name) == 1; }, 60s)) << read_file(agent.log);
   // Its series in /metrics: labelled by job, events counted by layer.
@@ -313,7 +316,8 @@ TEST(AgentDaemon, SurvivesThirtyShortJobsWithBoundedMemory) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root (eBPF)";
   if (!have_torch()) GTEST_SKIP() << "python3-torch missing";
   TempDir dir;
-  Agent agent(dir, {"--set", "discovery.scan_interval=300ms"});  // --set wins over the flag
+  // --set wins over the flag; only this test's jobs (their command lines carry the test's directory).
+  Agent agent(dir, {"--set", "discovery.scan_interval=300ms", "--set", "discovery.command_filter=" + dir.path()});
   ASSERT_GT(agent.port, 0) << read_file(agent.log);
   constexpr int kJobs = 30, kWave = 3;
   uint64_t rss_warm_kb = 0;
@@ -331,7 +335,7 @@ TEST(AgentDaemon, SurvivesThirtyShortJobsWithBoundedMemory) {
     std::vector<std::unique_ptr<Child>> wave;
     for (int i = 0; i < kWave; ++i)
       wave.push_back(std::make_unique<Child>(
-          std::vector<std::string>{"/usr/bin/python3", "-c", "import torch, time; time.sleep(3)"},
+          std::vector<std::string>{"/usr/bin/python3", "-c", "import torch, time; time.sleep(3)", dir.path()},
           dir.file("jobs.log")));
     for (auto& c : wave) {
       const std::string name = "python3-" + std::to_string(c->pid);

@@ -64,6 +64,8 @@ TEST(AgentConfig, BadInputNamesTheKeyAndLine) {
   }
   EXPECT_THROW(load_agent_config("", {{"listen", "nowhere"}}), std::invalid_argument);
   EXPECT_THROW(load_agent_config("", {{"trace.layers", "cuda,bogus"}}), std::invalid_argument);
+  EXPECT_THROW(load_agent_config("", {{"discovery.command_filter", "train(.py"}}), std::invalid_argument);
+  EXPECT_THROW(load_agent_config("", {{"trace.ring_buffer", "3MiB"}}), std::invalid_argument);  // not a power of two
   EXPECT_THROW(load_agent_config("", {{"store.segment_size", "20GiB"}}), std::invalid_argument);  // > retention
   EXPECT_THROW(load_agent_config(dir.file("missing.toml"), {}), std::invalid_argument);
 }
