@@ -12,6 +12,7 @@ PKGS=(
   libgtest-dev libgmock-dev libbenchmark-dev                        # tests and benchmarks
   python3 python3-torch python3-numpy python3-sklearn python3-xgboost python3-matplotlib             # real CPU workloads and peers (Debian's, not PyPI)
   procps util-linux ccache
+  prometheus-cpp-dev libcivetweb-dev libtomlplusplus-dev prometheus curl   # node agent: /metrics, HTTP, config; its tests scrape with a real Prometheus
   chromium                                                          # headless render check of the HTML reports
 )
 missing=()

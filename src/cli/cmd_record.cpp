@@ -116,11 +116,6 @@ int exit_status_of(int status) {
   return 1;
 }
 
-void raise_memlock_limit() {
-  rlimit r{RLIM_INFINITY, RLIM_INFINITY};
-  ::setrlimit(RLIMIT_MEMLOCK, &r);
-}
-
 // "250ms", "1s", "1.5s" -> milliseconds; throws std::invalid_argument.
 int parse_duration_ms(const std::string& text, const std::string& what) {
   const auto ns = analyze::parse_duration_ns(text);
@@ -199,19 +194,11 @@ int run_record(const RecordOptions& opt) {
   std::vector<Layer> requested = parse_layer_list(opt.layers);
   const bool explicit_layers = opt.layers != "all";
   const bool root = ::geteuid() == 0;
-  std::vector<Layer> layers, need_root, unbuilt;
-  auto support = layer_support();
-  for (Layer l : requested) {
-    auto& s = support[static_cast<size_t>(l)];
-    if (!s.built) unbuilt.push_back(l);
-    else if (s.needs_root && !root) need_root.push_back(l);
-    else layers.push_back(l);
-  }
-  auto names = [](const std::vector<Layer>& v) {
-    std::string s;
-    for (Layer l : v) s += (s.empty() ? "" : ",") + std::string(layer_name(l));
-    return s;
-  };
+  const LayerChoice choice = choose_layers(requested);
+  const std::vector<Layer>& layers = choice.layers;
+  const std::vector<Layer>& need_root = choice.need_root;
+  const std::vector<Layer>& unbuilt = choice.unbuilt;
+  const auto names = layer_names;
   if (!need_root.empty())
     std::cerr << "stackscope: layers " << names(need_root)
               << " need root (CAP_BPF and CAP_PERFMON for eBPF uprobes); recording " << (layers.empty() ? "nothing else" : names(layers)) << "\n";
@@ -234,12 +221,7 @@ int run_record(const RecordOptions& opt) {
   RecordingWriter writer(out_file.write_path());
   set_crash_note(("the recording so far is in " + out_file.write_path() + " (it opens as it is)").c_str());
   HostInfo host = read_host_info();
-  writer.set_meta("host", host.hostname);
-  writer.set_meta("kernel", host.kernel);
-  writer.set_meta("cpu_model", host.cpu_model);
-  writer.set_meta("cpu_count", std::to_string(host.cpu_count));
-  writer.set_meta("mem_total_bytes", std::to_string(host.mem_total_bytes));
-  writer.set_meta("gpu_models", host.gpu_models);
+  for (const auto& [key, value] : host_meta(host)) writer.set_meta(key, value);
   writer.set_meta("command", join(opt.keep_cmdline ? opt.command : redact_command_line(opt.command), " "));
   nlohmann::json config = {{"layers", names(layers)}, {"interval_ms", opt.interval_ms},
                            {"duration_s", opt.duration_s}, {"pid", opt.pid}, {"all", opt.all_processes},

@@ -1,5 +1,8 @@
 #include "cli/collectors.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include "sample/nvml_sampler.h"
 #include "sample/procfs_sampler.h"
 #ifdef STACKSCOPE_HAVE_BPF
@@ -21,6 +24,30 @@ std::vector<LayerSupport> layer_support() {
     out.push_back(s);
   }
   return out;
+}
+
+LayerChoice choose_layers(const std::vector<Layer>& requested) {
+  LayerChoice c;
+  const bool root = ::geteuid() == 0;
+  auto support = layer_support();
+  for (Layer l : requested) {
+    auto& s = support[static_cast<size_t>(l)];
+    if (!s.built) c.unbuilt.push_back(l);
+    else if (s.needs_root && !root) c.need_root.push_back(l);
+    else c.layers.push_back(l);
+  }
+  return c;
+}
+
+std::string layer_names(const std::vector<Layer>& layers) {
+  std::string s;
+  for (Layer l : layers) s += (s.empty() ? "" : ",") + std::string(layer_name(l));
+  return s;
+}
+
+void raise_memlock_limit() {
+  rlimit r{RLIM_INFINITY, RLIM_INFINITY};
+  ::setrlimit(RLIMIT_MEMLOCK, &r);
 }
 
 std::string python_offsets_json() {
@@ -55,6 +82,7 @@ std::vector<std::unique_ptr<Collector>> make_collectors(const std::vector<Layer>
     topts.python_offcpu_min_ns = static_cast<uint64_t>(python.offcpu_min_ns);
     topts.full_detail = detail.full;
     topts.budget_pct = detail.budget_pct;
+    if (detail.ringbuf_bytes) topts.ringbuf_bytes = detail.ringbuf_bytes;
     out.push_back(trace::make_uprobe_tracer(traced, topts));
   }
 #endif

@@ -16,6 +16,16 @@ struct LayerSupport {
 
 std::vector<LayerSupport> layer_support();
 
+// Which of the requested layers can run here: `layers` can; the others need root or are not in this build.
+struct LayerChoice {
+  std::vector<Layer> layers, need_root, unbuilt;
+};
+LayerChoice choose_layers(const std::vector<Layer>& requested);
+// "cuda,nccl,host"
+std::string layer_names(const std::vector<Layer>& layers);
+// eBPF maps count against RLIMIT_MEMLOCK on older kernels: raised to unlimited (root may) before loading.
+void raise_memlock_limit();
+
 // How CPython is traced (see trace/tracer.h): mode auto|stack|usdt|capi|off; duty cycle of the C-API probes
 // (0: always attached); stack sampling rate and the shortest blocked time reported.
 struct PythonOptions {
@@ -29,6 +39,7 @@ struct PythonOptions {
 struct TraceDetail {
   bool full = false;
   double budget_pct = 1.0;
+  uint32_t ringbuf_bytes = 0;  // each probe family's BPF ring buffer (a power of two); 0: the tracer's default
 };
 // Collectors for `layers` (one collector may serve several layers, e.g. the uprobe tracer).
 std::vector<std::unique_ptr<Collector>> make_collectors(const std::vector<Layer>& layers,

@@ -51,4 +51,13 @@ HostInfo read_host_info() {
   return h;
 }
 
+std::map<std::string, std::string> host_meta(const HostInfo& h) {
+  return {{"host", h.hostname},
+          {"kernel", h.kernel},
+          {"cpu_model", h.cpu_model},
+          {"cpu_count", std::to_string(h.cpu_count)},
+          {"mem_total_bytes", std::to_string(h.mem_total_bytes)},
+          {"gpu_models", h.gpu_models}};
+}
+
 }  // namespace stackscope

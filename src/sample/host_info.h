@@ -15,5 +15,8 @@ struct HostInfo {
 };
 
 HostInfo read_host_info();
+// The recording metadata keys and values of `h` (host, kernel, cpu_model, cpu_count, mem_total_bytes, gpu_models),
+// as `record` and the agent's segments stamp them.
+std::map<std::string, std::string> host_meta(const HostInfo& h);
 
 }  // namespace stackscope

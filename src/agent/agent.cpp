@@ -1,0 +1,340 @@
+#include "agent/agent.h"
+
+#include <malloc.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <regex>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "agent/http_endpoint.h"
+#include "agent/job_discovery.h"
+#include "agent/job_trace.h"
+#include "agent/segment_store.h"
+#include "cli/collectors.h"
+#include "model/clock.h"
+#include "sample/host_info.h"
+
+namespace stackscope::agent {
+
+namespace {
+void log_line(const std::string& text) { std::cerr << "stackscope agent: " << text << "\n" << std::flush; }
+}  // namespace
+
+// The node's own samplers (host and GPU series whether or not a job runs) into DATA_DIR/node segments and /metrics.
+class NodeTelemetry {
+ public:
+  NodeTelemetry(const AgentConfig& c, const std::map<std::string, std::string>& host_meta, AgentMetrics& metrics) {
+    std::vector<Layer> wanted;
+    for (Layer l : parse_layer_list(c.host_layers.empty() ? "host" : c.host_layers))
+      if (l == Layer::host || l == Layer::nvml) wanted.push_back(l);
+    if (c.host_layers.empty()) wanted.clear();
+    SegmentOptions so;
+    so.dir = c.data_dir + "/node";
+    so.prefix = "node";
+    so.max_duration_ns = c.segment_duration_ns;
+    so.max_bytes = c.segment_size_bytes;
+    so.meta = host_meta;
+    so.meta["config"] = nlohmann::json{{"layers", cli::layer_names(wanted)}, {"interval_ms", c.host_interval_ms},
+                                       {"agent", true}}
+                            .dump();
+    segments_ = std::make_unique<SegmentedRecording>(so);
+    exporter_ = metrics.host_exporter(*segments_, c.max_host_series);
+    CollectorOptions copt;
+    copt.interval_ms = c.host_interval_ms;
+    copt.host = host_meta.count("host") ? host_meta.at("host") : std::string();
+    collectors_ = cli::make_collectors(wanted);
+    for (auto& col : collectors_) {
+      CollectorStatus st = col->start(*exporter_, copt);
+      if (!st.message.empty()) log_line("node " + col->name() + ": " + st.message);
+      if (st.running) running_.push_back(col.get());
+    }
+  }
+  ~NodeTelemetry() {
+    for (auto* c : running_) c->stop();
+    segments_->close();
+    for (auto* c : running_) c->release();
+  }
+  void tick(int64_t now) { segments_->maybe_rotate(now); }
+  std::string current_segment() const { return segments_->current_path(); }
+  bool failed() const { return segments_->failed(); }
+
+ private:
+  std::unique_ptr<SegmentedRecording> segments_;
+  std::unique_ptr<TelemetrySink> exporter_;
+  std::vector<std::unique_ptr<Collector>> collectors_;
+  std::vector<Collector*> running_;
+};
+
+Agent::Agent(std::string config_path, std::map<std::string, std::string> overrides, std::string version)
+    : config_path_(std::move(config_path)), overrides_(std::move(overrides)), version_(std::move(version)) {
+  config_ = load_agent_config(config_path_, overrides_);
+  host_meta_ = host_meta(read_host_info());
+  metrics_ = std::make_unique<AgentMetrics>(host_meta_["host"], version_);
+  scanner_ = std::make_unique<JobScanner>(job_library_mask(config_.job_libraries));
+}
+
+Agent::~Agent() = default;
+
+int Agent::port() const { return http_ ? http_->port() : 0; }
+
+void Agent::start_http() {
+  http_.reset();
+  std::map<std::string, HttpEndpoint::Handler> routes;
+  routes["/metrics"] = [this] {
+    return HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8", metrics_->scrape()};
+  };
+  routes["/healthz"] = [this] {
+    nlohmann::json h = health_json();
+    return HttpResponse{h["status"] == "ok" ? 200 : 503, "application/json", h.dump() + "\n"};
+  };
+  routes["/api/incidents"] = [this] { return HttpResponse{200, "application/json", incidents_json().dump() + "\n"}; };
+  http_ = std::make_unique<HttpEndpoint>(config_.listen, std::move(routes));
+  const std::string host = config_.listen.substr(0, config_.listen.rfind(':'));
+  log_line(fmt::format("listening on {}:{} (/metrics, /healthz, /api/incidents)", host, http_->port()));
+}
+
+void Agent::start_node() {
+  node_.reset();
+  node_ = std::make_unique<NodeTelemetry>(config_, host_meta_, *metrics_);
+}
+
+nlohmann::json Agent::health_json() const {
+  std::lock_guard lk(mu_);
+  const int64_t now = monotonic_ns();
+  const double scan_age = last_scan_ns_ ? static_cast<double>(now - last_scan_ns_) * 1e-9 : 0.0;
+  // Unhealthy when the store failed or the loop has stopped scanning (three intervals late).
+  const bool stalled = last_scan_ns_ && now - last_scan_ns_ > 3 * config_.scan_interval_ns + 5'000'000'000;
+  return {{"status", store_error_.empty() && !stalled ? "ok" : "degraded"},
+          {"uptime_s", static_cast<double>(now - started_ns_) * 1e-9},
+          {"jobs_traced", jobs_traced_},
+          {"jobs_untraced", jobs_untraced_},
+          {"last_scan_age_s", scan_age},
+          {"store_error", store_error_}};
+}
+
+nlohmann::json Agent::incidents_json() const {
+  std::lock_guard lk(mu_);
+  nlohmann::json list = nlohmann::json::array();
+  for (auto it = incidents_.rbegin(); it != incidents_.rend(); ++it) list.push_back(*it);  // newest first
+  return {{"host", host_meta_.count("host") ? host_meta_.at("host") : ""}, {"incidents", std::move(list)}};
+}
+
+void Agent::handle_incidents(JobTrace& t) {
+  for (auto& j : t.poll_incidents()) {
+    const std::string what = j.value("online", "");
+    const std::string cls = j.contains("cause") && j["cause"].is_object() ? j["cause"].value("class", "unexplained")
+                                                                           : "unexplained";
+    const int id = j.value("id", 0);
+    const std::string job_id = j.value("job_id", "");
+    std::lock_guard lk(mu_);
+    auto match = std::find_if(incidents_.begin(), incidents_.end(), [&](const nlohmann::json& x) {
+      return x.value("job_id", "") == job_id && x.value("id", 0) == id;
+    });
+    std::string before;
+    if (match != incidents_.end() && match->contains("cause") && (*match)["cause"].is_object())
+      before = (*match)["cause"].value("class", "unexplained");
+    if (what == "open") {
+      metrics_->incident_opened(t.labels(), cls);
+      log_line(fmt::format("{}: incident #{} opened: {}", t.labels().job, id, cls));
+    } else if (what == "cause" && !before.empty()) {
+      metrics_->incident_cause_changed(t.labels(), before, cls);
+    } else if (what == "close") {
+      metrics_->incident_closed(t.labels(), before.empty() ? cls : before);
+      if (!before.empty() && before != cls) {  // the class it closed with was never announced as a change
+        metrics_->incident_cause_changed(t.labels(), before, cls);
+        metrics_->incident_closed(t.labels(), cls);
+      }
+      log_line(fmt::format("{}: incident #{} closed: {}", t.labels().job, id, cls));
+    }
+    j["state"] = what == "close" ? "closed" : "open";
+    if (match != incidents_.end()) {
+      *match = std::move(j);
+    } else {
+      incidents_.push_back(std::move(j));
+      while (incidents_.size() > config_.max_incidents) incidents_.pop_front();
+    }
+  }
+}
+
+void Agent::scan(int64_t now) {
+  const int64_t t0 = monotonic_ns();
+  auto found = scanner_->scan();
+  for (auto it = jobs_.begin(); it != jobs_.end();) {
+    if (found.count(it->first)) {
+      ++it;
+      continue;
+    }
+    JobTrace& t = *it->second;
+    try {
+      t.stop();
+      handle_incidents(t);  // the closes of its last pass
+    } catch (const std::exception& e) {
+      log_line(fmt::format("job {}: {}", t.labels().job, e.what()));
+    }
+    metrics_->job_ended(t.labels());
+    log_line(fmt::format("job {} ended; its segments are in {}", t.labels().job, t.dir()));
+    it = jobs_.erase(it);
+    // A job's tracer frees tens of MB (symbol tables of its libraries, buffers): given back to the system, so the
+    // agent's RSS on an idle node does not keep the high-water mark of its last job.
+    ::malloc_trim(0);
+  }
+  std::erase_if(failed_jobs_, [&](const std::string& id) { return !found.count(id); });
+  size_t untraced = 0;
+  for (auto& [id, job] : found) {
+    if (auto it = jobs_.find(id); it != jobs_.end()) {
+      it->second->update(job);
+      continue;
+    }
+    if (failed_jobs_.count(id)) continue;
+    if (!config_.command_filter.empty() && !std::regex_search(job.command, std::regex(config_.command_filter)))
+      continue;  // not one the operator asked for
+    if (jobs_.size() >= static_cast<size_t>(config_.max_jobs)) {
+      ++untraced;
+      continue;
+    }
+    metrics_->job_discovered();
+    try {
+      auto t = std::make_unique<JobTrace>(job, config_, host_meta_, *metrics_);
+      log_line(fmt::format("tracing job {} (pid {}, {} process(es){}{}){}", t->labels().job, job.leader,
+                           job.processes.size(), job.labels.pod_uid.empty() ? "" : ", pod " + job.labels.pod_uid,
+                           job.labels.container_id.empty() ? "" : ", container " + job.labels.container_id.substr(0, 12),
+                           t->status().empty() ? "" : ": " + t->status()));
+      jobs_[id] = std::move(t);
+    } catch (const std::exception& e) {
+      failed_jobs_.insert(id);
+      log_line(fmt::format("cannot trace job {}: {}", job.name, e.what()));
+    }
+  }
+  const double seconds = static_cast<double>(monotonic_ns() - t0) * 1e-9;
+  metrics_->set_scan(seconds, scanner_->processes_seen(), jobs_.size(), untraced);
+  std::lock_guard lk(mu_);
+  jobs_traced_ = jobs_.size();
+  jobs_untraced_ = untraced;
+  last_scan_ns_ = now;
+}
+
+void Agent::reload() {
+  AgentConfig next;
+  try {
+    next = load_agent_config(config_path_, overrides_);
+  } catch (const std::exception& e) {
+    metrics_->reloaded(false);
+    log_line(std::string("reload refused, the running configuration stays: ") + e.what());
+    return;
+  }
+  const AgentConfig before = config_;
+  {
+    std::lock_guard lk(mu_);
+    config_ = next;
+  }
+  try {
+    if (next.listen != before.listen) start_http();
+    if (next.host_layers != before.host_layers || next.host_interval_ms != before.host_interval_ms ||
+        next.data_dir != before.data_dir || next.max_host_series != before.max_host_series)
+      start_node();
+  } catch (const std::exception& e) {
+    log_line(std::string("reload: ") + e.what());
+  }
+  scanner_ = std::make_unique<JobScanner>(job_library_mask(next.job_libraries));
+  metrics_->reloaded(true);
+  log_line("configuration reloaded (jobs already traced keep their settings until they end)");
+}
+
+void Agent::retention() {
+  std::set<std::string> open, keep;
+  for (auto& [id, t] : jobs_) {
+    open.insert(t->current_segment());
+    keep.insert(t->dir());
+  }
+  if (node_) open.insert(node_->current_segment());
+  keep.insert(config_.data_dir + "/node");
+  const auto r = apply_retention(config_.data_dir, config_.retention_size_bytes, config_.retention_age_ns, open, keep);
+  metrics_->set_store(r.segments, r.bytes, r.deleted, r.deleted_bytes);
+  std::string error;
+  if (node_ && node_->failed()) error = "the node's segment could not be written (disk full?)";
+  std::lock_guard lk(mu_);
+  store_error_ = error;
+}
+
+void Agent::self_resources() {
+  std::ifstream stat("/proc/self/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const size_t close = text.rfind(')');
+  if (close == std::string::npos) return;
+  std::istringstream in(text.substr(close + 2));
+  std::string field;
+  double utime = 0, stime = 0;
+  for (int i = 3; in >> field; ++i) {  // field 3 is the state
+    if (i == 14) utime = std::stod(field);
+    if (i == 15) {
+      stime = std::stod(field);
+      break;
+    }
+  }
+  std::ifstream statm("/proc/self/statm");
+  uint64_t size = 0, resident = 0;
+  statm >> size >> resident;
+  metrics_->set_agent_resources((utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK)),
+                                resident * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE)));
+}
+
+int Agent::run(const std::atomic<bool>& stop, std::atomic<bool>& reload_requested) {
+  started_ns_ = monotonic_ns();
+  std::filesystem::create_directories(config_.data_dir);
+  start_node();
+  start_http();
+  int64_t next_scan = 0, next_housekeeping = 0;
+  // A daemon goes on through one job's or one pass's failure (a full disk, a job that vanished mid-call): logged,
+  // counted in /healthz, and the next pass tries again.
+  auto guarded = [&](const char* what, const std::function<void()>& step) {
+    try {
+      step();
+    } catch (const std::exception& e) {
+      log_line(std::string(what) + ": " + e.what());
+      std::lock_guard lk(mu_);
+      if (std::string_view(what) == "store") store_error_ = e.what();
+    }
+  };
+  while (!stop.load()) {
+    if (reload_requested.exchange(false)) guarded("reload", [&] { reload(); });
+    const int64_t now = monotonic_ns();
+    if (now >= next_scan) {
+      guarded("scan", [&] { scan(now); });
+      next_scan = now + config_.scan_interval_ns;
+    }
+    for (auto& entry : jobs_) {
+      JobTrace& t = *entry.second;
+      guarded("incidents", [&] { handle_incidents(t); });
+      guarded("store", [&] { t.tick(now); });
+    }
+    if (node_) guarded("store", [&] { node_->tick(now); });
+    if (now >= next_housekeeping) {
+      guarded("retention", [&] { retention(); });
+      self_resources();
+      metrics_->expire(std::chrono::minutes(5));
+      next_housekeeping = now + 10'000'000'000;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  log_line(fmt::format("stopping: flushing {} job(s)", jobs_.size()));
+  for (auto& entry : jobs_)
+    guarded("stop", [&] {
+      entry.second->stop();
+      handle_incidents(*entry.second);
+    });
+  jobs_.clear();
+  node_.reset();
+  http_.reset();
+  log_line("stopped");
+  return store_error_.empty() ? 0 : 3;
+}
+
+}  // namespace stackscope::agent

@@ -1,0 +1,67 @@
+// The node agent's main loop: discovers jobs (job_discovery.h) every scan interval and traces each (job_trace.h)
+// until it ends, runs the node's own samplers into their segments and /metrics, applies retention, serves
+// /metrics, /healthz and /api/incidents (http_endpoint.h), reloads its configuration on request and stops cleanly.
+#pragma once
+#include <atomic>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "agent/agent_config.h"
+#include "agent/agent_metrics.h"
+
+namespace stackscope::agent {
+
+class HttpEndpoint;
+class JobTrace;
+class JobScanner;
+class NodeTelemetry;
+
+class Agent {
+ public:
+  // config_path: the TOML file ("" for none), read again on reload(); overrides: flags, applied after it.
+  Agent(std::string config_path, std::map<std::string, std::string> overrides, std::string version);
+  ~Agent();
+
+  // Runs until `stop` becomes true; `reload` true asks for a configuration reload (and is reset). Returns 0, or 3
+  // when the store failed (disk full) at the end.
+  int run(const std::atomic<bool>& stop, std::atomic<bool>& reload);
+
+  const AgentConfig& config() const { return config_; }
+  int port() const;  // the HTTP port listened on (after start)
+
+ private:
+  void start_http();
+  void start_node();
+  void scan(int64_t now);
+  void handle_incidents(JobTrace& t);
+  void reload();
+  void retention();
+  void self_resources();
+  nlohmann::json incidents_json() const;
+  nlohmann::json health_json() const;
+
+  std::string config_path_;
+  std::map<std::string, std::string> overrides_;
+  std::string version_;
+  AgentConfig config_;
+  std::map<std::string, std::string> host_meta_;
+  std::unique_ptr<AgentMetrics> metrics_;
+  std::unique_ptr<JobScanner> scanner_;
+  std::unique_ptr<NodeTelemetry> node_;
+  std::map<std::string, std::unique_ptr<JobTrace>> jobs_;  // by job id
+  std::set<std::string> failed_jobs_;                      // could not be traced: not retried while they live
+  std::unique_ptr<HttpEndpoint> http_;
+  mutable std::mutex mu_;  // what the HTTP threads read: incidents_, health
+  std::deque<nlohmann::json> incidents_;  // newest last; each incident's latest report
+  size_t jobs_traced_ = 0, jobs_untraced_ = 0;
+  int64_t started_ns_ = 0, last_scan_ns_ = 0;
+  std::string store_error_;
+};
+
+}  // namespace stackscope::agent

@@ -1,0 +1,58 @@
+// The agent's configuration: a TOML file (deploy/agent.toml documents every key) with command-line flags that
+// override it. Every setting has one dotted name ("store.retention_size"); the file and the flags both go through
+// set(), so a value means the same wherever it comes from, and flags still win after SIGHUP reloads the file.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace stackscope::agent {
+
+struct AgentConfig {
+  std::string data_dir = "/var/lib/stackscope";  // segments, per-job incident logs
+  std::string listen = "127.0.0.1:9477";         // /metrics, /healthz, /api/incidents ("HOST:PORT"; port 0: any)
+  // discovery
+  int64_t scan_interval_ns = 2'000'000'000;
+  std::vector<std::string> job_libraries = {"cuda", "nccl", "torch"};  // a process mapping one of these is a job
+  int max_jobs = 8;  // traced at once; more are counted (stackscope_jobs_untraced) and left alone
+  std::string command_filter;  // ECMAScript regex a job's leader command line must match ("": every job)
+  // tracing of each job (what `record` does, with its budgeted defaults)
+  std::string layers = "all";
+  int interval_ms = 100;
+  double budget_pct = 1.0;
+  // Each probe family's BPF ring buffer: smaller than record's 8 MiB, since the agent traces several jobs for
+  // days and every buffer is resident memory (a full buffer drops records, counted in
+  // stackscope_job_dropped_events_total).
+  uint32_t ringbuf_bytes = 2u << 20;
+  bool detect = true;
+  double detect_horizon_s = 1800;
+  // the node's own samplers (host and GPU series without a job)
+  int host_interval_ms = 1000;
+  std::string host_layers = "host,nvml";
+  size_t max_host_series = 4000;  // exported to /metrics (the rest still go to the segments)
+  // rolling store
+  int64_t segment_duration_ns = 600'000'000'000;  // a segment is closed after this long...
+  uint64_t segment_size_bytes = 256ull << 20;     // ...or once this big
+  uint64_t retention_size_bytes = 10ull << 30;    // oldest closed segments deleted beyond this total...
+  int64_t retention_age_ns = 7 * 86'400'000'000'000;  // ...or once older than this
+  size_t max_incidents = 1000;  // kept for /api/incidents
+
+  // Sets one setting from text ("2s", "256MiB", "true", "cuda,nccl"). Throws std::invalid_argument naming the key
+  // and what it expects.
+  void set(const std::string& key, const std::string& value);
+  // Checks the combination (sizes, intervals, a parsable listen address). Throws std::invalid_argument.
+  void validate() const;
+};
+
+// The names set() accepts, with a one-line description each (for --help and the documentation test).
+const std::map<std::string, std::string>& agent_config_keys();
+
+// Reads `path` (TOML) over the defaults, then applies `overrides` (key -> text, from flags). An empty path: the
+// defaults and the overrides only. Throws std::invalid_argument with the file, line and key on a bad file.
+AgentConfig load_agent_config(const std::string& path, const std::map<std::string, std::string>& overrides);
+
+// "256MiB", "10GiB", "500MB", "4096" (bytes) -> bytes; nullopt-like 0 with ok=false on malformed input.
+bool parse_size_bytes(const std::string& text, uint64_t& out);
+
+}  // namespace stackscope::agent

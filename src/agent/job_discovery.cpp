@@ -1,0 +1,216 @@
+#include "agent/job_discovery.h"
+
+#include <dirent.h>
+
+#include <cctype>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "model/process.h"
+#include "sample/procfs_parsers.h"
+#include "trace/proc_maps.h"
+
+namespace stackscope::agent {
+namespace {
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return {};
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+bool all_hex(std::string_view s) {
+  for (char c : s)
+    if (!std::isxdigit(static_cast<unsigned char>(c))) return false;
+  return !s.empty();
+}
+
+// The last 64-hex run in a path component ("docker-<id>.scope", "cri-containerd-<id>.scope", "<id>").
+std::string container_id_in(std::string_view component) {
+  for (size_t i = 0; i + 64 <= component.size(); ++i) {
+    std::string_view cand = component.substr(i, 64);
+    const bool bounded = (i == 0 || !std::isxdigit(static_cast<unsigned char>(component[i - 1]))) &&
+                         (i + 64 == component.size() || !std::isxdigit(static_cast<unsigned char>(component[i + 64])));
+    if (bounded && all_hex(cand)) return std::string(cand);
+  }
+  return {};
+}
+
+// "kubepods-burstable-pod1234_5678.slice" (systemd driver, dashes as underscores) or "pod1234-5678" (cgroupfs).
+std::string pod_uid_in(std::string_view component) {
+  const size_t at = component.rfind("pod");
+  if (at == std::string_view::npos) return {};
+  std::string_view rest = component.substr(at + 3);
+  if (rest.ends_with(".slice")) rest.remove_suffix(6);
+  std::string uid(rest);
+  for (char& c : uid)
+    if (c == '_') c = '-';
+  // A UID is 36 characters of hex and dashes (8-4-4-4-12).
+  if (uid.size() != 36) return {};
+  for (char c : uid)
+    if (c != '-' && !std::isxdigit(static_cast<unsigned char>(c))) return {};
+  return uid;
+}
+
+std::string rank_of(uint32_t pid) {
+  const std::string env = process_rank_environment(pid);
+  std::istringstream in(env);
+  for (std::string kv; in >> kv;)
+    if (kv.starts_with("RANK=")) return kv.substr(5);
+  return {};
+}
+
+}  // namespace
+
+CgroupLabels parse_cgroup_labels(std::string_view text) {
+  CgroupLabels out;
+  std::string_view best;  // the v2 path, else the longest v1 path
+  size_t from = 0;
+  while (from < text.size()) {
+    size_t eol = text.find('\n', from);
+    if (eol == std::string_view::npos) eol = text.size();
+    std::string_view line = text.substr(from, eol - from);
+    from = eol + 1;
+    // hierarchy-ID:controller-list:cgroup-path
+    const size_t c1 = line.find(':');
+    const size_t c2 = c1 == std::string_view::npos ? c1 : line.find(':', c1 + 1);
+    if (c2 == std::string_view::npos) continue;
+    std::string_view path = line.substr(c2 + 1);
+    if (line.substr(0, c2) == "0:") {
+      out.cgroup = std::string(path);
+      best = path;
+      break;
+    }
+    if (path.size() > best.size()) best = path;
+  }
+  // Components from the innermost: the container is the deepest id, the pod the nearest pod component.
+  size_t end = best.size();
+  while (end > 0) {
+    size_t slash = best.rfind('/', end - 1);
+    const size_t begin = slash == std::string_view::npos ? 0 : slash + 1;
+    std::string_view comp = best.substr(begin, end - begin);
+    if (out.container_id.empty()) out.container_id = container_id_in(comp);
+    if (out.pod_uid.empty()) out.pod_uid = pod_uid_in(comp);
+    if (slash == std::string_view::npos) break;
+    end = slash;
+  }
+  return out;
+}
+
+unsigned job_library_mask(const std::vector<std::string>& names) {
+  unsigned m = 0;
+  for (const auto& n : names) m |= n == "cuda" ? kJobCuda : n == "nccl" ? kJobNccl : n == "torch" ? kJobTorch : 0u;
+  return m;
+}
+
+unsigned job_libraries_in_maps(const std::string& maps_text) {
+  unsigned m = 0;
+  for (const auto& e : trace::parse_proc_maps(maps_text)) {
+    if (!e.exec || e.path.empty()) continue;
+    auto kind = trace::classify_library(e.path);
+    if (!kind) continue;
+    switch (*kind) {
+      case trace::LibraryKind::cudart:
+      case trace::LibraryKind::cuda_driver: m |= kJobCuda; break;
+      case trace::LibraryKind::nccl: m |= kJobNccl; break;
+      case trace::LibraryKind::torch_cpu:
+      case trace::LibraryKind::torch_cuda: m |= kJobTorch; break;
+      default: break;
+    }
+  }
+  return m;
+}
+
+JobScanner::JobScanner(unsigned library_mask, std::string proc_root) : mask_(library_mask), root_(std::move(proc_root)) {}
+
+std::map<std::string, Job> JobScanner::scan() {
+  struct Proc {
+    uint32_t ppid = 0;
+    std::string comm;
+  };
+  std::map<uint32_t, Proc> procs;  // every live process (for the ancestor walk)
+  std::map<uint32_t, JobProcess> job_procs;
+  std::map<uint32_t, Seen> next_seen;
+  const uint32_t self = static_cast<uint32_t>(::getpid());
+  DIR* d = ::opendir(root_.c_str());
+  if (!d) return {};
+  while (auto* e = ::readdir(d)) {
+    char* end = nullptr;
+    const unsigned long v = std::strtoul(e->d_name, &end, 10);
+    if (!end || *end || v == 0) continue;
+    const auto pid = static_cast<uint32_t>(v);
+    const std::string dir = root_ + "/" + e->d_name;
+    const std::string stat_text = slurp(dir + "/stat");
+    procfs::PidStat st;
+    if (stat_text.empty() || !procfs::parse_pid_stat(stat_text, st).ok()) continue;  // gone meanwhile
+    procs[pid] = {st.ppid, procfs::printable_comm(st.comm)};
+    Seen s;
+    if (auto it = seen_.find(pid); it != seen_.end() && it->second.start_ticks == st.start_time) s = it->second;
+    s.start_ticks = st.start_time;
+    if (!s.kernel_thread && pid != self) {
+      // statm's first field: pages mapped. A dlopen (import torch) changes it; an idle process does not.
+      const std::string statm = slurp(dir + "/statm");
+      const uint64_t pages = std::strtoull(statm.c_str(), nullptr, 10);
+      if (statm.empty()) continue;
+      if (pages == 0) {
+        s.kernel_thread = true;
+      } else if (pages != s.mapped_pages) {
+        s.mapped_pages = pages;
+        s.libraries = job_libraries_in_maps(slurp(dir + "/maps"));
+        // Read with the maps: an exec (a new environment) changes the mapped size too.
+        s.rank = (s.libraries & mask_) ? rank_of(pid) : std::string();
+      }
+    }
+    next_seen[pid] = s;
+    if (s.libraries & mask_) {
+      JobProcess jp;
+      jp.pid = pid;
+      jp.ppid = st.ppid;
+      jp.start_ticks = st.start_time;
+      jp.comm = procs[pid].comm;
+      jp.libraries = s.libraries & mask_;
+      jp.rank = s.rank;
+      job_procs[pid] = std::move(jp);
+    }
+  }
+  ::closedir(d);
+  seen_.swap(next_seen);
+
+  std::map<std::string, Job> jobs;
+  for (auto& [pid, jp] : job_procs) {
+    // The topmost job process among its ancestors (a launcher and its ranks are one job).
+    uint32_t leader = pid;
+    uint32_t at = jp.ppid;
+    for (int depth = 0; at > 1 && depth < 64; ++depth) {
+      if (job_procs.count(at)) leader = at;
+      auto it = procs.find(at);
+      if (it == procs.end()) break;
+      at = it->second.ppid;
+    }
+    const JobProcess& lead = job_procs[leader];
+    const std::string id = fmt::format("{}-{}-{}", lead.comm, leader, lead.start_ticks);
+    Job& job = jobs[id];
+    if (job.id.empty()) {
+      job.id = id;
+      job.name = fmt::format("{}-{}", lead.comm, leader);
+      job.leader = leader;
+    }
+    job.libraries |= jp.libraries;
+    job.processes[pid] = jp;
+  }
+  for (auto& [id, job] : jobs) {
+    job.labels = parse_cgroup_labels(slurp(root_ + "/" + std::to_string(job.leader) + "/cgroup"));
+    job.command = slurp(root_ + "/" + std::to_string(job.leader) + "/cmdline");
+    while (!job.command.empty() && job.command.back() == '\0') job.command.pop_back();
+    for (char& ch : job.command)
+      if (ch == '\0') ch = ' ';
+  }
+  return jobs;
+}
+
+}  // namespace stackscope::agent

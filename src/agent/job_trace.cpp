@@ -1,0 +1,210 @@
+#include "agent/job_trace.h"
+
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "agent/segment_store.h"
+#include "cli/collectors.h"
+#include "cli/online_detect.h"
+#include "model/clock.h"
+#include "store/recording_reader.h"
+
+namespace stackscope::agent {
+
+std::vector<nlohmann::json> JsonLinesTail::poll() {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(path_, std::ios::binary);
+  if (!in) return out;
+  in.seekg(static_cast<std::streamoff>(offset_));
+  std::string chunk((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  offset_ += chunk.size();
+  partial_ += chunk;
+  size_t from = 0;
+  for (size_t eol; (eol = partial_.find('\n', from)) != std::string::npos; from = eol + 1) {
+    const std::string line = partial_.substr(from, eol - from);
+    if (line.empty()) continue;
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_discarded()) out.push_back(std::move(j));
+  }
+  partial_.erase(0, from);
+  return out;
+}
+
+// Counts the job's events by rank and layer (and its drops) on their way to the segments; tick() hands the counts
+// to the metrics, so the hot path takes one uncontended lock and no Prometheus label lookup.
+class JobEventCounter final : public TelemetrySink {
+ public:
+  explicit JobEventCounter(TelemetrySink& next) : next_(next) {}
+  SeriesId add_series(const SeriesInfo& info) override { return next_.add_series(info); }
+  void append_event(Event&& e) override {
+    {
+      std::lock_guard lk(mu_);
+      ++pending_[{e.pid, static_cast<int>(e.layer)}];
+    }
+    next_.append_event(std::move(e));
+  }
+  void append_samples(std::span<const Sample> samples) override { next_.append_samples(samples); }
+  void add_drops(std::string_view source, uint64_t n) override {
+    {
+      std::lock_guard lk(mu_);
+      drops_ += n;
+    }
+    next_.add_drops(source, n);
+  }
+  void add_note(std::string_view source, std::string_view text) override { next_.add_note(source, text); }
+
+  void set_ranks(std::map<uint32_t, std::string> ranks) {
+    std::lock_guard lk(mu_);
+    ranks_ = std::move(ranks);
+  }
+  void flush_to(AgentMetrics& m, const JobLabels& labels) {
+    std::map<std::pair<uint32_t, int>, uint64_t> counts;
+    uint64_t drops = 0;
+    std::map<uint32_t, std::string> ranks;
+    {
+      std::lock_guard lk(mu_);
+      counts.swap(pending_);
+      std::swap(drops, drops_);
+      ranks = ranks_;
+    }
+    // Threads and children of a rank count as the rank they belong to once discovery has seen them.
+    for (const auto& [key, n] : counts) {
+      auto r = ranks.find(key.first);
+      m.add_job_events(labels, r == ranks.end() ? std::string() : r->second, static_cast<Layer>(key.second), n);
+    }
+    if (drops) m.add_job_drops(labels, drops);
+  }
+
+ private:
+  TelemetrySink& next_;
+  std::mutex mu_;
+  std::map<std::pair<uint32_t, int>, uint64_t> pending_;
+  uint64_t drops_ = 0;
+  std::map<uint32_t, std::string> ranks_;
+};
+
+namespace {
+std::map<uint32_t, std::string> ranks_of(const Job& job) {
+  std::map<uint32_t, std::string> r;
+  for (const auto& [pid, p] : job.processes) r[pid] = p.rank;
+  return r;
+}
+}  // namespace
+
+JobTrace::JobTrace(const Job& job, const AgentConfig& config, const std::map<std::string, std::string>& host_meta,
+                   AgentMetrics& metrics)
+    : job_(job), labels_{job.name, job.labels.pod_uid, job.labels.container_id}, metrics_(metrics) {
+  dir_ = config.data_dir + "/jobs/" + job.id;
+  SegmentOptions so;
+  so.dir = dir_;
+  so.prefix = "segment";
+  so.max_duration_ns = config.segment_duration_ns;
+  so.max_bytes = config.segment_size_bytes;
+  so.meta = host_meta;
+  so.meta["pid"] = std::to_string(job.leader);
+  so.meta["command"] = job.processes.at(job.leader).comm;  // the name only: no arguments (they may hold secrets)
+  so.meta["agent_job"] = nlohmann::json{{"id", job.id}, {"job", labels_.job}, {"pod", labels_.pod},
+                                        {"container", labels_.container}, {"cgroup", job.labels.cgroup}}
+                             .dump();
+  const auto choice = cli::choose_layers(parse_layer_list(config.layers));
+  if (choice.layers.empty()) throw std::runtime_error("no layer of '" + config.layers + "' can be traced here");
+  so.meta["config"] = nlohmann::json{{"layers", cli::layer_names(choice.layers)}, {"interval_ms", config.interval_ms},
+                                     {"detail", "budgeted"}, {"budget_pct", config.budget_pct}, {"agent", true}}
+                          .dump();
+  segments_ = std::make_unique<SegmentedRecording>(so);
+  counter_ = std::make_unique<JobEventCounter>(*segments_);
+  counter_->set_ranks(ranks_of(job));
+
+  CollectorOptions copt;
+  copt.interval_ms = config.interval_ms;
+  copt.host = host_meta.count("host") ? host_meta.at("host") : std::string();
+  for (const auto& [pid, p] : job.processes) copt.pids.push_back(pid);
+  TelemetrySink* sink = counter_.get();
+  if (config.detect) {
+    const std::string log = dir_ + "/incidents.jsonl";
+    cli::OnlineDetectOptions dopt{.horizon_s = config.detect_horizon_s, .log_path = log, .host = copt.host};
+    detector_ = std::make_unique<cli::OnlineDetector>(*counter_, std::set<uint32_t>(copt.pids.begin(), copt.pids.end()),
+                                                      dopt);
+    incidents_ = std::make_unique<JsonLinesTail>(log);
+    sink = detector_.get();
+  }
+  cli::raise_memlock_limit();
+  cli::TraceDetail detail{false, config.budget_pct, config.ringbuf_bytes};
+  collectors_ = cli::make_collectors(choice.layers, cli::PythonOptions{}, detail);
+  for (auto& c : collectors_) {
+    CollectorStatus st = c->start(*sink, copt);
+    if (!st.message.empty()) status_ += (status_.empty() ? "" : "; ") + c->name() + ": " + st.message;
+    if (st.running) running_.push_back(c.get());
+  }
+  if (running_.empty()) {
+    stop();
+    throw std::runtime_error("no collector could start (" + status_ + ")");
+  }
+  metrics_.job_started(labels_, static_cast<double>(realtime_ns()) * 1e-9, job.libraries);
+  metrics_.set_job_processes(labels_, job.processes.size());
+}
+
+JobTrace::~JobTrace() {
+  try {
+    stop();
+  } catch (const std::exception& e) {
+    std::cerr << "stackscope agent: " << job_.name << ": " << e.what() << "\n";
+  }
+}
+
+void JobTrace::update(const Job& job) {
+  for (const auto& [pid, p] : job.processes)
+    if (!job_.processes.count(pid))
+      for (auto* c : running_) c->add_pid(pid);
+  job_.processes = job.processes;
+  counter_->set_ranks(ranks_of(job_));
+  metrics_.set_job_processes(labels_, job_.processes.size());
+}
+
+std::vector<nlohmann::json> JobTrace::poll_incidents() {
+  std::vector<nlohmann::json> out;
+  if (!incidents_) return out;
+  for (auto& j : incidents_->poll()) {
+    j["job"] = labels_.job;
+    j["pod"] = labels_.pod;
+    j["container"] = labels_.container;
+    j["job_id"] = job_.id;
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+void JobTrace::tick(int64_t now_ns) {
+  if (stopped_) return;
+  counter_->flush_to(metrics_, labels_);
+  segments_->maybe_rotate(now_ns);
+}
+
+void JobTrace::stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  // As `record` ends: collectors stopped, the segment closed, the incidents stored in it, then the probes detached.
+  for (auto* c : running_) c->stop();
+  const std::string last = segments_->close();
+  if (detector_) {
+    auto findings = detector_->finish();
+    try {
+      if (!findings.empty() && !last.empty()) store_findings(last, "incident-online", findings);
+    } catch (const std::exception& e) {  // the probes are detached all the same
+      std::cerr << "stackscope agent: " << job_.name << ": incidents not stored in " << last << ": " << e.what() << "\n";
+    }
+  }
+  for (auto* c : running_) c->release();
+  counter_->flush_to(metrics_, labels_);
+}
+
+std::string JobTrace::current_segment() const { return stopped_ ? std::string() : segments_->current_path(); }
+std::string JobTrace::status() const { return status_; }
+
+}  // namespace stackscope::agent

@@ -1,0 +1,78 @@
+// One traced job: what `record --pid LEADER --detect` does (the same collectors, budgeted defaults, the online
+// incident engine), into the job's rolling segments instead of one file, with its events counted into /metrics
+// and its incidents read back as the engine reports them (its JSON-lines log, docs/INCIDENTS.md objects).
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "agent/agent_config.h"
+#include "agent/agent_metrics.h"
+#include "agent/job_discovery.h"
+#include "model/collector.h"
+
+namespace stackscope::cli {
+class OnlineDetector;
+}
+
+namespace stackscope::agent {
+
+class SegmentedRecording;
+class JobEventCounter;
+
+// New complete lines of a JSON-lines file another thread appends to.
+class JsonLinesTail {
+ public:
+  explicit JsonLinesTail(std::string path) : path_(std::move(path)) {}
+  std::vector<nlohmann::json> poll();
+
+ private:
+  std::string path_;
+  uint64_t offset_ = 0;
+  std::string partial_;
+};
+
+class JobTrace {
+ public:
+  // Starts tracing; the job's directory is DATA_DIR/jobs/<job id>. Throws std::runtime_error when nothing can run.
+  JobTrace(const Job& job, const AgentConfig& config, const std::map<std::string, std::string>& host_meta,
+           AgentMetrics& metrics);
+  ~JobTrace();  // stop() if not done
+
+  const Job& job() const { return job_; }
+  const JobLabels& labels() const { return labels_; }
+  const std::string& dir() const { return dir_; }
+  // The job's processes now: new ones are traced too, ranks relabelled.
+  void update(const Job& job);
+  // The engine's incident reports since the last call ("online": open|cause|close), with the job's labels added.
+  std::vector<nlohmann::json> poll_incidents();
+  // Rotates the segment when due.
+  void tick(int64_t now_ns);
+  // Stops the collectors, closes the segment, stores the job's incidents in it (findings of detector
+  // "incident-online", as `record --detect`) and detaches the probes. Idempotent.
+  void stop();
+  std::string current_segment() const;
+  std::string status() const;  // one line: collectors running, their messages
+
+ private:
+  Job job_;
+  JobLabels labels_;
+  std::string dir_;
+  AgentMetrics& metrics_;
+  std::unique_ptr<SegmentedRecording> segments_;
+  std::unique_ptr<JobEventCounter> counter_;
+  std::unique_ptr<cli::OnlineDetector> detector_;
+  std::vector<std::unique_ptr<Collector>> collectors_;
+  std::vector<Collector*> running_;
+  std::unique_ptr<JsonLinesTail> incidents_;
+  std::string status_;
+  bool stopped_ = false;
+};
+
+}  // namespace stackscope::agent

@@ -1,0 +1,371 @@
+// stackscope-agent end to end, as an operator runs it: started before the job, it discovers a real CPU torch
+// training job (Debian's python3-torch), traces it into segments, and a real Prometheus server (Debian's, started
+// here on loopback with its own configuration) scrapes /metrics and answers a query with the job's series; SIGHUP
+// reloads (a bad file is refused and the agent goes on), SIGTERM flushes and exits 0. Then 30 short jobs start and
+// end under one agent, whose memory and file descriptors stay bounded. Needs root (eBPF) and python3-torch; the
+// Prometheus part needs /usr/bin/prometheus.
+#include <gtest/gtest.h>
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <regex>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "store/recording_reader.h"
+#include "test_util.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+const std::string kAgent = STACKSCOPE_AGENT_BIN;
+const std::string kWorkload = std::string(STACKSCOPE_SOURCE_DIR) + "/workloads/cpu_train.py";
+
+bool have_torch() { return run_command("/usr/bin/python3 -c 'import torch'") == 0; }
+
+bool wait_for(const std::function<bool()>& cond, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(200ms);
+  }
+  return cond();
+}
+
+int free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+// A plain HTTP/1.0 GET on loopback; the status (0: no answer) and the body.
+int http_get(int port, const std::string& path, std::string* body) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  timeval tv{10, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    close(fd);
+    return 0;
+  }
+  const std::string req = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+  if (write(fd, req.data(), req.size()) != static_cast<ssize_t>(req.size())) {
+    close(fd);
+    return 0;
+  }
+  std::string resp;
+  char buf[65536];
+  for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) resp.append(buf, static_cast<size_t>(n));
+  close(fd);
+  int status = 0;
+  if (resp.rfind("HTTP/1.", 0) == 0 && resp.size() > 12) status = std::atoi(resp.c_str() + 9);
+  const auto split = resp.find("\r\n\r\n");
+  if (body) *body = split == std::string::npos ? std::string() : resp.substr(split + 4);
+  return status;
+}
+
+std::string fmt_hex(unsigned char c) {
+  static const char* digits = "0123456789ABCDEF";
+  return std::string{'%', digits[c >> 4], digits[c & 15]};
+}
+
+std::string url_encode(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '_' || c == '-' || c == '.') out += static_cast<char>(c);
+    else out += fmt_hex(c);
+  }
+  return out;
+}
+
+// A child process whose stdout and stderr go to a file.
+struct Child {
+  pid_t pid = -1;
+  Child() = default;
+  Child(const std::vector<std::string>& argv, const std::string& log) {
+    pid = fork();
+    if (pid == 0) {
+      int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      dup2(fd, 1);
+      dup2(fd, 2);
+      setpgid(0, 0);
+      std::vector<char*> args;
+      for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+      args.push_back(nullptr);
+      execv(args[0], args.data());
+      _exit(127);
+    }
+  }
+  Child(Child&& o) noexcept : pid(o.pid) { o.pid = -1; }
+  Child& operator=(Child&& o) noexcept {
+    std::swap(pid, o.pid);
+    return *this;
+  }
+  Child(const Child&) = delete;
+  // Exit status after `sig`, or -1 when it did not exit within `timeout` (then killed).
+  int stop(int sig, std::chrono::seconds timeout) {
+    if (pid <= 0) return -1;
+    kill(pid, sig);
+    int status = 0;
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (waitpid(pid, &status, WNOHANG) == pid) {
+        pid = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      std::this_thread::sleep_for(100ms);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    pid = -1;
+    return -1;
+  }
+  bool exited() {
+    int status;
+    if (pid > 0 && waitpid(pid, &status, WNOHANG) == pid) pid = -1;
+    return pid <= 0;
+  }
+  ~Child() {
+    if (pid > 0) stop(SIGKILL, 5s);
+  }
+};
+
+struct Agent {
+  Child proc;
+  std::string log;
+  int port = 0;
+  Agent(const TempDir& dir, const std::vector<std::string>& extra) : log(dir.file("agent.log")) {
+    std::vector<std::string> argv{kAgent, "agent", "--data-dir", dir.file("data"), "--listen", "127.0.0.1:0",
+                                  "--scan-interval", "500ms"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    proc = Child(argv, log);
+    const std::regex listening("listening on 127\\.0\\.0\\.1:(\\d+)");
+    wait_for([&] {
+      std::smatch m;
+      const std::string text = read_file(log);
+      if (std::regex_search(text, m, listening)) port = std::stoi(m[1]);
+      return port > 0 || proc.exited();
+    }, 60s);
+  }
+  size_t count(const std::string& what) const {
+    const std::string text = read_file(log);
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  }
+  uint64_t status_kb(const std::string& field) const {
+    const std::string s = read_file("/proc/" + std::to_string(proc.pid) + "/status");
+    const auto at = s.find(field + ":");
+    return at == std::string::npos ? 0 : std::strtoull(s.c_str() + at + field.size() + 1, nullptr, 10);
+  }
+  size_t fds() const {
+    size_t n = 0;
+    std::error_code ec;
+    for (auto it = fs::directory_iterator("/proc/" + std::to_string(proc.pid) + "/fd", ec);
+         !ec && it != fs::directory_iterator(); ++it)
+      ++n;
+    return n;
+  }
+};
+
+}  // namespace
+
+TEST(AgentDaemon, DiscoversATorchJobAndPrometheusScrapesIt) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (eBPF)";
+  if (!have_torch()) GTEST_SKIP() << "python3-torch missing";
+  const bool have_prometheus = fs::exists("/usr/bin/prometheus");
+  TempDir dir;
+  const std::string config = dir.file("agent.toml");
+  write_file(config, "[api]\nmax_incidents = 100\n");
+  // Only this test's jobs (ctest may run other torch tests beside it, which the agent must not slow down): the
+  // workload runs from the test's directory, which the command filter names.
+  Agent agent(dir, {"--config", config, "--set", "discovery.command_filter=" + dir.path()});
+  ASSERT_GT(agent.port, 0) << read_file(agent.log);
+
+  std::string body;
+  ASSERT_EQ(http_get(agent.port, "/healthz", &body), 200) << body;
+  EXPECT_EQ(nlohmann::json::parse(body)["status"], "ok");
+
+  // The job starts after the agent.
+  fs::copy_file(kWorkload, dir.file("cpu_train.py"));
+  Child job({"/usr/bin/python3", dir.file("cpu_train.py"), "--seconds", "25"}, dir.file("job.log"));
+  const std::string name = "python3-" + std::to_string(job.pid);
+  ASSERT_TRUE(wait_for([&] { return agent.count("tracing job " + name) == 1; }, 60s)) << read_file(agent.log);
+  // Its series in /metrics: labelled by job, events counted by layer.
+  const std::regex events_re("stackscope_job_events_total\\{[^}]*job_name=\"" + name + "\"[^}]*\\} ([0-9.e+]+)");
+  double traced = 0;
+  ASSERT_TRUE(wait_for([&] {
+    std::string m;
+    if (http_get(agent.port, "/metrics", &m) != 200) return false;
+    for (std::sregex_iterator it(m.begin(), m.end(), events_re), end; it != end; ++it) traced += std::stod((*it)[1]);
+    return traced > 0;
+  }, 60s)) << read_file(agent.log);
+  ASSERT_EQ(http_get(agent.port, "/metrics", &body), 200);
+  EXPECT_NE(body.find("stackscope_job_info{container=\"\",job_name=\"" + name + "\",libraries=\"torch\",pod=\"\"} 1"),
+            std::string::npos) << body;
+  EXPECT_NE(body.find("stackscope_incident_active{class=\"cpu_interference\""), std::string::npos);
+  EXPECT_NE(body.find("# TYPE stackscope_cpu_time_user_seconds_total counter"), std::string::npos)
+      << "no host series from the node's sampler";
+
+  if (have_prometheus) {
+    // A real Prometheus scrapes the agent every second; its query API then has the job's series.
+    const int prom_port = free_port();
+    write_file(dir.file("prometheus.yml"),
+               "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+               "scrape_configs:\n  - job_name: stackscope\n    static_configs:\n"
+               "      - targets: ['127.0.0.1:" + std::to_string(agent.port) + "']\n");
+    Child prom({"/usr/bin/prometheus", "--config.file=" + dir.file("prometheus.yml"),
+                "--storage.tsdb.path=" + dir.file("tsdb"), "--web.listen-address=127.0.0.1:" + std::to_string(prom_port)},
+               dir.file("prometheus.log"));
+    nlohmann::json result;
+    const std::string query = "/api/v1/query?query=" + url_encode("stackscope_job_events_total{job_name=\"" + name + "\"}");
+    ASSERT_TRUE(wait_for([&] {
+      std::string r;
+      if (http_get(prom_port, query, &r) != 200) return false;
+      result = nlohmann::json::parse(r, nullptr, false);
+      return !result.is_discarded() && result["status"] == "success" && !result["data"]["result"].empty();
+    }, 90s)) << read_file(dir.file("prometheus.log")).substr(0, 4000);
+    const auto& series = result["data"]["result"][0];
+    EXPECT_EQ(series["metric"]["job"], "stackscope");  // Prometheus's own job label is left alone
+    EXPECT_EQ(series["metric"]["job_name"], name);
+    std::string up;
+    ASSERT_EQ(http_get(prom_port, "/api/v1/query?query=" + url_encode("up{job=\"stackscope\"}"), &up), 200);
+    EXPECT_EQ(nlohmann::json::parse(up)["data"]["result"][0]["value"][1], "1") << up;
+    // Every query of the Grafana dashboard is valid PromQL for this server; the job panels have data.
+    const auto dash = nlohmann::json::parse(read_file(std::string(STACKSCOPE_SOURCE_DIR) +
+                                                      "/deploy/grafana/stackscope-dashboard.json"));
+    std::this_thread::sleep_for(6s);  // rate() and increase() need a few scrapes
+    size_t queries = 0, with_data = 0;
+    for (const auto& panel : dash["panels"])
+      for (const auto& target : panel["targets"]) {
+        std::string expr = target["expr"];
+        for (size_t at; (at = expr.find("$instance")) != std::string::npos;) expr.replace(at, 9, ".*");
+        std::string r;
+        ASSERT_EQ(http_get(prom_port, "/api/v1/query?query=" + url_encode(expr), &r), 200) << expr << "\n" << r;
+        const auto j = nlohmann::json::parse(r);
+        EXPECT_EQ(j["status"], "success") << expr;
+        ++queries;
+        with_data += !j["data"]["result"].empty();
+      }
+    EXPECT_GE(queries, 10u);
+    EXPECT_GE(with_data, 3u) << "the job, host and agent panels";
+    EXPECT_EQ(prom.stop(SIGTERM, 30s), 0);
+  } else {
+    std::cerr << "prometheus not installed: the scrape by a real server was skipped\n";
+  }
+
+  // /api/incidents answers JSON.
+  ASSERT_EQ(http_get(agent.port, "/api/incidents", &body), 200);
+  EXPECT_TRUE(nlohmann::json::parse(body)["incidents"].is_array()) << body;
+  EXPECT_EQ(http_get(agent.port, "/nothing", &body), 404);
+
+  // SIGHUP: a good file is reloaded; a bad one is refused and the agent carries on.
+  write_file(config, "[api]\nmax_incidents = 50\n");
+  kill(agent.proc.pid, SIGHUP);
+  ASSERT_TRUE(wait_for([&] { return agent.count("configuration reloaded") == 1; }, 20s)) << read_file(agent.log);
+  write_file(config, "[api]\nmax_incidents = \"many\"\n");
+  kill(agent.proc.pid, SIGHUP);
+  ASSERT_TRUE(wait_for([&] { return agent.count("reload refused") == 1; }, 20s)) << read_file(agent.log);
+  ASSERT_EQ(http_get(agent.port, "/metrics", &body), 200);
+  EXPECT_NE(body.find("stackscope_agent_config_reloads_total{result=\"ok\"} 1"), std::string::npos);
+  EXPECT_NE(body.find("stackscope_agent_config_reloads_total{result=\"error\"} 1"), std::string::npos);
+
+  // The job ends; its segments are recordings with its events.
+  ASSERT_TRUE(wait_for([&] { return job.exited(); }, 90s));
+  ASSERT_TRUE(wait_for([&] { return agent.count("job " + name + " ended") == 1; }, 30s)) << read_file(agent.log);
+  uint64_t events = 0;
+  size_t segments = 0;
+  // Only this job's directory: the agent traces every torch process of the machine (other tests' too).
+  for (auto& e : fs::recursive_directory_iterator(dir.file("data/jobs")))
+    if (e.path().extension() == ".sdb" && e.path().parent_path().filename().string().rfind(name + "-", 0) == 0) {
+      ++segments;
+      stackscope::RecordingReader r(e.path().string());
+      EXPECT_NE(r.meta_or("agent_job").find("\"job\":\"" + name + "\""), std::string::npos) << r.meta_or("agent_job");
+      r.for_each_event({}, [&](const stackscope::Event&) { ++events; });
+    }
+  EXPECT_GE(segments, 1u);
+  EXPECT_GT(events, 0u);
+  EXPECT_FALSE(fs::is_empty(dir.file("data/node")));
+
+  // SIGTERM: flushed and exited 0.
+  EXPECT_EQ(agent.proc.stop(SIGTERM, 60s), 0) << read_file(agent.log);
+  EXPECT_EQ(agent.count("stackscope agent: stopped"), 1u) << read_file(agent.log);
+}
+
+TEST(AgentDaemon, SurvivesThirtyShortJobsWithBoundedMemory) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (eBPF)";
+  if (!have_torch()) GTEST_SKIP() << "python3-torch missing";
+  TempDir dir;
+  // --set wins over the flag; only this test's jobs (their command lines carry the test's directory).
+  Agent agent(dir, {"--set", "discovery.scan_interval=300ms", "--set", "discovery.command_filter=" + dir.path()});
+  ASSERT_GT(agent.port, 0) << read_file(agent.log);
+  constexpr int kJobs = 30, kWave = 3;
+  uint64_t rss_warm_kb = 0;
+  size_t fds_warm = 0;
+  // The agent's descriptors while it traces nothing (another torch process on the machine is traced too: waited out).
+  auto idle_fds = [&]() -> size_t {
+    std::string h;
+    const bool idle = wait_for([&] {
+      return http_get(agent.port, "/healthz", &h) == 200 && nlohmann::json::parse(h)["jobs_traced"] == 0;
+    }, 60s);
+    return idle ? agent.fds() : 0;
+  };
+  size_t traced = 0, ended = 0;  // of this test's jobs (other torch processes on the machine are traced too)
+  for (int started = 0; started < kJobs; started += kWave) {
+    std::vector<std::unique_ptr<Child>> wave;
+    for (int i = 0; i < kWave; ++i)
+      wave.push_back(std::make_unique<Child>(
+          std::vector<std::string>{"/usr/bin/python3", "-c", "import torch, time; time.sleep(3)", dir.path()},
+          dir.file("jobs.log")));
+    for (auto& c : wave) {
+      const std::string name = "python3-" + std::to_string(c->pid);
+      EXPECT_TRUE(wait_for([&] { return agent.count("tracing job " + name) == 1 || c->exited(); }, 60s));
+      traced += agent.count("tracing job " + name + " ");
+    }
+    for (auto& c : wave) {
+      const std::string name = "python3-" + std::to_string(c->pid);
+      wait_for([&] { return c->exited(); }, 60s);
+      EXPECT_TRUE(wait_for([&] { return agent.count("job " + name + " ended") == 1; }, 60s)) << name;
+      ended += agent.count("job " + name + " ended");
+    }
+    if (started == 2 * kWave) {  // after a few jobs: allocator pools and caches warm
+      rss_warm_kb = agent.status_kb("VmRSS");
+      fds_warm = idle_fds();
+    }
+  }
+  EXPECT_EQ(traced, static_cast<size_t>(kJobs)) << read_file(agent.log);
+  EXPECT_EQ(ended, static_cast<size_t>(kJobs));
+  EXPECT_EQ(agent.count("cannot trace"), 0u) << read_file(agent.log);
+  const uint64_t rss_end_kb = agent.status_kb("VmRSS");
+  const size_t fds_end = idle_fds();
+  std::cerr << "agent RSS after 6 jobs " << rss_warm_kb / 1024 << " MiB, after " << kJobs << ": " << rss_end_kb / 1024
+            << " MiB (peak " << agent.status_kb("VmHWM") / 1024 << " MiB); fds " << fds_warm << " -> " << fds_end
+            << "\n";
+  EXPECT_LT(rss_end_kb, 200u * 1024) << "issue 16's RSS target";
+  EXPECT_LT(rss_end_kb, rss_warm_kb + 40 * 1024) << "memory grows with every job";
+  if (fds_warm && fds_end) EXPECT_LE(fds_end, fds_warm + 2) << "file descriptors leak per job";
+  else std::cerr << "other torch processes kept the agent busy: descriptors not compared\n";
+  std::string body;
+  EXPECT_EQ(http_get(agent.port, "/healthz", &body), 200) << body;
+  EXPECT_EQ(agent.proc.stop(SIGTERM, 60s), 0) << read_file(agent.log);
+}
