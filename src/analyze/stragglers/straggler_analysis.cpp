@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 
 #include "analyze/stragglers/straggler.h"
 
@@ -47,9 +48,17 @@ StragglerReport analyze_stragglers(TimelineSet set, const StragglerOptions& opti
     r.steps.steps = points.steps;
     std::vector<int64_t> bounds;
     for (size_t k = points.period - 1; k < points.end_ns.size(); k += points.period) bounds.push_back(points.end_ns[k]);
+    // Step k ends at bound k. Before the first step (start-up) and after the last bound (the final barrier,
+    // shutdown) nothing is a step: otherwise start-up counted as one more step.
+    std::vector<double> lengths;
+    for (size_t k = 1; k < bounds.size(); ++k) lengths.push_back(double(bounds[k] - bounds[k - 1]));
+    std::nth_element(lengths.begin(), lengths.begin() + lengths.size() / 2, lengths.end());
+    const int64_t first_start = bounds.front() - static_cast<int64_t>(lengths.empty() ? 0 : lengths[lengths.size() / 2]);
     for (auto& w : set.workers)
-      for (auto& op : w.ops)
-        op.step = static_cast<int32_t>(std::upper_bound(bounds.begin(), bounds.end(), op.start_ns) - bounds.begin());
+      for (auto& op : w.ops) {
+        const auto k = std::upper_bound(bounds.begin(), bounds.end(), op.start_ns) - bounds.begin();
+        op.step = (op.start_ns < first_start || k == static_cast<long>(bounds.size())) ? -1 : static_cast<int32_t>(k);
+      }
   }
   r.verdict = wait_verdict(set, points, options.verdict);
   for (auto& w : set.workers) {
@@ -75,11 +84,16 @@ StragglerReport analyze_stragglers(TimelineSet set, const StragglerOptions& opti
   for (auto& [s, c] : ops_in_step) counts.push_back(c);
   std::sort(counts.begin(), counts.end());
   const size_t typical = counts.empty() ? 0 : counts[counts.size() / 2];
+  // Only the first and the last step: elsewhere a step with fewer operations is one whose collectives a
+  // duty-cycled recorder missed, still a step (its synchronisation was recorded).
+  std::set<int32_t> cut;
+  if (!ops_in_step.empty() && ops_in_step.begin()->second * 2 < typical) cut.insert(ops_in_step.begin()->first);
+  if (!ops_in_step.empty() && ops_in_step.rbegin()->second * 2 < typical) cut.insert(ops_in_step.rbegin()->first);
   for (auto& w : set.workers)
     for (auto& op : w.ops)
-      if (op.step >= 0 && ops_in_step[op.step] * 2 < typical) op.step = -1;
+      if (op.step >= 0 && cut.count(op.step)) op.step = -1;
   for (auto& [s, t0] : starts)
-    if (ops_in_step[s] * 2 >= typical) r.step_labels.push_back(s);
+    if (ops_in_step.count(s) && !cut.count(s)) r.step_labels.push_back(s);
   std::map<int32_t, size_t> step_index;
   for (size_t k = 0; k < r.step_labels.size(); ++k) step_index[r.step_labels[k]] = k;
 

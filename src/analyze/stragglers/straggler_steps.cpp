@@ -2,6 +2,7 @@
 // read after the fact has only the collectives, which end together on every participant).
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <map>
 #include <unordered_map>
 
@@ -51,37 +52,131 @@ void number_steps(WorkerTimeline& w, const std::vector<size_t>& boundary_ops, in
   }
 }
 
-// Among positions 0..p-1 of the period, the one followed by the longest mean pause: where one step ends.
-int boundary_phase(const std::vector<double>& gap_after, int p) {
-  std::vector<double> sum(p, 0);
-  for (size_t i = 0; i < gap_after.size(); ++i) sum[i % p] += gap_after[i];
-  return static_cast<int>(std::max_element(sum.begin(), sum.end()) - sum.begin());
+// The median pause after each position 0..p-1 of a period of length p (0 where a position has none). Medians,
+// not sums: one long pause (a stall, the hole a duty-cycled recorder leaves) must not move the step boundary.
+std::vector<double> phase_medians(const std::vector<double>& gap_after, int p) {
+  std::vector<std::vector<double>> at(p);
+  for (size_t i = 0; i < gap_after.size(); ++i) at[i % p].push_back(gap_after[i]);
+  std::vector<double> out(p, 0);
+  for (int r = 0; r < p; ++r) {
+    auto& v = at[r];
+    if (v.empty()) continue;
+    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+    out[r] = v[v.size() / 2];
+  }
+  return out;
 }
 
-// The largest mean pause at one position of a period of length p.
+// Among positions 0..p-1 of the period, the one followed by the longest typical pause: where one step ends.
+int boundary_phase(const std::vector<double>& gap_after, int p) {
+  const auto med = phase_medians(gap_after, p);
+  return static_cast<int>(std::max_element(med.begin(), med.end()) - med.begin());
+}
+
+// The largest typical pause at one position of a period of length p. Typical (the median): a mean let one long
+// pause (start-up, a stall, a recorder's hole) dominate a position seen only a few times, so the longest multiple
+// always looked best and 600 DDP steps were read as 5.
 double phase_peak(const std::vector<double>& gap_after, int p) {
-  std::vector<double> sum(p, 0);
-  std::vector<int> cnt(p, 0);
-  for (size_t i = 0; i < gap_after.size(); ++i) {
-    sum[i % p] += gap_after[i];
-    cnt[i % p]++;
-  }
-  double best = 0;
-  for (int r = 0; r < p; ++r)
-    if (cnt[r]) best = std::max(best, sum[r] / cnt[r]);
-  return best;
+  const auto med = phase_medians(gap_after, p);
+  return *std::max_element(med.begin(), med.end());
 }
 
 // A name sequence can repeat faster than the step (three equal all-reduce buckets repeat every collective):
 // the step is the multiple k*p whose pauses line up, i.e. one position carries the long pause between steps.
+// Multiples are tried only while each position is seen at least 6 times; a maximum over many medians of a few
+// noisy pauses still grows with k by chance alone.
 int step_multiple(const std::vector<double>& gap_after, int p) {
-  const int max_k = std::max<int>(1, static_cast<int>(gap_after.size() / (3 * p)));
+  const int max_k = std::max<int>(1, static_cast<int>(gap_after.size() / (6 * p)));
   std::vector<double> peak(max_k + 1, 0);
   double best = 0;
   for (int k = 1; k <= max_k; ++k) best = std::max(best, peak[k] = phase_peak(gap_after, k * p));
+  // A real multiple lifts the peak from an ordinary pause to the pause between steps (several times longer);
+  // chance lifts it by 10-25 % (1.9 -> 2.4 ms over 600 H200 steps): a third more is needed to leave k = 1.
+  if (best < 1.33 * peak[1]) return 1;
   for (int k = 1; k <= max_k; ++k)
     if (peak[k] >= 0.85 * best) return k;
   return 1;
+}
+
+// The collective sequence numbers only the steps whose collectives were recorded. A recorder under its cost
+// budget attaches the NCCL probes for part of each second (393 and 264 of 600 steps on two H200 recordings), but
+// never duty-cycles blocking CUDA calls nor the Python off-CPU samples. An operation of that kind which occurs
+// exactly once in nearly every numbered step on every worker (loss.item()'s stream sync, the wait at the end of
+// backward) marks the steps where no collective was seen: from its first occurrence in a numbered step on, each
+// occurrence closes one step. Returns whether the numbering was carried (only when the anchor saw more steps).
+bool carry_steps_by_anchor(TimelineSet& set) {
+  const size_t n = set.workers.size();
+  if (n == 0) return false;
+  // share[name]: over workers, the smallest share of numbered steps in which the name occurs exactly once.
+  std::map<uint32_t, double> share;
+  for (size_t w = 0; w < n; ++w) {
+    std::map<int32_t, std::map<uint32_t, int>> per_step;  // numbered step -> candidate name -> occurrences
+    for (auto& op : set.workers[w].ops) {
+      if (op.step < 0) continue;
+      auto& c = per_step[op.step];
+      if (op.kind == OpKind::sync || op.kind == OpKind::offcpu) c[op.name]++;
+    }
+    if (per_step.size() < 10) return false;
+    std::map<uint32_t, int> once;
+    for (auto& [step, c] : per_step)
+      for (auto& [name, k] : c) once[name] += k == 1;
+    std::map<uint32_t, double> mine;
+    for (auto& [name, k] : once) mine[name] = double(k) / double(per_step.size());
+    if (w == 0) share = mine;
+    for (auto& [name, v] : share) v = std::min(v, mine.count(name) ? mine[name] : 0.0);
+  }
+  // A probe sees every call; a stack sample only blocks of >= 0.2 ms: calls first on a tie.
+  auto sampled = [&](uint32_t name) { return set.names[name].find(" (") != std::string::npos; };
+  uint32_t best = 0;
+  double best_share = 0.9;
+  for (auto& [name, v] : share)
+    if (v > best_share || (v == best_share && best && sampled(best) && !sampled(name))) {
+      best = name;
+      best_share = v;
+    }
+  if (!best) return false;
+  // Carry only when the anchor counts clearly more steps than the collectives numbered, on most workers.
+  std::vector<size_t> first(n, SIZE_MAX);
+  int more = 0;
+  for (size_t w = 0; w < n; ++w) {
+    const auto& ops = set.workers[w].ops;
+    // Start-up (rendezvous, DDP's broadcasts and its first step) is numbered too, irregularly, with syncs of its
+    // own: anchors count from the first one whose step and the 4 after it hold one anchor each.
+    std::map<int32_t, int> anchors_in;
+    for (auto& op : ops)
+      if (op.name == best && op.step >= 0) anchors_in[op.step]++;
+    auto regular_from = [&](int32_t step) {
+      for (int32_t s = step; s < step + 5; ++s)
+        if (auto it = anchors_in.find(s); it == anchors_in.end() || it->second != 1) return false;
+      return true;
+    };
+    size_t anchors = 0;
+    std::vector<int32_t> numbered;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (ops[i].name == best && ops[i].step >= 0 && first[w] == SIZE_MAX && regular_from(ops[i].step)) first[w] = i;
+      if (first[w] == SIZE_MAX) continue;
+      anchors += ops[i].name == best;
+      if (ops[i].step >= 0 && (ops[i].kind == OpKind::collective || ops[i].kind == OpKind::p2p)) numbered.push_back(ops[i].step);
+    }
+    std::sort(numbered.begin(), numbered.end());
+    const size_t steps = std::unique(numbered.begin(), numbered.end()) - numbered.begin();
+    more += first[w] != SIZE_MAX && anchors > steps + std::max<size_t>(1, steps / 100);
+  }
+  if (more * 2 <= static_cast<int>(n)) return false;
+  for (size_t w = 0; w < n; ++w) {
+    auto& ops = set.workers[w].ops;
+    if (first[w] == SIZE_MAX) continue;
+    // Operations after an anchor belong to the step the next anchor closes; those of the irregular start-up
+    // before the first regular step belong to no step.
+    int32_t label = ops[first[w]].step;
+    for (size_t i = 0; i < first[w]; ++i)
+      if (ops[i].step < label) ops[i].step = -1;
+    for (size_t i = first[w] + 1; i < ops.size(); ++i) {
+      ops[i].step = label + 1;
+      if (ops[i].name == best) ++label;
+    }
+  }
+  return true;
 }
 
 bool by_markers(TimelineSet& set) {
@@ -178,11 +273,10 @@ StepDetection assign_steps(TimelineSet& set) {
       // collective (the data-parallel all-reduce) when the period has one.
       int phase = -1;
       double best = -1;
-      std::vector<double> sum(p, 0);
-      for (size_t k = 0; k < gaps[w].size(); ++k) sum[k % p] += gaps[w][k];
+      const auto typical = phase_medians(gaps[w], p);
       for (int k = 0; k < p && k < static_cast<int>(ci.size()); ++k)
-        if (ops[ci[k]].kind == OpKind::collective && sum[k] > best) {
-          best = sum[k];
+        if (ops[ci[k]].kind == OpKind::collective && typical[k] > best) {
+          best = typical[k];
           phase = k;
         }
       if (phase < 0) phase = boundary_phase(gaps[w], p);
@@ -195,6 +289,7 @@ StepDetection assign_steps(TimelineSet& set) {
       for (int k = 0; k < p && k < static_cast<int>(ci.size()); ++k) per_step += ops[ci[k]].comm == ops[ci[phase]].comm;
       number_steps(set.workers[w], bounds, seq0 >= 0 ? static_cast<int32_t>(seq0 / std::max<int64_t>(1, per_step)) : 0);
     }
+    carry_steps_by_anchor(set);
     count_steps();
     return det;
   }
