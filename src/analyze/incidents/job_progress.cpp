@@ -277,8 +277,30 @@ JobProgress JobProgressCounter::finish(size_t windows) {
         prev = op->start_ns;
       }
       const double uses = median(per_step_uses);
+      // A synchronisation seen the same m >= 2 times in nearly every step found: the collective pattern may
+      // repeat every m loop steps (a data loader's prefetch rhythm lengthening every m-th pause) or the loop may
+      // sync m times a step; which one, the collectives cannot say, so these steps are not taken (the operation
+      // sequence's own period is tried below).
+      int m = 1;
+      {
+        std::map<uint32_t, std::map<int, int>> per_count;  // sync name -> occurrences in a step -> steps
+        std::map<uint32_t, bool> is_sync;
+        for (const auto& op : main->ops)
+          if (op.kind == OpKind::sync) is_sync[op.name] = true;
+        for (auto& [s, names] : names_in_step)
+          for (auto& [name, k] : names)
+            if (is_sync.count(name)) per_count[name][k]++;
+        for (auto& [name, counts] : per_count) {
+          const auto mode = std::max_element(counts.begin(), counts.end(),
+                                             [](auto& a, auto& b) { return a.second < b.second; });
+          if (mode->first >= 2 && mode->second * 10 >= static_cast<int>(first.size()) * 8 &&
+              (m == 1 || mode->first < m))
+            m = mode->first;
+        }
+      }
       auto counted = name_counts_.find(boundary->first);
-      if (boundary->second * 10 >= static_cast<int>(first.size()) * 8 && uses >= 1 && counted != name_counts_.end()) {
+      if (m == 1 && boundary->second * 10 >= static_cast<int>(first.size()) * 8 && uses >= 1 &&
+          counted != name_counts_.end()) {
         StepStats st;
         st.steps = static_cast<int>(first.size());
         st.source = std::string(step_source_name(det.source));

@@ -83,10 +83,10 @@ double phase_peak(const std::vector<double>& gap_after, int p) {
 
 // A name sequence can repeat faster than the step (three equal all-reduce buckets repeat every collective):
 // the step is the multiple k*p whose pauses line up, i.e. one position carries the long pause between steps.
-// Multiples are tried only while each position is seen at least 6 times; a maximum over many medians of a few
+// Multiples are tried only while each position is seen at least 30 times; a maximum over many medians of a few
 // noisy pauses still grows with k by chance alone.
 int step_multiple(const std::vector<double>& gap_after, int p) {
-  const int max_k = std::max<int>(1, static_cast<int>(gap_after.size() / (6 * p)));
+  const int max_k = std::max<int>(1, static_cast<int>(gap_after.size() / (30 * p)));
   std::vector<double> peak(max_k + 1, 0);
   double best = 0;
   for (int k = 1; k <= max_k; ++k) best = std::max(best, peak[k] = phase_peak(gap_after, k * p));
