@@ -60,7 +60,7 @@ def summary(per, label=''):
 def make_with(**kw):
     def make(d):
         day = int(86400 // d['bw'])
-        return Novelty(season=day if 2 <= day <= 2000 else 0, **kw)  # as scan_host_series sizes the season
+        return Novelty(season=day if 2 <= day <= 2000 else 0, bw=d['bw'], **kw)  # as scan_host_series sizes the season
     return make
 
 
