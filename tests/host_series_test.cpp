@@ -154,7 +154,9 @@ TEST(HostSeriesDetector, DayViewIsJudgedOnlyOnceItHasAHistoryAndNoScoreIsAstrono
   d.finish();
   for (const auto& s : d.spans()) {
     EXPECT_LE(s.score, 1e3) << s.first_bin;
-    if (s.view == NoveltyView::season) EXPECT_LT(s.range_low, s.range_high) << s.first_bin;
+    if (s.view == NoveltyView::season) {
+      EXPECT_LT(s.range_low, s.range_high) << s.first_bin;
+    }
     // The view first has a bin a day earlier at bin 288 + 6 - 1; no finding may open there for want of history.
     EXPECT_FALSE(s.first_bin >= 288 && s.first_bin < 288 + 6 + 100) << s.first_bin << " " << s.score;
   }
@@ -362,6 +364,60 @@ TEST(HostSeriesCli, ImportedFiveMinuteSeriesGetSizedWindowsAndTheSeriesDetectorB
   ASSERT_NE(run_command(kBin + " analyze --detector reveal --no-store --window 1w " + rec, &out), 0);
   EXPECT_NE(out.find("units: ns, us, ms, s"), std::string::npos) << out;
   EXPECT_NE(out.find("h, d"), std::string::npos) << out;
+}
+
+namespace {
+// A table of `rows` values 10 +- 1, one every `step_s` seconds, +8 on rows [from, to) and +6 on row `spike`.
+std::string step_csv(size_t rows, int64_t step_s, size_t from, size_t to, size_t spike) {
+  std::mt19937 rng(23);
+  std::normal_distribution<double> n01;
+  std::string body = "timestamp,value\n";
+  for (size_t i = 0; i < rows; ++i) {
+    const std::time_t secs = 1262304000 + static_cast<int64_t>(i) * step_s;  // 2010-01-01
+    std::tm tm{};
+    gmtime_r(&secs, &tm);
+    char ts[32];
+    std::strftime(ts, sizeof ts, "%Y-%m-%d %H:%M:%S", &tm);
+    const double v = 10 + n01(rng) + (i >= from && i < to ? 8 : 0) + (i == spike ? 6 : 0);
+    body += std::string(ts) + "," + std::to_string(v) + "\n";
+  }
+  return body;
+}
+}  // namespace
+
+// The same step (+8 on noise of 1) in a daily, an hourly and a per-second table: one finding from its first row to
+// its last, whatever the sampling interval (before: missed on daily data, inside a 200-day cool-down after a noise
+// finding; cut after 101 bins on hourly data; its start and a second finding at its end on per-second data).
+TEST(HostSeriesCli, AStepIsOneFindingForItsWholeDurationAtAnySamplingInterval) {
+  TempDir dir;
+  struct Table {
+    std::string name;
+    size_t rows;
+    int64_t step_s;
+    size_t from, to, spike;
+  };
+  for (const Table& t : {Table{"daily", 400, 86400, 280, 300, 187}, Table{"hourly", 3000, 3600, 2100, 2250, 1900},
+                         Table{"second", 20000, 1, 14000, 15000, 12000}}) {
+    const std::string csv = dir.file(t.name + ".csv"), rec = dir.file(t.name + ".sdb");
+    write_file(csv, step_csv(t.rows, t.step_s, t.from, t.to, t.spike));
+    std::string out;
+    ASSERT_EQ(run_command(kBin + " import --format csv " + csv + " -o " + rec, &out), 0) << out;
+    auto j = run_json("analyze --json --no-store " + rec);
+    const auto& fs = j["series"]["findings"];
+    const double from_s = static_cast<double>(t.from * t.step_s), to_s = static_cast<double>(t.to * t.step_s);
+    size_t overlapping = 0;
+    for (const auto& f : fs) {
+      EXPECT_LE(f["score"].get<double>(), 1e3) << t.name << " " << f.dump();
+      overlapping += f["t_end_s"].get<double>() > from_s && f["t_start_s"].get<double>() < to_s;
+    }
+    EXPECT_EQ(overlapping, 1u) << t.name << "\n" << fs.dump(1);
+    const nlohmann::json* f = finding_on(fs, "value", from_s, to_s);
+    ASSERT_NE(f, nullptr) << t.name << "\n" << fs.dump(1);
+    const double bin = static_cast<double>(t.step_s);
+    EXPECT_NEAR((*f)["t_start_s"].get<double>(), from_s, 0.5 * bin) << t.name << " " << f->dump();
+    EXPECT_NEAR((*f)["t_end_s"].get<double>(), to_s, 1.5 * bin) << t.name << " " << f->dump();
+    EXPECT_FALSE((*f)["absorbed"].get<bool>()) << t.name;
+  }
 }
 
 TEST(HostSeriesImport, OnDisorderSortDropOrErrorAndNoFileLeftBehind) {

@@ -35,12 +35,13 @@ class SlidingRange:
 
 class Novelty:
     def __init__(self, threshold=0.065, history=2000, short=6, warmup=100, cooldown=200, override=40,
-                 close_after=3, max_hold=100, floor=0.0, season=0, season_weight=0.3, adapt=0.0, adapt_hist=2000, adapt_q=0.99, clip=10.0, w=(1, 1, 1), persist=0, spike=1e9, learn_close=False, ov_last=True, ov_clip=float('inf'), rel=1e-12, cd_extend=0, cd_dir=False, long_bins=0, long_w=1.0, g=0.0, gH=2000, cd_on_report=False, gstart=0, fix_season=False, winsor=False, relv=0.0, cd_close=-1, bw=0.0, cooldown_s=0.0, hold_s=0.0, hold_min=0, cap=float('inf'), season_warm=None, learn_after=None):
+                 close_after=3, max_hold=100, floor=0.0, season=0, season_weight=0.3, adapt=0.0, adapt_hist=2000, adapt_q=0.99, clip=10.0, w=(1, 1, 1), persist=0, spike=1e9, learn_close=False, ov_last=True, ov_clip=float('inf'), rel=1e-12, cd_extend=0, cd_dir=False, long_bins=0, long_w=1.0, g=0.0, gH=2000, cd_on_report=False, gstart=0, fix_season=False, winsor=False, relv=0.0, cd_close=-1, bw=0.0, cooldown_s=0.0, hold_s=0.0, hold_min=0, cap=float('inf'), season_warm=None, learn_after=None, warm_season=False):
         self.__dict__.update(locals()); del self.__dict__['self']
         # Durations bounded in time where the bin width is known (as the C++ does with bin_seconds).
         if bw > 0 and cooldown_s > 0: self.cooldown = max(1, min(cooldown, int(cooldown_s // bw)))
         if bw > 0 and hold_s > 0: self.max_hold = max(hold_min, min(max_hold, int(hold_s // bw)))
         if season_warm is None: self.season_warm = warmup
+        if warm_season and season > 0: self.warmup = max(warmup, season)
         self.ranges = [SlidingRange() for _ in range(5)]; self.lrecent = deque()
         self.pushed = 0; self.npushed_season = 0; self.alarms = deque(); self.nb = 0; self.last_above = None; self.pending = []; self.shist = deque(); self.bar = 0; self.recent = deque(); self.past = deque(); self.pastd = {}
         self.cd = 0; self.quiet = 0; self.held = 0; self.open = None; self.last_value_bin = None; self.learning = False; self.ref = None

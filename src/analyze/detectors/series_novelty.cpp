@@ -55,6 +55,9 @@ SeriesNoveltyDetector::SeriesNoveltyDetector(SeriesNoveltyOptions options) : opt
         "series novelty: need threshold >= 0, history, short, close-after and hold bins > 0, a bin width");
   // Durations are bounded in time and in bins, so they mean the same on per-second and on daily data.
   cooldown_len_ = std::max<size_t>(1, bins_in(opt_.cooldown_max_seconds, opt_.bin_seconds, opt_.cooldown_bins));
+  // Where the day is known, nothing is judged before a whole day was seen: a range that has not seen the day's
+  // shape would call its every new part a finding (a daily spike every day).
+  warmup_len_ = opt_.season_bins > 0 ? std::max(opt_.warmup_bins, opt_.season_bins) : opt_.warmup_bins;
   hold_len_ = std::max(std::min(opt_.min_hold_bins, opt_.max_hold_bins),
                        bins_in(opt_.new_normal_seconds, opt_.bin_seconds, opt_.max_hold_bins));
 }
@@ -100,7 +103,7 @@ double SeriesNoveltyDetector::add(size_t bin, double value) {
   here.first_bin = here.last_bin = bin;
   bool value_outside = false;
   constexpr size_t kSeason = static_cast<size_t>(NoveltyView::season);
-  if (pushed_ >= opt_.warmup_bins) {
+  if (pushed_ >= warmup_len_) {
     for (size_t k = 0; k < used_views; ++k) {
       // The season view is judged once its own range has as much history as the others had at their warm-up.
       if (k == kSeason && (!season_defined || season_pushed_ < opt_.warmup_bins)) continue;

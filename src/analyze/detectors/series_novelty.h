@@ -28,7 +28,7 @@ struct SeriesNoveltyOptions {
   double threshold = 0.065;
   size_t history_bins = 2000;   // the recent past the range spans
   size_t short_bins = 6;        // bins the level and spread views average over
-  size_t warmup_bins = 100;     // bins of history before anything is judged
+  size_t warmup_bins = 100;     // bins of history before anything is judged (and a season, where one is given)
   // After a finding opens, no new one opens for cooldown_bins bins, and for at most cooldown_max_seconds where
   // the bin width is known (a day: on daily data 200 bins would be 200 days) ...
   size_t cooldown_bins = 200;
@@ -98,7 +98,7 @@ class SeriesNoveltyDetector {
   };
 
   SeriesNoveltyOptions opt_;
-  size_t cooldown_len_ = 0, hold_len_ = 0;
+  size_t warmup_len_ = 0, cooldown_len_ = 0, hold_len_ = 0;
   SlidingRange range_[kViews];
   uint64_t pushed_ = 0;         // bins that entered the ranges
   uint64_t season_pushed_ = 0;  // of them, with a season view (a bin a season earlier to compare with)
