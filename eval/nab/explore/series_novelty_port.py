@@ -1,6 +1,8 @@
 """A Python port of src/analyze/detectors/series_novelty.cpp, for trying detector changes on NAB in seconds rather
-than a rebuild per idea. With every knob at its default it gives the CLI's NAB figures to the decimal (68.6 / A 70.9 /
-B 66.7, 71 of 83 windows, 173 FPs: docs/BENCHMARKS.md). The C++ is the product; this is a lab bench.
+than a rebuild per idea. With every knob at its default it gives the spans of the C++ detector on all 45 files' bins
+(checked span by span after the session-9 fixes) and so the CLI's NAB figures (docs/BENCHMARKS.md). `legacy=True`
+gives the detector before those fixes (68.6 / A 70.9 / B 66.7, the session-9 "tried" rows, which are relative to
+it). The C++ is the product; this is a lab bench.
 
 Knobs beyond the C++ options (each an experiment of issue 18, results in docs/BENCHMARKS.md):
   adapt, adapt_q, adapt_hist, clip  report a finding only once its score passes adapt x the q-quantile of the
@@ -19,6 +21,12 @@ Knobs beyond the C++ options (each an experiment of issue 18, results in docs/BE
   winsor                            the season view remembers values clipped to the value range
   cd_close                          the cool-down ends at most cd_close bins after the finding closes
   relv                              every view's range width at least relv x the value view's scale
+  bw, cooldown_s                    bin width (s); the cool-down at most cooldown_s (C++ cooldown_max_seconds)
+  hold_s, hold_min, max_hold        the new normal after hold_s, within hold_min .. max_hold bins
+  learn_after                       the range learns from an open finding after this many bins; the finding goes on
+                                    while value or level stay outside the range it left (None: ends at max_hold)
+  cap                               the largest excess (C++ kMaxExcess)
+  season_warm, warm_season          defined day-view values before it is judged; warm-up of at least a day
 """
 import math
 from collections import deque
@@ -34,8 +42,11 @@ class SlidingRange:
         while self.high[0][0] + cap <= idx: self.high.popleft()
 
 class Novelty:
-    def __init__(self, threshold=0.065, history=2000, short=6, warmup=100, cooldown=200, override=40,
-                 close_after=3, max_hold=100, floor=0.0, season=0, season_weight=0.3, adapt=0.0, adapt_hist=2000, adapt_q=0.99, clip=10.0, w=(1, 1, 1), persist=0, spike=1e9, learn_close=False, ov_last=True, ov_clip=float('inf'), rel=1e-12, cd_extend=0, cd_dir=False, long_bins=0, long_w=1.0, g=0.0, gH=2000, cd_on_report=False, gstart=0, fix_season=False, winsor=False, relv=0.0, cd_close=-1, bw=0.0, cooldown_s=0.0, hold_s=0.0, hold_min=0, cap=float('inf'), season_warm=None, learn_after=None, warm_season=False):
+    def __init__(self, threshold=0.05, history=2000, short=6, warmup=100, cooldown=200, override=40,
+                 close_after=3, max_hold=2000, floor=0.0, season=0, season_weight=0.3, adapt=0.0, adapt_hist=2000, adapt_q=0.99, clip=10.0, w=(1, 1, 1), persist=0, spike=1e9, learn_close=False, ov_last=True, ov_clip=float('inf'), rel=1e-12, cd_extend=0, cd_dir=False, long_bins=0, long_w=1.0, g=0.0, gH=2000, cd_on_report=False, gstart=0, fix_season=True, winsor=False, relv=0.0, cd_close=-1, bw=0.0, cooldown_s=86400.0, hold_s=604800.0, hold_min=100, cap=1000.0, season_warm=None, learn_after=100, warm_season=True, legacy=False):
+        if legacy:  # the detector as session 9 measured it (the rows of BENCHMARKS.md "Session 9: ... tried")
+            threshold, max_hold, fix_season, cap, cooldown_s, hold_s, hold_min, learn_after, warm_season = (
+                0.065, 100, False, float('inf'), 0.0, 0.0, 0, None, False)
         self.__dict__.update(locals()); del self.__dict__['self']
         # Durations bounded in time where the bin width is known (as the C++ does with bin_seconds).
         if bw > 0 and cooldown_s > 0: self.cooldown = max(1, min(cooldown, int(cooldown_s // bw)))

@@ -25,7 +25,7 @@ namespace stackscope::analyze {
 struct SeriesNoveltyOptions {
   // Excess beyond the recent range, as a share of its width, that opens a finding. Chosen on half of NAB's
   // files (eval/nab/run_cli.sh, docs/BENCHMARKS.md "Host series nobody tuned for").
-  double threshold = 0.065;
+  double threshold = 0.05;
   size_t history_bins = 2000;   // the recent past the range spans
   size_t short_bins = 6;        // bins the level and spread views average over
   size_t warmup_bins = 100;     // bins of history before anything is judged (and a season, where one is given)
