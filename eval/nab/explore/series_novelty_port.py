@@ -43,7 +43,7 @@ class SlidingRange:
 
 class Novelty:
     def __init__(self, threshold=0.05, history=2000, short=6, warmup=100, cooldown=200, override=40,
-                 close_after=3, max_hold=2000, floor=0.0, season=0, season_weight=0.3, adapt=0.0, adapt_hist=2000, adapt_q=0.99, clip=10.0, w=(1, 1, 1), persist=0, spike=1e9, learn_close=False, ov_last=True, ov_clip=float('inf'), rel=1e-12, cd_extend=0, cd_dir=False, long_bins=0, long_w=1.0, g=0.0, gH=2000, cd_on_report=False, gstart=0, fix_season=True, winsor=False, relv=0.0, cd_close=-1, bw=0.0, cooldown_s=86400.0, hold_s=604800.0, hold_min=100, cap=1000.0, season_warm=None, learn_after=100, warm_season=True, legacy=False):
+                 close_after=3, max_hold=2000, floor=0.0, season=0, season_weight=0.3, adapt=0.0, adapt_hist=2000, adapt_q=0.99, clip=10.0, w=(1, 1, 1), persist=0, spike=1e9, learn_close=False, ov_last=True, ov_clip=float('inf'), rel=1e-12, cd_extend=0, cd_dir=False, long_bins=0, long_w=1.0, g=0.0, gH=2000, cd_on_report=False, gstart=0, fix_season=True, winsor=False, relv=0.0, cd_close=-1, bw=0.0, cooldown_s=86400.0, hold_s=604800.0, hold_min=100, cap=1000.0, season_warm=None, learn_after=100, warm_season=True, legacy=False, yield_new=False):
         if legacy:  # the detector as session 9 measured it (the rows of BENCHMARKS.md "Session 9: ... tried")
             threshold, max_hold, fix_season, cap, cooldown_s, hold_s, hold_min, learn_after, warm_season = (
                 0.065, 100, False, float('inf'), 0.0, 0.0, 0, None, False)
@@ -120,6 +120,10 @@ class Novelty:
             self.shist.append(min(score, self.clip))
             if len(self.shist) > self.adapt_hist: self.shist.popleft()
         if self.cd > 0: self.cd -= 1
+        if self.open is not None and self.learning and self.yield_new and outside and (
+                self.cd == 0 or (score > self.override * self.threshold and score > self.last_score)) and (
+                self.yield_new != 2 or not (self._out_ref(0, value) or self._out_ref(1, level))):
+            self.close()  # yield_new: a departure from the learnt range ends the extended finding
         if self.open is None:
             overrides = score > self.override * self.threshold and (not self.ov_last or score > min(self.last_score, self.ov_clip))
             if outside and self.cd > 0 and not overrides and self.cd_extend > 0:
