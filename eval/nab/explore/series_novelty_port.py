@@ -1,7 +1,7 @@
 """A Python port of src/analyze/detectors/series_novelty.cpp, for trying detector changes on NAB in seconds rather
 than a rebuild per idea. With every knob at its default it gives the spans of the C++ detector on all 45 files' bins
-(checked span by span after the session-9 fixes) and so the CLI's NAB figures (docs/BENCHMARKS.md). `legacy=True`
-gives the detector before those fixes (68.6 / A 70.9 / B 66.7, the session-9 "tried" rows, which are relative to
+(checked span by span after the session-9 fixes) and so the CLI's NAB figures (docs/BENCHMARKS.md). LEGACY (explore.py
+"legacy=True") gives the detector before those fixes (68.6 / A 70.9 / B 66.7, the session-9 "tried" rows, which are relative to
 it). The C++ is the product; this is a lab bench.
 
 Knobs beyond the C++ options (each an experiment of issue 18, results in docs/BENCHMARKS.md):
@@ -31,6 +31,11 @@ Knobs beyond the C++ options (each an experiment of issue 18, results in docs/BE
 import math
 from collections import deque
 
+# The detector before the session-9 fixes (the rows of BENCHMARKS.md "Session 9: ... tried" are relative to it):
+# explore.py "legacy=True,KNOB=..." starts from these and applies the knobs given over them.
+LEGACY = dict(threshold=0.065, max_hold=100, fix_season=False, cap=float('inf'), cooldown_s=0.0, hold_s=0.0, hold_min=0,
+              learn_after=None, warm_season=False)
+
 class SlidingRange:
     def __init__(self): self.low = deque(); self.high = deque()
     def push(self, idx, v, cap):
@@ -43,10 +48,7 @@ class SlidingRange:
 
 class Novelty:
     def __init__(self, threshold=0.05, history=2000, short=6, warmup=100, cooldown=200, override=40,
-                 close_after=3, max_hold=2000, floor=0.0, season=0, season_weight=0.3, adapt=0.0, adapt_hist=2000, adapt_q=0.99, clip=10.0, w=(1, 1, 1), persist=0, spike=1e9, learn_close=False, ov_last=True, ov_clip=float('inf'), rel=1e-12, cd_extend=0, cd_dir=False, long_bins=0, long_w=1.0, g=0.0, gH=2000, cd_on_report=False, gstart=0, fix_season=True, winsor=False, relv=0.0, cd_close=-1, bw=0.0, cooldown_s=86400.0, hold_s=604800.0, hold_min=100, cap=1000.0, season_warm=None, learn_after=100, warm_season=True, legacy=False, yield_new=False):
-        if legacy:  # the detector as session 9 measured it (the rows of BENCHMARKS.md "Session 9: ... tried")
-            threshold, max_hold, fix_season, cap, cooldown_s, hold_s, hold_min, learn_after, warm_season = (
-                0.065, 100, False, float('inf'), 0.0, 0.0, 0, None, False)
+                 close_after=3, max_hold=2000, floor=0.0, season=0, season_weight=0.3, adapt=0.0, adapt_hist=2000, adapt_q=0.99, clip=10.0, w=(1, 1, 1), persist=0, spike=1e9, learn_close=False, ov_last=True, ov_clip=float('inf'), rel=1e-12, cd_extend=0, cd_dir=False, long_bins=0, long_w=1.0, g=0.0, gH=2000, cd_on_report=False, gstart=0, fix_season=True, winsor=False, relv=0.0, cd_close=-1, bw=0.0, cooldown_s=86400.0, hold_s=604800.0, hold_min=100, cap=1000.0, season_warm=None, learn_after=100, warm_season=True, yield_new=False):
         self.__dict__.update(locals()); del self.__dict__['self']
         # Durations bounded in time where the bin width is known (as the C++ does with bin_seconds).
         if bw > 0 and cooldown_s > 0: self.cooldown = max(1, min(cooldown, int(cooldown_s // bw)))
