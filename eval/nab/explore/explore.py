@@ -11,7 +11,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from nab_data import files, groups, get, labels, normalized, null, part, score_file  # noqa: E402
-from series_novelty_port import Novelty  # noqa: E402
+from series_novelty_port import LEGACY, Novelty  # noqa: E402
 
 
 def run_detector(make, f):
@@ -58,9 +58,11 @@ def summary(per, label=''):
 
 
 def make_with(**kw):
+    if kw.pop('legacy', False):
+        kw = {**LEGACY, **kw}  # the detector before the session-9 fixes, the knobs given applied over it
     def make(d):
         day = int(86400 // d['bw'])
-        return Novelty(season=day if 2 <= day <= 2000 else 0, **kw)  # as scan_host_series sizes the season
+        return Novelty(season=day if 2 <= day <= 2000 else 0, bw=d['bw'], **kw)  # as scan_host_series sizes the season
     return make
 
 

@@ -1,6 +1,8 @@
 """A Python port of src/analyze/detectors/series_novelty.cpp, for trying detector changes on NAB in seconds rather
-than a rebuild per idea. With every knob at its default it gives the CLI's NAB figures to the decimal (68.6 / A 70.9 /
-B 66.7, 71 of 83 windows, 173 FPs: docs/BENCHMARKS.md). The C++ is the product; this is a lab bench.
+than a rebuild per idea. With every knob at its default it gives the spans of the C++ detector on all 45 files' bins
+(checked span by span after the session-9 fixes) and so the CLI's NAB figures (docs/BENCHMARKS.md). LEGACY (explore.py
+"legacy=True") gives the detector before those fixes (68.6 / A 70.9 / B 66.7, the session-9 "tried" rows, which are relative to
+it). The C++ is the product; this is a lab bench.
 
 Knobs beyond the C++ options (each an experiment of issue 18, results in docs/BENCHMARKS.md):
   adapt, adapt_q, adapt_hist, clip  report a finding only once its score passes adapt x the q-quantile of the
@@ -19,9 +21,20 @@ Knobs beyond the C++ options (each an experiment of issue 18, results in docs/BE
   winsor                            the season view remembers values clipped to the value range
   cd_close                          the cool-down ends at most cd_close bins after the finding closes
   relv                              every view's range width at least relv x the value view's scale
+  bw, cooldown_s                    bin width (s); the cool-down at most cooldown_s (C++ cooldown_max_seconds)
+  hold_s, hold_min, max_hold        the new normal after hold_s, within hold_min .. max_hold bins
+  learn_after                       the range learns from an open finding after this many bins; the finding goes on
+                                    while value or level stay outside the range it left (None: ends at max_hold)
+  cap                               the largest excess (C++ kMaxExcess)
+  season_warm, warm_season          defined day-view values before it is judged; warm-up of at least a day
 """
 import math
 from collections import deque
+
+# The detector before the session-9 fixes (the rows of BENCHMARKS.md "Session 9: ... tried" are relative to it):
+# explore.py "legacy=True,KNOB=..." starts from these and applies the knobs given over them.
+LEGACY = dict(threshold=0.065, max_hold=100, fix_season=False, cap=float('inf'), cooldown_s=0.0, hold_s=0.0, hold_min=0,
+              learn_after=None, warm_season=False)
 
 class SlidingRange:
     def __init__(self): self.low = deque(); self.high = deque()
@@ -34,13 +47,24 @@ class SlidingRange:
         while self.high[0][0] + cap <= idx: self.high.popleft()
 
 class Novelty:
-    def __init__(self, threshold=0.065, history=2000, short=6, warmup=100, cooldown=200, override=40,
-                 close_after=3, max_hold=100, floor=0.0, season=0, season_weight=0.3, adapt=0.0, adapt_hist=2000, adapt_q=0.99, clip=10.0, w=(1, 1, 1), persist=0, spike=1e9, learn_close=False, ov_last=True, ov_clip=float('inf'), rel=1e-12, cd_extend=0, cd_dir=False, long_bins=0, long_w=1.0, g=0.0, gH=2000, cd_on_report=False, gstart=0, fix_season=False, winsor=False, relv=0.0, cd_close=-1):
+    def __init__(self, threshold=0.05, history=2000, short=6, warmup=100, cooldown=200, override=40,
+                 close_after=3, max_hold=2000, floor=0.0, season=0, season_weight=0.3, adapt=0.0, adapt_hist=2000, adapt_q=0.99, clip=10.0, w=(1, 1, 1), persist=0, spike=1e9, learn_close=False, ov_last=True, ov_clip=float('inf'), rel=1e-12, cd_extend=0, cd_dir=False, long_bins=0, long_w=1.0, g=0.0, gH=2000, cd_on_report=False, gstart=0, fix_season=True, winsor=False, relv=0.0, cd_close=-1, bw=0.0, cooldown_s=86400.0, hold_s=604800.0, hold_min=100, cap=1000.0, season_warm=None, learn_after=100, warm_season=True, yield_new=False):
         self.__dict__.update(locals()); del self.__dict__['self']
+        # Durations bounded in time where the bin width is known (as the C++ does with bin_seconds).
+        if bw > 0 and cooldown_s > 0: self.cooldown = max(1, min(cooldown, int(cooldown_s // bw)))
+        if bw > 0 and hold_s > 0: self.max_hold = max(hold_min, min(max_hold, int(hold_s // bw)))
+        if season_warm is None: self.season_warm = warmup
+        if warm_season and season > 0: self.warmup = max(warmup, season)
         self.ranges = [SlidingRange() for _ in range(5)]; self.lrecent = deque()
         self.pushed = 0; self.npushed_season = 0; self.alarms = deque(); self.nb = 0; self.last_above = None; self.pending = []; self.shist = deque(); self.bar = 0; self.recent = deque(); self.past = deque(); self.pastd = {}
-        self.cd = 0; self.quiet = 0; self.held = 0; self.open = None; self.last_value_bin = None
+        self.cd = 0; self.quiet = 0; self.held = 0; self.open = None; self.last_value_bin = None; self.learning = False; self.ref = None
         self.last_score = 0; self.last_bin = 0; self.spans = []
+
+    def _out_ref(self, k, v):
+        """The value (k 0) or level (k 1) outside the range the open finding left, once the range learns again."""
+        lo, hi = self.ref[k]
+        width = max(hi - lo, self.floor, self.rel * max(abs(lo), abs(hi)), 1e-300)
+        return min(self.cap, max(v - hi, lo - v, 0.0) / width) > self.threshold
 
     def _past_level(self, lo, hi):
         s = 0; m = 0
@@ -76,11 +100,11 @@ class Novelty:
         score = 0; here = None; value_outside = False
         if self.pushed >= self.warmup:
             for k in list(range(used)) + ([4] if self.long_bins else []):
-                if k == 3 and (not season_ok or self.npushed_season < self.warmup): continue
+                if k == 3 and (not season_ok or self.npushed_season < self.season_warm): continue
                 lo = self.ranges[k].low[0][1]; hi = self.ranges[k].high[0][1]
                 vlo = self.ranges[0].low[0][1]; vhi = self.ranges[0].high[0][1]
                 width = max(hi - lo, self.floor, self.rel * max(abs(lo), abs(hi)), self.relv * max(vhi - vlo, abs(vhi), abs(vlo)), 1e-300)
-                ex = max(views[k] - hi, lo - views[k], 0.0) / width * (self.season_weight if k == 3 else (self.long_w if k == 4 else self.w[k]))
+                ex = min(self.cap, max(views[k] - hi, lo - views[k], 0.0) / width) * (self.season_weight if k == 3 else (self.long_w if k == 4 else self.w[k]))
                 if k == 0 and ex > self.threshold: value_outside = True
                 if ex > score:
                     score = ex
@@ -98,6 +122,10 @@ class Novelty:
             self.shist.append(min(score, self.clip))
             if len(self.shist) > self.adapt_hist: self.shist.popleft()
         if self.cd > 0: self.cd -= 1
+        if self.open is not None and self.learning and self.yield_new and outside and (
+                self.cd == 0 or (score > self.override * self.threshold and score > self.last_score)) and (
+                self.yield_new != 2 or not (self._out_ref(0, value) or self._out_ref(1, level))):
+            self.close()  # yield_new: a departure from the learnt range ends the extended finding
         if self.open is None:
             overrides = score > self.override * self.threshold and (not self.ov_last or score > min(self.last_score, self.ov_clip))
             if outside and self.cd > 0 and not overrides and self.cd_extend > 0:
@@ -111,14 +139,15 @@ class Novelty:
                 if self.open['reported'] is not None: (self.alarms.append(self.nb) if self.nb > self.gstart else None)
                 self.open['nout'] = 1
                 self.last_value_bin = b if value_outside else None
-        elif outside:
+        elif outside or (self.learning and (self._out_ref(0, value) or self._out_ref(1, level))):
+            if self.learning and self._out_ref(0, value): value_outside = True
             self.quiet = 0; self.open['last'] = b
             self.open['nout'] = self.open.get('nout', 0) + 1
             if self.open['reported'] is None and score > self.bar and (self.open['nout'] >= self.persist or score > self.spike):
                 self.open['reported'] = b; (self.alarms.append(self.nb) if self.nb > self.gstart else None)
                 if self.cd_on_report: self.cd = self.cooldown
             if value_outside: self.last_value_bin = b
-            if here['score'] > self.open['score']:
+            if outside and here['score'] > self.open['score']:
                 f, l, r, n = self.open['first'], self.open['last'], self.open['reported'], self.open['nout']
                 self.open = here; self.open['first'] = f; self.open['last'] = l; self.open['reported'] = r; self.open['nout'] = n
         else:
@@ -126,6 +155,9 @@ class Novelty:
             if self.quiet >= self.close_after: self.close()
         if self.open is not None:
             self.held += 1
+            if self.learn_after is not None and not self.learning and self.held > min(self.learn_after, self.max_hold):
+                self.learning = True
+                self.ref = [(self.ranges[k].low[0][1], self.ranges[k].high[0][1]) for k in (0, 1)]
             if self.held > self.max_hold:
                 self.open['absorbed'] = True; self.close()
         if self.open is not None and not self.open.get('absorbed') and self.learn_close:
@@ -135,7 +167,7 @@ class Novelty:
                 for k in list(range(used)) + ([4] if self.long_bins else []): self.ranges[k].push(self.pushed, vv[k], self.history)
                 self.pushed += 1
             self.pending = []
-        if self.open is None or self.open.get('absorbed'):
+        if self.open is None or self.open.get('absorbed') or self.learning:
             self.pending = []
             for k in list(range(used)) + ([4] if self.long_bins else []):
                 if k == 3 and not season_ok: continue
@@ -148,13 +180,13 @@ class Novelty:
         if self.open is None: return
         if self.cd_close >= 0: self.cd = min(self.cd, self.cd_close)
         o = self.open
-        if self.season > 0 and not o['absorbed'] and self.last_bin + 1 >= o['first'] + self.short:
+        if self.season > 0 and not o['absorbed'] and not self.learning and self.last_bin + 1 >= o['first'] + self.short:
             idx = self.pastd
             for p in self.past:
                 if p[0] < o['first'] or p[0] < self.season: continue
                 q = idx.get(p[0] - self.season)
                 if q is not None: p[1] = q[1]
         if self.last_value_bin is not None and self.last_value_bin >= o['first']: o['last'] = self.last_value_bin
-        self.spans.append(o); self.open = None; self.last_value_bin = None
+        self.spans.append(o); self.open = None; self.last_value_bin = None; self.learning = False
 
     def finish(self): self.close()

@@ -39,9 +39,27 @@ void SeriesNoveltyDetector::SlidingRange::push(uint64_t index, double v, size_t 
   while (high_.front().first + capacity <= index) high_.pop_front();
 }
 
+namespace {
+// `seconds` in bins of `bin_seconds`, rounded down; `fallback` where either is unknown (<= 0).
+size_t bins_in(double seconds, double bin_seconds, size_t fallback) {
+  if (!(seconds > 0) || !(bin_seconds > 0)) return fallback;
+  const double bins = std::floor(seconds / bin_seconds);
+  return bins >= static_cast<double>(fallback) ? fallback : static_cast<size_t>(bins);
+}
+}  // namespace
+
 SeriesNoveltyDetector::SeriesNoveltyDetector(SeriesNoveltyOptions options) : opt_(options) {
-  if (!(opt_.threshold >= 0) || opt_.history_bins == 0 || opt_.short_bins == 0 || opt_.close_after_bins == 0)
-    throw std::invalid_argument("series novelty: need threshold >= 0 and history, short and close-after bins > 0");
+  if (!(opt_.threshold >= 0) || opt_.history_bins == 0 || opt_.short_bins == 0 || opt_.close_after_bins == 0 ||
+      opt_.max_hold_bins == 0 || std::isnan(opt_.bin_seconds))
+    throw std::invalid_argument(
+        "series novelty: need threshold >= 0, history, short, close-after and hold bins > 0, a bin width");
+  // Durations are bounded in time and in bins, so they mean the same on per-second and on daily data.
+  cooldown_len_ = std::max<size_t>(1, bins_in(opt_.cooldown_max_seconds, opt_.bin_seconds, opt_.cooldown_bins));
+  // Where the day is known, nothing is judged before a whole day was seen: a range that has not seen the day's
+  // shape would call its every new part a finding (a daily spike every day).
+  warmup_len_ = opt_.season_bins > 0 ? std::max(opt_.warmup_bins, opt_.season_bins) : opt_.warmup_bins;
+  hold_len_ = std::max(std::min(opt_.min_hold_bins, opt_.max_hold_bins),
+                       bins_in(opt_.new_normal_seconds, opt_.bin_seconds, opt_.max_hold_bins));
 }
 
 double SeriesNoveltyDetector::add(size_t bin, double value) {
@@ -56,12 +74,14 @@ double SeriesNoveltyDetector::add(size_t bin, double value) {
   double sq = 0;
   for (double x : recent_) sq += (x - level) * (x - level);
   const double spread = std::sqrt(sq / n);
-  // Season view: this level minus the level of the same bins one season earlier (0 until a season has passed).
+  // Season view: this level minus the level of the same bins one season earlier; none until a season has passed
+  // (it is then neither judged nor remembered: a 0 there would make a range of 0 .. 0 to be judged against).
   double season = 0;
+  bool season_defined = false;
   last_bin_ = bin;
   if (opt_.season_bins > 0) {
     past_.emplace_back(bin, value);
-    const size_t keep = opt_.season_bins + opt_.short_bins + opt_.max_hold_bins + opt_.close_after_bins;
+    const size_t keep = opt_.season_bins + opt_.short_bins + hold_len_ + opt_.close_after_bins;
     while (past_.front().first + keep < bin) past_.pop_front();
     if (bin + 1 >= opt_.season_bins + opt_.short_bins) {
       // The level view's bins one season earlier.
@@ -69,7 +89,10 @@ double SeriesNoveltyDetector::add(size_t bin, double value) {
       double then = 0;
       size_t m = 0;
       for (auto it = bin_at_or_after(lo); it != past_.end() && it->first <= hi; ++it, ++m) then += it->second;
-      if (m > 0) season = level - then / static_cast<double>(m);
+      if (m > 0) {
+        season = level - then / static_cast<double>(m);
+        season_defined = true;
+      }
     }
   }
   const double views[kViews] = {value, level, spread, season};
@@ -79,12 +102,13 @@ double SeriesNoveltyDetector::add(size_t bin, double value) {
   NoveltySpan here;
   here.first_bin = here.last_bin = bin;
   bool value_outside = false;
-  if (pushed_ >= opt_.warmup_bins) {
+  constexpr size_t kSeason = static_cast<size_t>(NoveltyView::season);
+  if (pushed_ >= warmup_len_) {
     for (size_t k = 0; k < used_views; ++k) {
+      // The season view is judged once its own range has as much history as the others had at their warm-up.
+      if (k == kSeason && (!season_defined || season_pushed_ < opt_.warmup_bins)) continue;
       const double lo = range_[k].low(), hi = range_[k].high();
-      const double width = std::max({hi - lo, opt_.range_floor, 1e-12 * std::max(std::abs(lo), std::abs(hi)), 1e-300});
-      const double excess = std::max({views[k] - hi, lo - views[k], 0.0}) / width *
-                            (k == static_cast<size_t>(NoveltyView::season) ? opt_.season_weight : 1.0);
+      const double excess = excess_over(views[k], lo, hi) * (k == kSeason ? opt_.season_weight : 1.0);
       if (k == 0 && excess > opt_.threshold) value_outside = true;
       if (excess > score) {
         score = excess;
@@ -99,41 +123,68 @@ double SeriesNoveltyDetector::add(size_t bin, double value) {
   }
   const bool outside = score > opt_.threshold;
   if (cooldown_ > 0) --cooldown_;
+  // A noise finding's cool-down must not hide a real episode that follows it: a far larger excess opens anyway.
+  const bool opens =
+      outside && (cooldown_ == 0 || (score > opt_.cooldown_override * opt_.threshold && score > last_score_));
   if (!open_) {
-    // A noise finding's cool-down must not hide a real episode that follows it: a far larger excess opens anyway.
-    const bool overrides = score > opt_.cooldown_override * opt_.threshold && score > last_score_;
-    if (outside && (cooldown_ == 0 || overrides)) {
+    if (opens) {
       open_ = here;
       last_score_ = score;
-      cooldown_ = opt_.cooldown_bins;
+      cooldown_ = cooldown_len_;
       quiet_ = 0;
       held_ = 0;
+      learning_ = false;
       last_value_bin_.reset();
       if (value_outside) last_value_bin_ = bin;
     }
-  } else if (outside) {
-    quiet_ = 0;
-    open_->last_bin = bin;
-    if (value_outside) last_value_bin_ = bin;
-    if (here.score > open_->score) {
-      const size_t first = open_->first_bin, last = open_->last_bin;
-      open_ = here;
-      open_->first_bin = first;
-      open_->last_bin = last;
+  } else {
+    // A finding lasts while a view is outside the range; once the range learns from it again, also while the value
+    // or the level stays outside the range it left (a level shift is reported for as long as it lasts).
+    bool value_out = value_outside, lasting = outside;
+    if (learning_) {
+      value_out = value_out || excess_over(value, reference_[0].first, reference_[0].second) > opt_.threshold;
+      lasting = lasting || value_out || excess_over(level, reference_[1].first, reference_[1].second) > opt_.threshold;
     }
-  } else if (++quiet_ >= opt_.close_after_bins) {
-    close();
+    if (lasting) {
+      quiet_ = 0;
+      open_->last_bin = bin;
+      if (value_out) last_value_bin_ = bin;
+      if (outside && here.score > open_->score) {
+        const size_t first = open_->first_bin, last = open_->last_bin;
+        open_ = here;
+        open_->first_bin = first;
+        open_->last_bin = last;
+      }
+    } else if (++quiet_ >= opt_.close_after_bins) {
+      close();
+    }
   }
-  // The range learns from bins outside findings, and from a finding's bins once it outlasted max_hold_bins.
-  if (open_ && ++held_ > opt_.max_hold_bins) {
-    open_->absorbed = true;
-    close();
+  // The range learns from bins outside findings, and from a finding's bins once it outlasted learn_after_bins (a
+  // range too young to hold a day's shape must not stay frozen); the finding itself goes on against the range it
+  // left, until hold_bins(): then its level is the new normal.
+  if (open_) {
+    ++held_;
+    if (!learning_ && held_ > std::min(opt_.learn_after_bins, hold_len_)) {
+      learning_ = true;
+      for (size_t k = 0; k < 2; ++k) reference_[k] = {range_[k].low(), range_[k].high()};
+    }
+    if (held_ > hold_len_) {
+      open_->absorbed = true;
+      close();
+    }
   }
-  if (!open_ || open_->absorbed) {
-    for (size_t k = 0; k < used_views; ++k) range_[k].push(pushed_, views[k], opt_.history_bins);
+  if (!open_ || learning_) {
+    for (size_t k = 0; k < used_views; ++k)
+      if (k != kSeason || season_defined) range_[k].push(pushed_, views[k], opt_.history_bins);
+    season_pushed_ += season_defined;
     ++pushed_;
   }
   return score;
+}
+
+double SeriesNoveltyDetector::excess_over(double v, double lo, double hi) const {
+  const double width = std::max({hi - lo, opt_.range_floor, 1e-12 * std::max(std::abs(lo), std::abs(hi)), 1e-300});
+  return std::min(kMaxExcess, std::max({v - hi, lo - v, 0.0}) / width);
 }
 
 std::deque<std::pair<size_t, double>>::iterator SeriesNoveltyDetector::bin_at_or_after(size_t bin) {
@@ -144,9 +195,9 @@ std::deque<std::pair<size_t, double>>::iterator SeriesNoveltyDetector::bin_at_or
 void SeriesNoveltyDetector::close() {
   if (!open_) return;
   // A finding that outlasted the level view's bins is remembered for the season view as the bins a season before
-  // it, so that a long episode does not come back as a ghost one season later (not one taken as the new normal:
-  // its level is the baseline now). Short spikes are left: the level of a few bins barely carries them.
-  if (opt_.season_bins > 0 && !open_->absorbed && last_bin_ + 1 >= open_->first_bin + opt_.short_bins) {
+  // it, so that a long episode does not come back as a ghost one season later (not one the range learnt from:
+  // its level is in the baseline now). Short spikes are left: the level of a few bins barely carries them.
+  if (opt_.season_bins > 0 && !learning_ && last_bin_ + 1 >= open_->first_bin + opt_.short_bins) {
     for (auto it = bin_at_or_after(open_->first_bin); it != past_.end(); ++it) {
       if (it->first < opt_.season_bins) continue;
       auto then = bin_at_or_after(it->first - opt_.season_bins);
@@ -158,6 +209,7 @@ void SeriesNoveltyDetector::close() {
   if (last_value_bin_ && *last_value_bin_ >= open_->first_bin) open_->last_bin = *last_value_bin_;
   spans_.push_back(*open_);
   open_.reset();
+  learning_ = false;
   last_value_bin_.reset();
 }
 

@@ -1,14 +1,16 @@
 // A causal detector for one series at a time (imported tables, host telemetry): each new bin is compared with
 // the range its recent past spanned, on three views -- the bin's value (spikes, bursts), the mean of the last
 // few bins (level shifts) and their spread (a series that goes flat or turns noisy) -- and, where a day holds few
-// enough bins, a fourth: the level's change since the same time a day earlier. A finding opens when one
-// view leaves the range by more than `threshold` of its width, and stays open while any view is outside, so a
-// level shift is one finding for as long as it lasts, not two at its edges. The range is not updated while a
-// finding is open (the anomaly must not become its own baseline) unless it lasts longer than max_hold_bins:
-// then it is taken as the new normal and the finding ends there, saying so. Counters that sit at zero get a
-// range of at least range_floor (the series' resolution), so one stray event is not a burst but a hundred are.
-// Streaming: O(1) amortised work and O(history_bins) memory per series; no look-ahead (a bin is judged on the
-// bins before it), which is what NAB's scoring and a live recorder need.
+// enough bins, a fourth: the level's change since the same time a day earlier (judged only once a day has passed
+// and the view's own range has warmup_bins real values: before that it has no history to be compared with). A
+// finding opens when one view leaves the range by more than `threshold` of its width, and stays open while any
+// view is outside, so a level shift is one finding for as long as it lasts, not two at its edges. The range is not
+// updated while a finding is open (the anomaly must not become its own baseline) unless it stays open for a week
+// (within 100 .. 2000 bins; see hold_bins()): then it is taken as the new normal and the finding ends there,
+// saying so. Counters that sit at zero get a range of at least range_floor (the series' resolution), so one stray
+// event is not a burst but a hundred are. A range with (almost) no width never yields an excess above
+// kMaxExcess. Streaming: O(1) amortised work and O(history_bins) memory per series; no look-ahead (a bin is
+// judged on the bins before it), which is what NAB's scoring and a live recorder need.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -23,14 +25,26 @@ namespace stackscope::analyze {
 struct SeriesNoveltyOptions {
   // Excess beyond the recent range, as a share of its width, that opens a finding. Chosen on half of NAB's
   // files (eval/nab/run_cli.sh, docs/BENCHMARKS.md "Host series nobody tuned for").
-  double threshold = 0.065;
+  double threshold = 0.05;
   size_t history_bins = 2000;   // the recent past the range spans
   size_t short_bins = 6;        // bins the level and spread views average over
-  size_t warmup_bins = 100;     // bins of history before anything is judged
-  size_t cooldown_bins = 200;   // after a finding opens, no new one opens for this many bins ...
+  size_t warmup_bins = 100;     // bins of history before anything is judged (and a season, where one is given)
+  // After a finding opens, no new one opens for cooldown_bins bins, and for at most cooldown_max_seconds where
+  // the bin width is known (a day: on daily data 200 bins would be 200 days) ...
+  size_t cooldown_bins = 200;
+  double cooldown_max_seconds = 86400;
   double cooldown_override = 40;  // ... unless its excess is this many thresholds and above the last one's
   size_t close_after_bins = 3;  // a finding closes after this many bins back inside the range
-  size_t max_hold_bins = 100;   // longer open: the new level becomes the baseline
+  // A finding open for new_normal_seconds (a week) where the bin width is known, but at least min_hold_bins and at
+  // most max_hold_bins, has become the new normal (a change of regime): its level becomes the baseline. Without
+  // a bin width: max_hold_bins. Until then a level shift is one finding for as long as it lasts.
+  double new_normal_seconds = 7 * 86400;
+  // The range learns from a finding's bins once it has been open this long (a range too young to have seen a whole
+  // day must grow); the finding goes on against the range it left.
+  size_t learn_after_bins = 100;
+  size_t min_hold_bins = 100;
+  size_t max_hold_bins = 2000;
+  double bin_seconds = 0;       // the bins' width when the caller knows it (0: durations in bins only)
   double range_floor = 0;       // the smallest range width an excess is measured against
   // Bins in one season (a day) when the caller knows it (0: none): a fourth view, the level's change from the same
   // time one season earlier, catches a daily pattern that changes shape without leaving its range. Its excess
@@ -51,12 +65,18 @@ struct NoveltySpan {
   double value = 0;                       // that view's value there
   double range_low = 0, range_high = 0;   // the range it left
   bool above = true;                      // above the range (else below)
-  bool absorbed = false;                  // lasted past max_hold_bins: the level became the new normal
+  bool absorbed = false;                  // open longer than hold_bins(): the level became the new normal
 };
+
+// The largest excess a bin can score (in range widths): past it a range had (almost) no width, and a larger
+// figure would say nothing more (a flat series that moves is maximally new, not 1e306 times).
+inline constexpr double kMaxExcess = 1000;
 
 class SeriesNoveltyDetector {
  public:
   explicit SeriesNoveltyDetector(SeriesNoveltyOptions options = {});
+  size_t cooldown_bins() const { return cooldown_len_; }  // the options' cool-down in bins, time bound applied
+  size_t hold_bins() const { return hold_len_; }          // bins a finding stays open before it is the new normal
   // The next bin's value (bins in increasing order; gaps allowed). Returns its score (0 during warm-up).
   double add(size_t bin, double value);
   // Closes an open finding; call once after the last bin.
@@ -78,14 +98,20 @@ class SeriesNoveltyDetector {
   };
 
   SeriesNoveltyOptions opt_;
+  size_t warmup_len_ = 0, cooldown_len_ = 0, hold_len_ = 0;
   SlidingRange range_[kViews];
-  uint64_t pushed_ = 0;  // values that entered the range
+  uint64_t pushed_ = 0;         // bins that entered the ranges
+  uint64_t season_pushed_ = 0;  // of them, with a season view (a bin a season earlier to compare with)
   std::deque<double> recent_;
-  // (bin, value) over the last season + short + max_hold + close_after bins, for the season view (by bin, not by
+  // (bin, value) over the last season + short + hold + close_after bins, for the season view (by bin, not by
   // arrival: a table with gaps still compares with the same time a day earlier).
   std::deque<std::pair<size_t, double>> past_;
   size_t cooldown_ = 0, quiet_ = 0, held_ = 0;
   std::optional<NoveltySpan> open_;
+  bool learning_ = false;  // the open finding outlasted learn_after_bins: the range learns, the finding goes on
+  std::pair<double, double> reference_[2];  // then: the value and level ranges it left
+  // Excess of `v` beyond lo .. hi in range widths (the width floored, the excess at most kMaxExcess).
+  double excess_over(double v, double lo, double hi) const;
   std::optional<size_t> last_value_bin_;  // the open span's last bin where the value itself was outside
   double last_score_ = 0;  // the last finding's score (cool-down override)
   size_t last_bin_ = 0;  // the latest bin added

@@ -46,6 +46,7 @@ std::vector<HostSeriesFinding> scan_host_series(const SampleStream& stream, int6
     if (s.category == SeriesCategory::static_value || s.kind == SeriesKind::static_value || is_cpu_core(s.device))
       continue;
     SeriesNoveltyOptions o = options.detector;
+    if (o.bin_seconds == 0) o.bin_seconds = bin_seconds;  // cool-down and new-normal times bounded in time too
     // A day as the season, where it fits in the history the detector keeps (bins of a minute or more).
     constexpr int64_t kDay = 86'400'000'000'000;
     if (o.season_bins == 0 && kDay / bin_ns <= static_cast<int64_t>(o.history_bins) && kDay / bin_ns >= 2)
