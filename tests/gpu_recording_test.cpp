@@ -91,3 +91,14 @@ TEST(GpuRecording, ReportShowsTheIncidentsWithPlots) {
   EXPECT_GE(plots, 10u);
   EXPECT_EQ(page.find("<script src="), std::string::npos) << "self-contained";
 }
+
+// Its DataLoader workers inherit their rank's RANK: stragglers still sees the 2 ranks, not 8 processes.
+TEST(GpuRecording, StragglersSeeOneWorkerPerRank) {
+  TempDir dir;
+  const std::string rec = unpacked(dir);
+  std::string out;
+  ASSERT_EQ(run_command(kBin + " stragglers --json " + rec + " 2>/dev/null", &out), 0) << out;
+  const auto j = nlohmann::json::parse(out.substr(out.find('{')));
+  ASSERT_TRUE(j.contains("workers")) << out.substr(0, 400);
+  EXPECT_EQ(j["workers"].size(), 2u) << j["workers"].dump();
+}
