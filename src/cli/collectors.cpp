@@ -55,6 +55,8 @@ std::vector<std::unique_ptr<Collector>> make_collectors(const std::vector<Layer>
     topts.python_offcpu_min_ns = static_cast<uint64_t>(python.offcpu_min_ns);
     topts.full_detail = detail.full;
     topts.budget_pct = detail.budget_pct;
+    if (detail.budget_period_ms > 0) topts.budget_period_ms = detail.budget_period_ms;
+    if (detail.budget_max_period_ms > 0) topts.budget_max_period_ms = detail.budget_max_period_ms;
     out.push_back(trace::make_uprobe_tracer(traced, topts));
   }
 #endif
