@@ -193,7 +193,7 @@ int run_record(const RecordOptions& opt) {
     const auto colon = opt.budget_period.find(':');
     detail.budget_period_ms = parse_duration_ms(opt.budget_period.substr(0, colon), "--budget-period");
     detail.budget_max_period_ms = colon == std::string::npos
-                                      ? std::max(detail.budget_period_ms, 60'000)
+                                      ? std::max(detail.budget_period_ms, 20'000)
                                       : parse_duration_ms(opt.budget_period.substr(colon + 1), "--budget-period");
     if (detail.budget_max_period_ms < detail.budget_period_ms)
       throw std::invalid_argument("--budget-period: MAX must not be shorter than MIN");
@@ -429,7 +429,7 @@ RegisterCommand reg("record", 10, [](CLI::App& app, int& exit_code) {
                   "is attached for a share of every few seconds (series trace.<family>.watching; the notes give the "
                   "sampling fraction to scale counts by); 0: no budget. Not with --detail full");
   cmd->add_option("--budget-period", opt->budget_period,
-                  "MIN[:MAX] (default 5s:60s): a budgeted family is attached for a share of every period, MIN at "
+                  "MIN[:MAX] (default 5s:20s): a budgeted family is attached for a share of every period, MIN at "
                   "least, longer where its attach/detach toggles would cost more than a quarter of its share; "
                   "MIN:MIN fixes it")
       ->group("");

@@ -922,7 +922,9 @@ double UprobeTracer::watched_fraction(Layer layer) const {
 void UprobeTracer::control_loop() {
   using clock = std::chrono::steady_clock;
   const auto interval = std::chrono::milliseconds(std::max(1, copts_.interval_ms));
-  const auto budget_period = std::chrono::milliseconds(std::max(10, topts_.budget_period_ms));
+  // The budget is rebalanced every second (or every period, if shorter), whatever the duty cycle's period: a family
+  // that turns hot is cycled within a second.
+  const auto budget_period = std::chrono::milliseconds(std::clamp(topts_.budget_period_ms, 10, 1000));
   // The first look comes early: a hot family costs its full price until then.
   auto next_sample = clock::now() + interval,
        next_budget = clock::now() + std::min<clock::duration>(budget_period, std::chrono::milliseconds(200));
@@ -1024,9 +1026,11 @@ void UprobeTracer::rebalance_budget(double period_s) {
     if (watched > 5'000'000) g.full_rate = static_cast<double>(in_windows) / (static_cast<double>(watched) / 1e9);
     g.hits_prev = hits;
     const double off_s = static_cast<double>(off) * hit_cost_ns_ / 1e9;
+    g.pending_off_s += off_s;  // a cycle's hits may fall in two rebalances: priced once a cycle has ended
     if (g.period_cycles > 0) {
-      const double per_cycle = off_s / g.period_cycles;
+      const double per_cycle = g.pending_off_s / g.period_cycles;
       g.cycle_cost_s = g.cycle_cost_s > 0 ? (g.cycle_cost_s + per_cycle) / 2 : per_cycle;
+      g.pending_off_s = 0;
     }
     g.period_cycles = 0;
     const double cost = g.full_rate * hit_cost_ns_ / 1e9;

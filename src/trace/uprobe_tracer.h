@@ -128,6 +128,7 @@ class UprobeTracer final : public Collector {
     uint64_t window_mark = 0, period_window_hits = 0, off_hits = 0, cycles = 0;
     int period_cycles = 0;
     double cycle_cost_s = 0;  // CPU seconds of probe hits one cycle costs the job (smoothed)
+    double pending_off_s = 0;  // of the cycle in progress
     double full_rate = 0;  // probe hits per second while attached
     uint64_t windows = 0;
     // Per-window hit rates: their sum and the sum of squared differences between consecutive windows, which
