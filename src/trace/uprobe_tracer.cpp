@@ -511,6 +511,9 @@ void UprobeTracer::process_exited(uint32_t pid) {
     std::lock_guard<std::mutex> lock(mu_);
     traced_.erase(pid);
     identified_.erase(pid);
+    const int64_t now = monotonic_ns();
+    if (auto it = last_maps_.find(pid); it != last_maps_.end()) it->second.second = now;
+    std::erase_if(last_maps_, [&](const auto& kv) { return kv.second.second && now - kv.second.second > 5'000'000'000; });
     if (pystack_) pystack_->forget(pid, true);
     if (copts_.all_processes) return;
     if (auto it = links_.find(static_cast<int>(pid)); it != links_.end()) {
@@ -552,6 +555,10 @@ void UprobeTracer::rescan(uint32_t pid) {
   }
   auto maps = read_proc_maps(pid);
   if (maps.empty()) return;  // gone (its exit record follows) or a kernel thread
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    last_maps_[pid] = {maps, 0};
+  }
   note_rank_environment(pid);
   if (cuda_) cuda_->update_fold_ranges(pid, maps);
   unsigned layers = 0;
@@ -1232,12 +1239,18 @@ std::string UprobeTracer::kernel_name(uint32_t pid, uint64_t address) {
   auto key = std::make_pair(pid, address);
   if (auto it = kernel_names_.find(key); it != kernel_names_.end()) return it->second;
   std::string name;
-  const auto maps = read_proc_maps(pid);
+  auto maps = read_proc_maps(pid);
+  bool gone = false;
+  if (maps.empty()) {  // exited before its records were drained: its maps as last read, its files by their path
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = last_maps_.find(pid); it != last_maps_.end()) maps = it->second.first;
+    gone = true;
+  }
   for (auto& m : maps) {
     if (address < m.start || address >= m.end || m.path.empty() || m.path[0] != '/') continue;
     uint64_t file_off = address - m.start + m.offset;
     try {
-      auto img = elf_cache_.get("/proc/" + std::to_string(pid) + "/root" + m.path);
+      auto img = elf_cache_.get(gone ? m.path : "/proc/" + std::to_string(pid) + "/root" + m.path);
       auto vaddr = img->offset_to_vaddr(file_off);
       const ElfSymbol* sym = vaddr ? img->symbol_at(*vaddr) : nullptr;
       if (sym) name = demangle(sym->name);
@@ -1252,7 +1265,7 @@ std::string UprobeTracer::kernel_name(uint32_t pid, uint64_t address) {
   // Cached also when nothing names it (a driver launch's CUfunction is a heap handle, in no file): rereading a
   // large process's maps for every such launch capped the consumer at a few thousand events/s and overflowed the
   // ring buffer. Not cached when the process is gone (no maps): "" -> hex.
-  if (!maps.empty()) kernel_names_.emplace(key, name);
+  if (!maps.empty() && !gone) kernel_names_.emplace(key, name);
   return name;
 }
 

@@ -202,6 +202,9 @@ class UprobeTracer final : public Collector {
   std::set<std::string> notes_sent_;
   std::map<uint32_t, std::string> identified_;  // launcher identity (RANK...) noted per process
   std::vector<bpf_link*> exited_links_;  // of processes that exited while stopping: left to release()
+  // Each traced process's maps as last read (rescan), kept a few seconds past its exit: records are drained on a
+  // timer, so a launch's kernel is often named after its process has gone (pid -> maps, exit time or 0).
+  std::map<uint32_t, std::pair<std::vector<MapEntry>, int64_t>> last_maps_;
 
   // Probe gates of the uprobe families (cuda, nccl, torch, python C-API) and the thread that duty-cycles them.
   mutable std::mutex gate_mu_;  // gates_; taken before mu_ where both are
