@@ -555,14 +555,17 @@ void UprobeTracer::rescan(uint32_t pid) {
   }
   auto maps = read_proc_maps(pid);
   if (maps.empty()) return;  // gone (its exit record follows) or a kernel thread
-  {
+  note_rank_environment(pid);
+  if (cuda_) cuda_->update_fold_ranges(pid, maps);
+  const auto libs = find_libraries(pid, maps);
+  if (cuda_ && std::any_of(libs.begin(), libs.end(), [](const MappedLibrary& l) {
+        return l.kind == LibraryKind::cudart || l.kind == LibraryKind::cuda_driver;
+      })) {  // only where launches are named (with --all every process is scanned)
     std::lock_guard<std::mutex> lock(mu_);
     last_maps_[pid] = {maps, 0};
   }
-  note_rank_environment(pid);
-  if (cuda_) cuda_->update_fold_ranges(pid, maps);
   unsigned layers = 0;
-  for (auto& lib : find_libraries(pid, maps)) {
+  for (auto& lib : libs) {
     if (lib.kind == LibraryKind::python && pystack_) {
       // Sampled per process (the interpreter's address differs in each); probes are not attached for it then.
       if (unsigned bit = register_python_stack(pid, maps, lib)) {
