@@ -131,7 +131,7 @@ static __always_inline int ss_call_entry_only(struct pt_regs *ctx, __u64 cookie)
   r->flags = SS_CALL_ENTRY_ONLY;
   ss_capture_args(ctx, cookie, r->args, r->str);
   r->start_ns = bpf_ktime_get_ns();
-  bpf_ringbuf_submit(r, 0);
+  bpf_ringbuf_submit(r, ss_submit_flags());
   return 0;
 }
 
@@ -202,7 +202,7 @@ static __always_inline int ss_call_return(struct pt_regs *ctx) {
     if (bpf_probe_read_user(&r->args[SS_ARG_DEREF], SS_DEREF_WORDS * 8, (void *)f->args[ri - 1]) != 0)
       __builtin_memset(&r->args[SS_ARG_DEREF], 0, SS_DEREF_WORDS * 8);
   }
-  bpf_ringbuf_submit(r, 0);
+  bpf_ringbuf_submit(r, ss_submit_flags());
   return 0;
 }
 

@@ -90,6 +90,6 @@ int BPF_USDT(py_return, void *file, void *func, int line) {
   r->pad = 0;
   if (bpf_probe_read_user_str(r->func, sizeof(r->func), func) < 0) r->func[0] = 0;
   if (bpf_probe_read_user_str(r->file, sizeof(r->file), file) < 0) r->file[0] = 0;
-  bpf_ringbuf_submit(r, 0);
+  bpf_ringbuf_submit(r, ss_submit_flags());
   return 0;
 }

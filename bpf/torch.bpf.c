@@ -129,7 +129,7 @@ static __always_inline int ss_op_return(struct pt_regs *ctx) {
   r->duration_ns = now - start;
   r->depth = d;
   r->pad = 0;
-  bpf_ringbuf_submit(r, 0);
+  bpf_ringbuf_submit(r, ss_submit_flags());
   return 0;
 }
 

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -63,9 +64,9 @@ class Subject {
     }
     return "";
   }
-  int wait() {
+  int wait(struct rusage* usage = nullptr) {  // usage: the subject's CPU time, where asked
     int st = 0;
-    waitpid(pid_, &st, 0);
+    wait4(pid_, &st, 0, usage);
     reaped_ = true;
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   }

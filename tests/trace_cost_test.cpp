@@ -165,7 +165,7 @@ TEST(TraceCost, BudgetDutyCyclesHotFamilyAndCountsScale) {
   ASSERT_NE(app.expect("ready"), "");
   TracerOptions topts;
   topts.budget_pct = 1;
-  topts.budget_period_ms = 300;
+  topts.budget_period_ms = topts.budget_max_period_ms = 300;  // a fixed period: windows enough in a few seconds
   stackscope::testing::MemorySink sink;
   UprobeTracer tracer({Layer::torch}, topts);
   CollectorOptions opts;
@@ -234,7 +234,7 @@ TEST(TraceCost, BudgetKeepsSynchronisationsExact) {
   ASSERT_NE(app.expect("ready"), "");
   TracerOptions topts;
   topts.budget_pct = 1;
-  topts.budget_period_ms = 300;
+  topts.budget_period_ms = topts.budget_max_period_ms = 300;  // a fixed period: windows enough in a few seconds
   stackscope::testing::MemorySink sink;
   UprobeTracer tracer({Layer::cuda}, topts);
   CollectorOptions opts;
@@ -264,4 +264,47 @@ TEST(TraceCost, BudgetKeepsSynchronisationsExact) {
   EXPECT_TRUE(named(sink, "cuStreamSynchronize", pid).empty()) << "folded into the runtime call";
   std::printf("%ld steps, %ld launches: %zu syncs and %zu launches recorded\n", steps, launches, syncs.size(),
               recorded_launches);
+}
+
+// The toggles are priced too: a hot family's probes trap while its links are being attached and detached, outside
+// the watched windows. Those hits are counted per attach/detach cycle and charged to the family's share; where they
+// cost more than a quarter of it, the period is lengthened (here to its cap) rather than the job paying for a
+// toggle every period. A price of 1 ms a hit makes any hit outside the windows expensive.
+TEST(TraceCost, BudgetPricesTogglesAndLengthensThePeriod) {
+  REQUIRE_ROOT();
+  Subject app({kFakeOps, "hot", "6", "20"});
+  ASSERT_NE(app.expect("ready"), "");
+  TracerOptions topts;
+  topts.budget_pct = 1;
+  topts.budget_period_ms = 300;
+  topts.budget_max_period_ms = 4000;
+  topts.hit_cost_ns = 1e6;
+  stackscope::testing::MemorySink sink;
+  UprobeTracer tracer({Layer::torch}, topts);
+  CollectorOptions opts;
+  opts.pids = {static_cast<uint32_t>(app.pid())};
+  opts.torch_ops = {"op*"};
+  ASSERT_TRUE(tracer.start(sink, opts).running);
+  ASSERT_TRUE(tracer.wait_until_attached(app.pid(), Layer::torch, 20s)) << all_notes(sink);
+  app.send("go");
+  ASSERT_NE(app.expect("done", 60s), "");
+  EXPECT_EQ(app.wait(), 0);
+  tracer.stop();
+  const auto stats = tracer.stats();
+  EXPECT_GT(stats.gated, 0u) << "calls entered while the probes were being attached or detached";
+  const std::string notes = all_notes(sink);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(notes, m, std::regex("torch: probes watched [0-9.]+% .*\\(([0-9]+) window\\(s\\).*"
+                                                     "last period ([0-9]+) ms; ([0-9.]+) probe hits per attach/detach "
+                                                     "cycle outside the watched windows")))
+      << notes;
+  const int windows = std::stoi(m[1]), period_ms = std::stoi(m[2]);
+  const double off_hits = std::stod(m[3]);
+  std::printf("%d window(s), last period %d ms, %.0f hits per cycle outside the windows, %lu hits, %lu gated\n",
+              windows, period_ms, off_hits, static_cast<unsigned long>(stats.hits),
+              static_cast<unsigned long>(stats.gated));
+  EXPECT_GT(off_hits, 0);
+  EXPECT_EQ(period_ms, 4000) << "toggles priced at >= 1 ms of CPU a cycle against a share of ~10 ms/s: the cap";
+  EXPECT_LE(windows, 6) << "at a fixed 300 ms period there would be about 20";
+  EXPECT_GE(windows, 1);
 }

@@ -257,7 +257,7 @@ def run_once(a, name, rec_args, workdir, count_calls=False):
         res["drops"] = info.get("drops", {})
         res["dropped"] = sum(v for v in res["drops"].values() if isinstance(v, (int, float)))
         res["file_bytes"] = info.get("file_bytes")
-        res["notes"] = [n.get("text", "")[:200] for n in info.get("notes", [])][:12]
+        res["notes"] = [n.get("text", "")[:600] for n in info.get("notes", [])][:16]
     except (OSError, subprocess.SubprocessError, json.JSONDecodeError) as e:
         res["info_error"] = str(e)
     return res

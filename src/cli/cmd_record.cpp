@@ -53,6 +53,7 @@ struct RecordOptions {
   bool print_python_offsets = false;
   std::vector<std::string> torch_ops;
   double budget_pct = 1.0;
+  std::string budget_period;  // MIN[:MAX]
   std::string detail = "budgeted";
   std::vector<std::string> command;
   bool detect = false;      // --detect: the incident engine while recording (online_detect.h)
@@ -183,6 +184,15 @@ int run_record(const RecordOptions& opt) {
   if (!(opt.budget_pct >= 0 && opt.budget_pct <= 100))
     throw std::invalid_argument("--budget must be a percentage between 0 and 100 (0: no budget)");
   TraceDetail detail{opt.detail == "full", opt.budget_pct};
+  if (!opt.budget_period.empty()) {  // MIN[:MAX]
+    const auto colon = opt.budget_period.find(':');
+    detail.budget_period_ms = parse_duration_ms(opt.budget_period.substr(0, colon), "--budget-period");
+    detail.budget_max_period_ms = colon == std::string::npos
+                                      ? std::max(detail.budget_period_ms, 20'000)
+                                      : parse_duration_ms(opt.budget_period.substr(colon + 1), "--budget-period");
+    if (detail.budget_max_period_ms < detail.budget_period_ms)
+      throw std::invalid_argument("--budget-period: MAX must not be shorter than MIN");
+  }
   PythonOptions python{opt.python_mode, duty_on_ms, duty_period_ms, opt.python_sample_hz, 0};
   if (opt.python_sample_hz < 1 || opt.python_sample_hz > 10'000)
     throw std::invalid_argument("--python-sample-hz must be between 1 and 10000");
@@ -398,8 +408,13 @@ RegisterCommand reg("record", 10, [](CLI::App& app, int& exit_code) {
                   "their cost; series python.capi.watching marks the watched intervals), or 'always'");
   cmd->add_option("--budget", opt->budget_pct,
                   "Probe cost budget in % of the job's CPU time (default 1): a probe family whose hits would cost more "
-                  "is attached for a share of each second (series trace.<family>.watching; the notes give the "
+                  "is attached for a share of every few seconds (series trace.<family>.watching; the notes give the "
                   "sampling fraction to scale counts by); 0: no budget. Not with --detail full");
+  cmd->add_option("--budget-period", opt->budget_period,
+                  "MIN[:MAX] (default 5s:20s): a budgeted family is attached for a share of every period, MIN at "
+                  "least, longer where its attach/detach toggles would cost more than a quarter of its share; "
+                  "MIN:MIN fixes it")
+      ->group("");
   cmd->add_option("--detail", opt->detail,
                   "budgeted (default): asynchronous CUDA calls probed at entry only (no duration), torch operators "
                   "counted in the kernel (series torch.op.*), the cost budget applies; full: every call an event "

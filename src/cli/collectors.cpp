@@ -83,6 +83,8 @@ std::vector<std::unique_ptr<Collector>> make_collectors(const std::vector<Layer>
     topts.full_detail = detail.full;
     topts.budget_pct = detail.budget_pct;
     if (detail.ringbuf_bytes) topts.ringbuf_bytes = detail.ringbuf_bytes;
+    if (detail.budget_period_ms > 0) topts.budget_period_ms = detail.budget_period_ms;
+    if (detail.budget_max_period_ms > 0) topts.budget_max_period_ms = detail.budget_max_period_ms;
     out.push_back(trace::make_uprobe_tracer(traced, topts));
   }
 #endif

@@ -40,6 +40,7 @@ struct TraceDetail {
   bool full = false;
   double budget_pct = 1.0;
   uint32_t ringbuf_bytes = 0;  // each probe family's BPF ring buffer (a power of two); 0: the tracer's default
+  int budget_period_ms = 0, budget_max_period_ms = 0;  // 0: the tracer's defaults
 };
 // Collectors for `layers` (one collector may serve several layers, e.g. the uprobe tracer).
 std::vector<std::unique_ptr<Collector>> make_collectors(const std::vector<Layer>& layers,

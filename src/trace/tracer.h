@@ -38,7 +38,14 @@ struct TracerOptions {
   // true ("full"): every call is a record with its duration and every probe stays attached: exact counts.
   bool full_detail = false;
   double budget_pct = 1.0;      // 0: no budget
-  int budget_period_ms = 1000;  // a duty-cycled family is attached for a share of every period
+  // A duty-cycled family is attached for a share of every period: this long at least, longer where its
+  // attach/detach toggles cost the job more than a quarter of its share (up to budget_max_period_ms). Each toggle
+  // rewrites the job's text pages, and its probes trap while links are attached and detached (a real H100 recording
+  // at a 1 s period: attach 27-53 ms, detach 232-376 ms per window; docs/BENCHMARKS.md, issue 14).
+  int budget_period_ms = 5000;
+  // The longest period the toggles' price may lead to. Bounded: the incident engine's 1 s windows between watched
+  // ones are filled from their neighbours, and a job shorter than a period is watched mostly at its start.
+  int budget_max_period_ms = 20000;
   double hit_cost_ns = 0;       // price of one probe hit; 0: measured at start
   // false: one uprobe per probe even where the kernel has uprobe_multi (what kernels before 6.6 get; for tests
   // and comparisons).

@@ -245,7 +245,7 @@ CollectorStatus UprobeTracer::start(TelemetrySink& sink, const CollectorOptions&
       g.on_since_ns = start_ns_;
       g.next_toggle = g.window_start = now;
       if (!counters_of(f) || !progs_of(f).entry) continue;  // not loaded
-      g.hits_prev = read_counter(counters_of(f), SS_CNT_HITS);
+      g.hits_prev = g.window_mark = read_counter(counters_of(f), SS_CNT_HITS);
       if (f == kPython && duty_cycled()) {
         g.fixed = g.cycling = g.ever_cycled = true;
         g.on = false;  // the first window opens at once
@@ -267,7 +267,7 @@ CollectorStatus UprobeTracer::start(TelemetrySink& sink, const CollectorOptions&
                                        topts_.python_duty_period_ms));
   if (budgeted())
     sink.add_note("trace", fmt::format("cost budget {}% of the job's CPU time at {:.0f} ns per probe hit: a probe "
-                                       "family above it is attached for a share of every {} ms "
+                                       "family above it is attached for a share of every {} ms or longer (its attach/detach toggles are priced too) "
                                        "(trace.<family>.watching is 1 while attached)", topts_.budget_pct,
                                        hit_cost_ns_, topts_.budget_period_ms));
   started_ = true;
@@ -325,12 +325,15 @@ void UprobeTracer::stop() {
       }
       sink_->add_note("trace", fmt::format(
           "{}: probes watched {:.1f}% of the recording since they were first attached ({} window(s), {}; attach {:.1f} ms, detach {:.1f} ms per "
-          "window): its events and series cover only the time {} is 1; scale counts by {:.4g} (sampling fraction "
-          "{:.4f}, error of the scaled counts about {:.0f}% from the spread of per-window rates)",
+          "window; last period {} ms; {:.0f} probe hits per attach/detach cycle outside the watched windows, "
+          "{:.2f} ms of CPU each at the budget's price): its events and series cover only the time {} is 1; scale "
+          "counts by {:.4g} (sampling fraction {:.4f}, error of the scaled counts about {:.0f}% from the spread of "
+          "per-window rates)",
           family_name(f), 100 * watched, g.windows, g.fixed ? "fixed duty cycle" : "cost budget",
           g.windows ? g.attach_ns / 1e6 / static_cast<double>(g.windows) : 0.0,
-          g.windows ? g.detach_ns / 1e6 / static_cast<double>(g.windows) : 0.0, g.watching_name,
-          watched > 0 ? 1 / watched : 0.0, watched, 100 * err));
+          g.windows ? g.detach_ns / 1e6 / static_cast<double>(g.windows) : 0.0, g.period_ms,
+          g.cycles ? static_cast<double>(g.off_hits) / static_cast<double>(g.cycles) : 0.0, 1e3 * g.cycle_cost_s,
+          g.watching_name, watched > 0 ? 1 / watched : 0.0, watched, 100 * err));
     }
   }
   if (poller_.joinable()) poller_.join();
@@ -463,11 +466,13 @@ void UprobeTracer::handle_record(Layer, const void* data, size_t size) {
   }
 }
 
+// Call, operator and stack records wake nobody until their buffer is a quarter full (ss_submit_flags in
+// bpf/family_maps.bpf.h, bpf/pystack.bpf.c): they are drained every 20 ms; process records still wake the poller.
 void UprobeTracer::poll_loop() {
   while (!stopping_) {
-    int n = ring_buffer__poll(rb_, 100);
+    int n = ring_buffer__poll(rb_, 20);
     if (n < 0 && n != -EINTR) break;
-    if (pystack_) ring_buffer__consume(rb_);  // the stack sampler's records wake nobody (bpf/pystack.bpf.c)
+    ring_buffer__consume(rb_);
   }
 }
 
@@ -506,6 +511,9 @@ void UprobeTracer::process_exited(uint32_t pid) {
     std::lock_guard<std::mutex> lock(mu_);
     traced_.erase(pid);
     identified_.erase(pid);
+    const int64_t now = monotonic_ns();
+    if (auto it = last_maps_.find(pid); it != last_maps_.end()) it->second.second = now;
+    std::erase_if(last_maps_, [&](const auto& kv) { return kv.second.second && now - kv.second.second > 5'000'000'000; });
     if (pystack_) pystack_->forget(pid, true);
     if (copts_.all_processes) return;
     if (auto it = links_.find(static_cast<int>(pid)); it != links_.end()) {
@@ -549,8 +557,15 @@ void UprobeTracer::rescan(uint32_t pid) {
   if (maps.empty()) return;  // gone (its exit record follows) or a kernel thread
   note_rank_environment(pid);
   if (cuda_) cuda_->update_fold_ranges(pid, maps);
+  const auto libs = find_libraries(pid, maps);
+  if (cuda_ && std::any_of(libs.begin(), libs.end(), [](const MappedLibrary& l) {
+        return l.kind == LibraryKind::cudart || l.kind == LibraryKind::cuda_driver;
+      })) {  // only where launches are named (with --all every process is scanned)
+    std::lock_guard<std::mutex> lock(mu_);
+    last_maps_[pid] = {maps, 0};
+  }
   unsigned layers = 0;
-  for (auto& lib : find_libraries(pid, maps)) {
+  for (auto& lib : libs) {
     if (lib.kind == LibraryKind::python && pystack_) {
       // Sampled per process (the interpreter's address differs in each); probes are not attached for it then.
       if (unsigned bit = register_python_stack(pid, maps, lib)) {
@@ -841,12 +856,15 @@ void UprobeTracer::set_watching(int family, bool on) {
   if (!on) t = monotonic_ns();
   if (on) {
     g.on_since_ns = t;
-    g.window_hits0 = read_counter(counters_of(family), SS_CNT_HITS);
+    g.window_hits0 = g.window_mark = read_counter(counters_of(family), SS_CNT_HITS);
   } else if (g.on) {
+    const uint64_t hits = read_counter(counters_of(family), SS_CNT_HITS);
+    g.period_window_hits += hits - std::min(hits, g.window_mark);
+    g.window_mark = hits;
     g.watched_ns += t - g.on_since_ns;
     g.period_watched_ns += t - std::max(g.on_since_ns, budget_mark_ns_);
     if (g.cycling && t > g.on_since_ns) {  // this window's hit rate: how steady the sampled family is
-      const double rate = static_cast<double>(read_counter(counters_of(family), SS_CNT_HITS) - g.window_hits0) /
+      const double rate = static_cast<double>(hits - g.window_hits0) /
                           (static_cast<double>(t - g.on_since_ns) / 1e9);
       if (g.windows++) g.rate_ssd += (rate - g.last_rate) * (rate - g.last_rate);
       g.rate_sum += rate;
@@ -895,6 +913,8 @@ void UprobeTracer::switch_gate(int family, bool on) {
     }
     destroy_links(links, {});
     g.detach_ns += monotonic_ns() - t0;
+    ++g.period_cycles;
+    ++g.cycles;
   }
 }
 
@@ -912,7 +932,9 @@ double UprobeTracer::watched_fraction(Layer layer) const {
 void UprobeTracer::control_loop() {
   using clock = std::chrono::steady_clock;
   const auto interval = std::chrono::milliseconds(std::max(1, copts_.interval_ms));
-  const auto budget_period = std::chrono::milliseconds(std::max(10, topts_.budget_period_ms));
+  // The budget is rebalanced every second (or every period, if shorter), whatever the duty cycle's period: a family
+  // that turns hot is cycled within a second.
+  const auto budget_period = std::chrono::milliseconds(std::clamp(topts_.budget_period_ms, 10, 1000));
   // The first look comes early: a hot family costs its full price until then.
   auto next_sample = clock::now() + interval,
        next_budget = clock::now() + std::min<clock::duration>(budget_period, std::chrono::milliseconds(200));
@@ -999,12 +1021,30 @@ void UprobeTracer::rebalance_budget(double period_s) {
     steady_cost += static_cast<double>(steady_hits - g.steady_hits_prev) * hit_cost_ns_ / 1e9 / period_s;
     g.steady_hits_prev = steady_hits;
     const uint64_t hits = read_counter(counters_of(f), SS_CNT_HITS);
+    if (g.on) {
+      g.period_window_hits += hits - std::min(hits, g.window_mark);
+      g.window_mark = hits;
+    }
+    // Hits inside the watched windows give the family's rate; the rest trapped while its links were being attached
+    // or detached: the toggles' price, paid whatever the watched share.
+    const uint64_t period_hits = hits - std::min(hits, g.hits_prev);
+    const uint64_t in_windows = std::min(g.period_window_hits, period_hits), off = period_hits - in_windows;
+    g.period_window_hits = 0;
+    g.off_hits += off;
     const int64_t watched = g.period_watched_ns + (g.on ? now - std::max(g.on_since_ns, budget_mark_ns_) : 0);
     g.period_watched_ns = 0;
-    if (watched > 5'000'000) g.full_rate = static_cast<double>(hits - g.hits_prev) / (static_cast<double>(watched) / 1e9);
+    if (watched > 5'000'000) g.full_rate = static_cast<double>(in_windows) / (static_cast<double>(watched) / 1e9);
     g.hits_prev = hits;
+    const double off_s = static_cast<double>(off) * hit_cost_ns_ / 1e9;
+    g.pending_off_s += off_s;  // a cycle's hits may fall in two rebalances: priced once a cycle has ended
+    if (g.period_cycles > 0) {
+      const double per_cycle = g.pending_off_s / g.period_cycles;
+      g.cycle_cost_s = g.cycle_cost_s > 0 ? (g.cycle_cost_s + per_cycle) / 2 : per_cycle;
+      g.pending_off_s = 0;
+    }
+    g.period_cycles = 0;
     const double cost = g.full_rate * hit_cost_ns_ / 1e9;
-    overhead += cost * (g.cycling ? g.fraction : 1.0);
+    overhead += cost * (g.cycling ? g.fraction : 1.0) + off_s / period_s;
     costs.emplace_back(cost, f);
   }
   budget_mark_ns_ = now;
@@ -1013,19 +1053,28 @@ void UprobeTracer::rebalance_budget(double period_s) {
   double budget = std::max(0.0, topts_.budget_pct / 100.0 * std::max(0.0, job_cores - overhead) - steady_cost);
   std::sort(costs.begin(), costs.end());
   size_t left = costs.size();
+  const double base_period_s = std::max(10, topts_.budget_period_ms) / 1000.0,
+               max_period_s = std::max(base_period_s, topts_.budget_max_period_ms / 1000.0);
   for (auto& [cost, f] : costs) {
     auto& g = gates_[static_cast<size_t>(f)];
     const double share = budget / static_cast<double>(left--);
     // A family costing under 5 ms of CPU a second is never sampled, however idle the job: its calls are too few
-    // to matter and too few to estimate from a sample. Otherwise >= 5 ms of every second, so rates are still seen.
-    double fraction = cost <= std::max(share, kNegligibleCores) ? 1.0 : std::clamp(share / cost, 0.005, 1.0);
+    // to matter and too few to estimate from a sample. Otherwise it is watched >= 0.5 % of the time, so rates are
+    // still seen. Its toggles cost cycle_cost_s each: the period grows until they take at most a quarter of the
+    // share, and the watched share is what is left.
+    double fraction = 1.0, cycle_s = base_period_s;
+    if (cost > std::max(share, kNegligibleCores)) {
+      if (g.cycle_cost_s > 0)
+        cycle_s = share > 0 ? std::clamp(4 * g.cycle_cost_s / share, base_period_s, max_period_s) : max_period_s;
+      fraction = std::clamp((share - g.cycle_cost_s / cycle_s) / cost, 0.005, 1.0);
+    }
     if (fraction > 0.95) fraction = 1.0;
     budget -= std::min(cost, share);
     const bool was_cycling = g.cycling;
     g.fraction = fraction;
     g.cycling = fraction < 1.0;
     if (g.cycling) {
-      g.period_ms = std::max(10, topts_.budget_period_ms);
+      g.period_ms = static_cast<int>(std::lround(cycle_s * 1000));
       g.on_ms = std::max(5, static_cast<int>(std::lround(fraction * g.period_ms)));
       if (!was_cycling) {
         g.window_start = std::chrono::steady_clock::now();
@@ -1110,6 +1159,10 @@ UprobeTracer::Stats UprobeTracer::stats() const {
     s.lost += read_counter(m, SS_CNT_RB_FULL);
     s.nested += read_counter(m, SS_CNT_NESTED);
     s.unmatched += read_counter(m, SS_CNT_UNMATCHED);
+    if (f <= kPython) {
+      s.hits += read_counter(m, SS_CNT_HITS) + read_counter(m, SS_CNT_STEADY_HITS);
+      s.gated += read_counter(m, SS_CNT_GATED);
+    }
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -1189,12 +1242,18 @@ std::string UprobeTracer::kernel_name(uint32_t pid, uint64_t address) {
   auto key = std::make_pair(pid, address);
   if (auto it = kernel_names_.find(key); it != kernel_names_.end()) return it->second;
   std::string name;
-  const auto maps = read_proc_maps(pid);
+  auto maps = read_proc_maps(pid);
+  bool gone = false;
+  if (maps.empty()) {  // exited before its records were drained: its maps as last read, its files by their path
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = last_maps_.find(pid); it != last_maps_.end()) maps = it->second.first;
+    gone = true;
+  }
   for (auto& m : maps) {
     if (address < m.start || address >= m.end || m.path.empty() || m.path[0] != '/') continue;
     uint64_t file_off = address - m.start + m.offset;
     try {
-      auto img = elf_cache_.get("/proc/" + std::to_string(pid) + "/root" + m.path);
+      auto img = elf_cache_.get(gone ? m.path : "/proc/" + std::to_string(pid) + "/root" + m.path);
       auto vaddr = img->offset_to_vaddr(file_off);
       const ElfSymbol* sym = vaddr ? img->symbol_at(*vaddr) : nullptr;
       if (sym) name = demangle(sym->name);
@@ -1209,7 +1268,7 @@ std::string UprobeTracer::kernel_name(uint32_t pid, uint64_t address) {
   // Cached also when nothing names it (a driver launch's CUfunction is a heap handle, in no file): rereading a
   // large process's maps for every such launch capped the consumer at a few thousand events/s and overflowed the
   // ring buffer. Not cached when the process is gone (no maps): "" -> hex.
-  if (!maps.empty()) kernel_names_.emplace(key, name);
+  if (!maps.empty() && !gone) kernel_names_.emplace(key, name);
   return name;
 }
 

@@ -68,6 +68,9 @@ class UprobeTracer final : public Collector {
   std::vector<uint32_t> traced_pids() const;
   struct Stats {
     uint64_t events = 0, lost = 0, nested = 0, unmatched = 0;
+    // Probe hits of the uprobe families (steady ones included), and those while capture was paused: a
+    // duty-cycled family's probes trapping while they were being attached or detached.
+    uint64_t hits = 0, gated = 0;
     size_t links = 0;
     bool uprobe_multi = false;  // probes attached as uprobe_multi links (else one link per probe)
   };
@@ -119,6 +122,13 @@ class UprobeTracer final : public Collector {
     int64_t first_ns = 0;  // when its first probes were added (its watching series starts)
     int64_t on_since_ns = 0, watched_ns = 0, period_watched_ns = 0;
     uint64_t hits_prev = 0, window_hits0 = 0, steady_hits_prev = 0;
+    // Hits outside the watched windows: the probes trapping while their links are attached or detached (a
+    // uprobe_multi detach takes 50-400 ms). The budget prices them per attach/detach cycle and lengthens the
+    // period until the toggles take at most a quarter of the family's share.
+    uint64_t window_mark = 0, period_window_hits = 0, off_hits = 0, cycles = 0;
+    int period_cycles = 0;
+    double cycle_cost_s = 0;  // CPU seconds of probe hits one cycle costs the job (smoothed)
+    double pending_off_s = 0;  // of the cycle in progress
     double full_rate = 0;  // probe hits per second while attached
     uint64_t windows = 0;
     // Per-window hit rates: their sum and the sum of squared differences between consecutive windows, which
@@ -192,6 +202,9 @@ class UprobeTracer final : public Collector {
   std::set<std::string> notes_sent_;
   std::map<uint32_t, std::string> identified_;  // launcher identity (RANK...) noted per process
   std::vector<bpf_link*> exited_links_;  // of processes that exited while stopping: left to release()
+  // Each traced process's maps as last read (rescan), kept a few seconds past its exit: records are drained on a
+  // timer, so a launch's kernel is often named after its process has gone (pid -> maps, exit time or 0).
+  std::map<uint32_t, std::pair<std::vector<MapEntry>, int64_t>> last_maps_;
 
   // Probe gates of the uprobe families (cuda, nccl, torch, python C-API) and the thread that duty-cycles them.
   mutable std::mutex gate_mu_;  // gates_; taken before mu_ where both are
