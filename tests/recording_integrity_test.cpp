@@ -205,7 +205,10 @@ TEST(JsonOutput, InvalidUtf8IsReplacedNotAFailure) {
   ASSERT_EQ(run_command(kBin + " info --json " + dir.file("c.sdb") + " 2>/dev/null", &out), 0) << out;
   EXPECT_FALSE(nlohmann::json::parse(out, nullptr, false).is_discarded()) << out;
   // Other --json outputs: features over the imported recording, stragglers over workers named in bad bytes.
-  ASSERT_EQ(run_command(kBin + " features --json " + dir.file("r.sdb") + " --layer host --window 1 2>/dev/null", &out), 0)
+  ASSERT_EQ(run_command(kBin + " features --json " + dir.file("r.sdb") + " --layer host --window 1 -o " +
+                            dir.file("f.csv") + " 2>/dev/null",
+                        &out),
+            0)
       << out;
   EXPECT_FALSE(nlohmann::json::parse(out, nullptr, false).is_discarded()) << out;
   std::string table = "worker,step,time\n";
