@@ -23,8 +23,9 @@ struct DbscanOptions {
   Eigen::Index max_train_rows = 20000;  // a larger training set is sub-sampled (bounds the fit's neighbour searches)
   uint64_t seed = 0;
   // The most brute-force distance terms (row x core point x column) one score() call may cost; the spatial index
-  // makes most data far cheaper than that. 4e11 is 1 M rows against 20,000 core points in 16 columns with no help
-  // from the index (high-dimensional noise): about a minute on one core. Past it score() refuses at once.
+  // makes most data far cheaper than that. 4e11 lets 1 M rows against 20,000 core points in 16 columns (3.2e11)
+  // through with no help from the index (high-dimensional noise): 3.0e11 terms took 109 s of one core on the CI VM
+  // (BENCHMARKS.md). Past it score() refuses at once.
   double max_score_terms = 4e11;
   bool spatial_index = true;  // false: brute force throughout (the same results; for checking the index)
 };
