@@ -186,6 +186,12 @@ TEST(DiskFull, RecordWithACommandExitsThreeAndInfoShowsTheDrops) {
   const auto info = info_json(rec);
   for (const auto& item : info["drops"].items()) shown += item.value().get<uint64_t>();
   EXPECT_EQ(shown, dropped);
+  // The .sdb alone (copied without any -wal) holds everything committed before the disk filled.
+  TempDir elsewhere;
+  std::filesystem::copy_file(rec, elsewhere.file("alone.sdb"));
+  const auto alone = info_json(elsewhere.file("alone.sdb"));
+  EXPECT_GT(info["samples"].get<int64_t>(), 0);
+  EXPECT_EQ(alone["samples"], info["samples"]);
   ::umount2(dir.path().c_str(), MNT_DETACH);
 }
 
