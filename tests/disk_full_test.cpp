@@ -28,7 +28,7 @@ struct TinyFs {
 }  // namespace
 
 TEST(DiskFull, WriterStopsCleanlyAndKeepsCommittedBatches) {
-  if (::geteuid() != 0) GTEST_SKIP() << "needs root to mount a tmpfs";
+  STACKSCOPE_REQUIRE(::geteuid() == 0, "needs root to mount a tmpfs");
   TempDir dir;
   TinyFs fs(dir.path(), "512k");
   ASSERT_TRUE(fs.ok) << "mount tmpfs failed";

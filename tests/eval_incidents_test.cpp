@@ -27,8 +27,8 @@ TEST(EvalIncidents, ScorerAndScheduleUnitTests) {
 }
 
 TEST(EvalIncidents, CpuSmokeRunInjectsTwoEpisodesAndScoresOrSaysWhyNot) {
-  if (::geteuid() != 0) GTEST_SKIP() << "the recorder's eBPF layers need root";
-  if (run_command("/usr/bin/python3 -c 'import torch'") != 0) GTEST_SKIP() << "no torch at /usr/bin/python3";
+  STACKSCOPE_REQUIRE(::geteuid() == 0, "the recorder's eBPF layers need root");
+  STACKSCOPE_REQUIRE(run_command("/usr/bin/python3 -c 'import torch'") == 0, "no torch at /usr/bin/python3");
   TempDir dir;
   std::string out;
   const int rc = run_command("cd " + kSource + " && PYTHON=/usr/bin/python3 DATA_DIR=/var/tmp/stackscope-v2-test " +

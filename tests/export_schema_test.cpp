@@ -274,8 +274,8 @@ TEST(PerfettoSchema, MergedRanksAndNoIncidentsOptionStayValid) {
 }
 
 TEST(PerfettoSchema, RealCpuTrainingRecordingDecodes) {
-  if (::geteuid() != 0) GTEST_SKIP() << "needs root (eBPF layers)";
-  if (run_command("/usr/bin/python3 -c 'import torch'") != 0) GTEST_SKIP() << "python3-torch missing";
+  STACKSCOPE_REQUIRE(::geteuid() == 0, "needs root (eBPF layers)");
+  STACKSCOPE_REQUIRE(run_command("/usr/bin/python3 -c 'import torch'") == 0, "python3-torch missing");
   ASSERT_TRUE(std::filesystem::exists(kProtos)) << kProtos;
   TempDir dir;
   const std::string rec = dir.file("cpu.sdb"), trace = dir.file("cpu.pftrace");

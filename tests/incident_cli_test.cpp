@@ -36,8 +36,8 @@ std::string record_cmd(const std::string& rec, int seconds) {
 }  // namespace
 
 TEST(IncidentCli, HealthyCpuTrainingHasNoIncidents) {
-  if (::geteuid() != 0) GTEST_SKIP() << "needs root (eBPF layers)";
-  if (!have_torch()) GTEST_SKIP() << "python3-torch missing";
+  STACKSCOPE_REQUIRE(::geteuid() == 0, "needs root (eBPF layers)");
+  STACKSCOPE_REQUIRE(have_torch(), "python3-torch missing");
   TempDir dir;
   const std::string rec = dir.file("healthy.sdb");
   std::string out;
@@ -56,8 +56,8 @@ TEST(IncidentCli, HealthyCpuTrainingHasNoIncidents) {
 }
 
 TEST(IncidentCli, CpuHogsInTheMiddleAreOneCpuInterferenceIncident) {
-  if (::geteuid() != 0) GTEST_SKIP() << "needs root (eBPF layers)";
-  if (!have_torch()) GTEST_SKIP() << "python3-torch missing";
+  STACKSCOPE_REQUIRE(::geteuid() == 0, "needs root (eBPF layers)");
+  STACKSCOPE_REQUIRE(have_torch(), "python3-torch missing");
   TempDir dir;
   const std::string rec = dir.file("hogged.sdb"), times = dir.file("hog_times");
   // Three busy loops named "cpuhog" (prctl PR_SET_NAME), started 8 s into the run for 10 s, outside the

@@ -29,8 +29,8 @@ std::string record_cmd(const std::string& rec, const std::string& log, int secon
 }  // namespace
 
 TEST(OnlineDetectCli, HealthyRunReportsNoIncident) {
-  if (::geteuid() != 0) GTEST_SKIP() << "needs root (eBPF layers)";
-  if (!have_torch()) GTEST_SKIP() << "python3-torch missing";
+  STACKSCOPE_REQUIRE(::geteuid() == 0, "needs root (eBPF layers)");
+  STACKSCOPE_REQUIRE(have_torch(), "python3-torch missing");
   TempDir dir;
   const std::string rec = dir.file("healthy.sdb"), log = dir.file("online.jsonl");
   std::string out;
@@ -40,8 +40,8 @@ TEST(OnlineDetectCli, HealthyRunReportsNoIncident) {
 }
 
 TEST(OnlineDetectCli, CpuHogsAreReportedWithinFiveSecondsAndCausedWithinEight) {
-  if (::geteuid() != 0) GTEST_SKIP() << "needs root (eBPF layers)";
-  if (!have_torch()) GTEST_SKIP() << "python3-torch missing";
+  STACKSCOPE_REQUIRE(::geteuid() == 0, "needs root (eBPF layers)");
+  STACKSCOPE_REQUIRE(have_torch(), "python3-torch missing");
   TempDir dir;
   const std::string rec = dir.file("hogged.sdb"), log = dir.file("online.jsonl"), times = dir.file("hog_times");
   // Three busy loops named "cpuhog", started 12 s into the run for 10 s, outside the recorded command; each

@@ -287,7 +287,7 @@ TEST(ProcessCpu, TracedLauncherAndItsWorkerAgainstOthers) {
 
 // Run-queue wait of the job's threads: about 0 alone on a CPU, most of the time when 3 spinners share it.
 TEST(ProcessCpu, RunQueueWaitOfTheJob) {
-  if (!read_small_file("/proc/self/schedstat")) GTEST_SKIP() << "no /proc/PID/schedstat (CONFIG_SCHED_INFO off)";
+  STACKSCOPE_REQUIRE(read_small_file("/proc/self/schedstat"), "no /proc/PID/schedstat (CONFIG_SCHED_INFO off)");
   auto measure = [](int rivals_on_its_cpu) {
     Child job("ss_job", Does::spin, 0, true);
     if (!job.realtime()) return std::nan("");
@@ -309,7 +309,7 @@ TEST(ProcessCpu, RunQueueWaitOfTheJob) {
     return last_value(sink, "proc.cpu.runq_wait", "");
   };
   const double alone = measure(0);
-  if (std::isnan(alone)) GTEST_SKIP() << "needs SCHED_RR (root) to own a CPU on this shared VM";
+  STACKSCOPE_REQUIRE(!std::isnan(alone), "needs SCHED_RR (root) to own a CPU on this shared VM");
   const double shared = measure(3);
   // Four round-robin spinners on one CPU: the job runs about a quarter of the time and waits the rest (measured
   // 0.55-0.93 over 1 s of 100 ms time slices; alone 0.02-0.05, the 5 % the kernel keeps for ordinary tasks).

@@ -91,8 +91,8 @@ TEST(RecordCli, BadInputGetsAClearErrorAndNonZeroExit) {
 }
 
 TEST(RecordCli, NonRootRecordsWhatItCanAndNamesTheRest) {
-  if (::geteuid() != 0) GTEST_SKIP() << "needs root to drop to another user";
-  if (run_command("command -v setpriv") != 0) GTEST_SKIP() << "setpriv (util-linux) missing";
+  STACKSCOPE_REQUIRE(::geteuid() == 0, "needs root to drop to another user");
+  STACKSCOPE_REQUIRE(run_command("command -v setpriv") == 0, "setpriv (util-linux) missing");
   TempDir dir;
   ::chmod(dir.path().c_str(), 0777);
   std::string rec = dir.file("nr.sdb"), out;
@@ -109,7 +109,7 @@ TEST(RecordCli, NonRootRecordsWhatItCanAndNamesTheRest) {
 }
 
 TEST(RecordCli, DiskFullStopsCleanlyAndKeepsWhatWasWritten) {
-  if (::geteuid() != 0) GTEST_SKIP() << "needs root to mount a tmpfs";
+  STACKSCOPE_REQUIRE(::geteuid() == 0, "needs root to mount a tmpfs");
   TempDir dir;
   ASSERT_EQ(::mount("tmpfs", dir.path().c_str(), "tmpfs", 0, "size=400k"), 0);
   std::string rec = dir.file("full.sdb"), out;

@@ -62,7 +62,7 @@ TEST(SelfContained, TheSdbAloneReadsAfterKillNine) {
 }
 
 TEST(ReadOnly, EveryReadingCommandWorksOnAReadOnlyFolder) {
-  if (::geteuid() != 0) GTEST_SKIP() << "needs root to bind-mount read-only";
+  STACKSCOPE_REQUIRE(::geteuid() == 0, "needs root to bind-mount read-only");
   TempDir dir;
   std::filesystem::create_directories(dir.file("data"));
   const std::string rec = dir.file("data/r.sdb");
@@ -91,8 +91,8 @@ TEST(ReadOnly, EveryReadingCommandWorksOnAReadOnlyFolder) {
 }
 
 TEST(ReadOnly, AUserWhoMayOnlyReadAnalysesTheRecording) {
-  if (::geteuid() != 0) GTEST_SKIP() << "needs root to drop to another user";
-  if (run_command("command -v setpriv") != 0) GTEST_SKIP() << "setpriv (util-linux) missing";
+  STACKSCOPE_REQUIRE(::geteuid() == 0, "needs root to drop to another user");
+  STACKSCOPE_REQUIRE(run_command("command -v setpriv") == 0, "setpriv (util-linux) missing");
   TempDir dir;
   ::chmod(dir.path().c_str(), 0755);  // the user may list and read, not write
   const std::string rec = dir.file("r.sdb");
@@ -167,7 +167,7 @@ TEST(RecordFlags, DuplicateLayersAllCombinedAndOutOfRangeNumbers) {
 }
 
 TEST(DiskFull, RecordWithACommandExitsThreeAndInfoShowsTheDrops) {
-  if (::geteuid() != 0) GTEST_SKIP() << "needs root to mount a tmpfs";
+  STACKSCOPE_REQUIRE(::geteuid() == 0, "needs root to mount a tmpfs");
   TempDir dir;
   ASSERT_EQ(::mount("tmpfs", dir.path().c_str(), "tmpfs", 0, "size=2m"), 0);
   const std::string rec = dir.file("full.sdb");
@@ -185,6 +185,17 @@ TEST(DiskFull, RecordWithACommandExitsThreeAndInfoShowsTheDrops) {
   for (const auto& [source, n] : r.summary().drops) dropped += n;
   EXPECT_GT(dropped, 0u);
   EXPECT_FALSE(r.meta_or("write_error").empty());
+  // And `info` shows them (before: "dropped 0").
+  uint64_t shown = 0;
+  const auto info = info_json(rec);
+  for (const auto& item : info["drops"].items()) shown += item.value().get<uint64_t>();
+  EXPECT_EQ(shown, dropped);
+  // The .sdb alone (copied without any -wal) holds everything committed before the disk filled.
+  TempDir elsewhere;
+  std::filesystem::copy_file(rec, elsewhere.file("alone.sdb"));
+  const auto alone = info_json(elsewhere.file("alone.sdb"));
+  EXPECT_GT(info["samples"].get<int64_t>(), 0);
+  EXPECT_EQ(alone["samples"], info["samples"]);
   ::umount2(dir.path().c_str(), MNT_DETACH);
 }
 
@@ -202,6 +213,20 @@ TEST(JsonOutput, InvalidUtf8IsReplacedNotAFailure) {
             0)
       << out;
   ASSERT_EQ(run_command(kBin + " info --json " + dir.file("c.sdb") + " 2>/dev/null", &out), 0) << out;
+  EXPECT_FALSE(nlohmann::json::parse(out, nullptr, false).is_discarded()) << out;
+  // Other --json outputs: features over the imported recording, stragglers over workers named in bad bytes.
+  ASSERT_EQ(run_command(kBin + " features --json " + dir.file("r.sdb") + " --layer host --window 1 -o " +
+                            dir.file("f.csv") + " 2>/dev/null",
+                        &out),
+            0)
+      << out;
+  EXPECT_FALSE(nlohmann::json::parse(out, nullptr, false).is_discarded()) << out;
+  std::string table = "worker,step,time\n";
+  for (int step = 1; step <= 40; ++step)
+    for (const char* w : {"a\xff", "b\xc3(", "c"})
+      table += std::string(w) + "," + std::to_string(step) + "," + (w[0] == 'c' && step > 20 ? "30" : "10") + "\n";
+  write_file(dir.file("steps.csv"), table);
+  ASSERT_EQ(run_command(kBin + " stragglers --json " + dir.file("steps.csv") + " 2>/dev/null", &out), 0) << out;
   EXPECT_FALSE(nlohmann::json::parse(out, nullptr, false).is_discarded()) << out;
 }
 

@@ -138,7 +138,7 @@ TEST(SvgPlot, TicksAreNiceAndCoverTheRange) {
 }
 
 TEST(Report, SyntheticGpuJobWithIncidentsRendersCleanlyInChromium) {
-  if (!have_chromium()) GTEST_SKIP() << "chromium missing (scripts/install-deps.sh installs it)";
+  STACKSCOPE_REQUIRE(have_chromium(), "chromium missing (scripts/install-deps.sh installs it)");
   TempDir dir;
   const std::string rec = dir.file("gpu_job.sdb"), html = dir.file("gpu_job.html");
   SyntheticGpuJobOptions o;
@@ -191,7 +191,7 @@ TEST(Report, SyntheticGpuJobWithIncidentsRendersCleanlyInChromium) {
 }
 
 TEST(Report, FourRanksWithASlowRankShowTheStragglerView) {
-  if (!have_chromium()) GTEST_SKIP() << "chromium missing";
+  STACKSCOPE_REQUIRE(have_chromium(), "chromium missing");
   TempDir dir;
   std::string files;
   for (int rank = 0; rank < 4; ++rank) {
@@ -224,9 +224,9 @@ TEST(Report, FourRanksWithASlowRankShowTheStragglerView) {
 }
 
 TEST(Report, RealCpuTrainingRecordingAgreesWithAnalyze) {
-  if (::geteuid() != 0) GTEST_SKIP() << "needs root (eBPF layers)";
-  if (run_command("/usr/bin/python3 -c 'import torch'") != 0) GTEST_SKIP() << "python3-torch missing";
-  if (!have_chromium()) GTEST_SKIP() << "chromium missing";
+  STACKSCOPE_REQUIRE(::geteuid() == 0, "needs root (eBPF layers)");
+  STACKSCOPE_REQUIRE(run_command("/usr/bin/python3 -c 'import torch'") == 0, "python3-torch missing");
+  STACKSCOPE_REQUIRE(have_chromium(), "chromium missing");
   TempDir dir;
   const std::string rec = dir.file("cpu.sdb"), html = dir.file("cpu.html");
   const std::string workload = std::string(STACKSCOPE_SOURCE_DIR) + "/workloads/cpu_train.py";

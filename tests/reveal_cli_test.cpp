@@ -229,5 +229,7 @@ TEST(RevealImport, TimestampFormats) {
   EXPECT_EQ(parse_csv_timestamp_ns("1970-01-01 01:00:00+01:00"), 0);
   EXPECT_EQ(parse_csv_timestamp_ns("2014-02-14 14:30:00.250000"), 1392388200LL * 1'000'000'000 + 250'000'000);
   EXPECT_FALSE(parse_csv_timestamp_ns("2014-13-01"));
+  EXPECT_FALSE(parse_csv_timestamp_ns("-999-02-14 14:00:00"));  // past 64-bit nanoseconds (found by fuzzing)
+  EXPECT_FALSE(parse_csv_timestamp_ns("9999-12-31"));
   EXPECT_FALSE(parse_csv_timestamp_ns("12:00"));
 }

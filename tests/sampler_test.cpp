@@ -628,14 +628,14 @@ TEST(ProcfsSampler, LiveRunAt10msIntoMemorySink) {
 }
 
 TEST(ProcfsSampler, CgroupLeafWithProcessesIsSampled) {
-  if (::geteuid() != 0) GTEST_SKIP() << "needs root to create a cgroup";
+  STACKSCOPE_REQUIRE(::geteuid() == 0, "needs root to create a cgroup");
   auto mi = read_small_file("/proc/self/mountinfo");
   auto mount = mi ? find_cgroup2_mount(*mi) : std::nullopt;
-  if (!mount) GTEST_SKIP() << "no cgroup v2 mount";
+  STACKSCOPE_REQUIRE(mount, "no cgroup v2 mount");
   std::string root(*mount);
   std::string name = "stackscope-sampler-test-" + std::to_string(::getpid());
   std::string dir = root + "/" + name;
-  if (::mkdir(dir.c_str(), 0755) != 0) GTEST_SKIP() << "cannot create " << dir;
+  STACKSCOPE_REQUIRE(::mkdir(dir.c_str(), 0755) == 0, "cannot create " << dir);
   pid_t child = ::fork();
   if (child == 0) {
     for (;;) ::pause();

@@ -46,8 +46,8 @@ void expect_steps(const nlohmann::json& j, int steps) {
 }  // namespace
 
 TEST(StragglerRecord, SlowComputeRankIsNamedByRankWithComputeCause) {
-  if (::geteuid() != 0) GTEST_SKIP() << "needs root (eBPF layers)";
-  if (!have_gloo()) GTEST_SKIP() << "no torch with gloo at /usr/bin/python3";
+  STACKSCOPE_REQUIRE(::geteuid() == 0, "needs root (eBPF layers)");
+  STACKSCOPE_REQUIRE(have_gloo(), "no torch with gloo at /usr/bin/python3");
   TempDir dir;
   const auto j = record_and_analyse(dir, "--ranks 2 --steps 120 --slow-rank 1 --fault compute --delay-ms 15", 29641);
   ASSERT_TRUE(j.is_object());
@@ -65,8 +65,8 @@ TEST(StragglerRecord, SlowComputeRankIsNamedByRankWithComputeCause) {
 }
 
 TEST(StragglerRecord, LateHostRankIsNamedWithHostCause) {
-  if (::geteuid() != 0) GTEST_SKIP() << "needs root (eBPF layers)";
-  if (!have_gloo()) GTEST_SKIP() << "no torch with gloo at /usr/bin/python3";
+  STACKSCOPE_REQUIRE(::geteuid() == 0, "needs root (eBPF layers)");
+  STACKSCOPE_REQUIRE(have_gloo(), "no torch with gloo at /usr/bin/python3");
   TempDir dir;
   const auto j = record_and_analyse(dir, "--ranks 2 --steps 120 --slow-rank 0 --fault host --delay-ms 15", 29643);
   ASSERT_TRUE(j.is_object());
@@ -80,8 +80,8 @@ TEST(StragglerRecord, LateHostRankIsNamedWithHostCause) {
 }
 
 TEST(StragglerRecord, HealthyRunIsNone) {
-  if (::geteuid() != 0) GTEST_SKIP() << "needs root (eBPF layers)";
-  if (!have_gloo()) GTEST_SKIP() << "no torch with gloo at /usr/bin/python3";
+  STACKSCOPE_REQUIRE(::geteuid() == 0, "needs root (eBPF layers)");
+  STACKSCOPE_REQUIRE(have_gloo(), "no torch with gloo at /usr/bin/python3");
   TempDir dir;
   const auto j = record_and_analyse(dir, "--ranks 2 --steps 120 --fault none", 29645);
   ASSERT_TRUE(j.is_object());

@@ -29,7 +29,7 @@ const std::string kFakeOps = std::string(STACKSCOPE_BUILD_DIR) + "/tests/progs/t
 
 #define REQUIRE_ROOT()                                                                             \
   do {                                                                                             \
-    if (geteuid() != 0) GTEST_SKIP() << "needs root to load eBPF programs and attach uprobes"; \
+    STACKSCOPE_REQUIRE(geteuid() == 0, "needs root to load eBPF programs and attach uprobes"); \
   } while (0)
 
 std::vector<Event> named(const stackscope::testing::MemorySink& sink, const std::string& name, uint32_t pid) {

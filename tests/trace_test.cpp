@@ -81,7 +81,7 @@ class CollectingSink : public TelemetrySink {
 
 #define REQUIRE_ROOT()                                                                             \
   do {                                                                                             \
-    if (geteuid() != 0) GTEST_SKIP() << "needs root to load eBPF programs and attach uprobes"; \
+    STACKSCOPE_REQUIRE(geteuid() == 0, "needs root to load eBPF programs and attach uprobes"); \
   } while (0)
 
 int64_t arg_int(const Event& e, const char* key) { return e.arg_int(key, -999); }
@@ -221,7 +221,7 @@ TEST(TraceElf, VersionedNamesAndWeakAliases) {
 }
 
 TEST(TraceElf, DebianPythonHasFunctionUsdt) {
-  if (!std::filesystem::exists("/usr/bin/python3.11")) GTEST_SKIP() << "no /usr/bin/python3.11";
+  STACKSCOPE_REQUIRE(std::filesystem::exists("/usr/bin/python3.11"), "no /usr/bin/python3.11");
   auto py = ElfImage::open("/usr/bin/python3.11");
   EXPECT_TRUE(py->has_usdt("python", "function__entry"));
   EXPECT_TRUE(py->find("_PyEval_EvalFrameDefault"));
@@ -409,7 +409,7 @@ TEST(TraceUprobe, CallsLeftByLongjmpDoNotHideLaterCalls) {
 // that no return closes used to shift every later pairing on the thread, so its shallow calls were lost too.
 TEST(TraceUprobe, CallsBeyondKernelReturnProbeLimitDoNotHideLaterCalls) {
   REQUIRE_ROOT();
-  if (!std::filesystem::exists("/usr/bin/python3.11")) GTEST_SKIP() << "no /usr/bin/python3.11";
+  STACKSCOPE_REQUIRE(std::filesystem::exists("/usr/bin/python3.11"), "no /usr/bin/python3.11");
   Subject py({"/usr/bin/python3.11", "-c",
               "import ctypes, sys\n"
               "lib = ctypes.CDLL('" + kFakeDir + "/libcudart.so.13')\n"
@@ -449,7 +449,7 @@ TEST(TraceUprobe, CallsBeyondKernelReturnProbeLimitDoNotHideLaterCalls) {
 
 TEST(TraceUprobe, PythonFunctionsAndTorchOperators) {
   REQUIRE_ROOT();
-  if (run_command("/usr/bin/python3 -c 'import torch'") != 0) GTEST_SKIP() << "no python3-torch";
+  STACKSCOPE_REQUIRE(run_command("/usr/bin/python3 -c 'import torch'") == 0, "no python3-torch");
   Subject py({"/usr/bin/python3", std::string(STACKSCOPE_SOURCE_DIR) + "/tests/data/trace_train.py", "3"});
   ASSERT_NE(py.expect("ready", 120s), "");
   TracerOptions topts;
@@ -506,7 +506,7 @@ TEST(TraceUprobe, PythonFunctionsAndTorchOperators) {
 // recorded only inside the windows that python.capi.watching marks, and in more than one window.
 TEST(TraceUprobe, PythonCapiDutyCycleRecordsOnlyWatchedWindows) {
   REQUIRE_ROOT();
-  if (!std::filesystem::exists("/usr/bin/python3.11")) GTEST_SKIP() << "no /usr/bin/python3.11";
+  STACKSCOPE_REQUIRE(std::filesystem::exists("/usr/bin/python3.11"), "no /usr/bin/python3.11");
   Subject py({"/usr/bin/python3.11", "-c",
               "import sys, time\n"
               "def f(x): return x + 1\n"

@@ -33,6 +33,12 @@ double double_of(uint64_t b) {
   return v;
 }
 bool integral(double v) { return std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 9.0e15; }
+// A running value plus a decoded delta, wrapping as two's complement: the encoder's differences of valid data
+// never wrap, and a corrupt block then gives wrong numbers (caught by the checks that follow) instead of signed
+// overflow (undefined behaviour; found by the recording reader's fuzz target under UBSan).
+int64_t add_delta(int64_t a, int64_t delta) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(delta));
+}
 }  // namespace
 
 void ByteWriter::f64(double v) {
@@ -127,8 +133,8 @@ std::vector<Event> decode_events(std::span<const uint8_t> block, const StringLoo
     e.layer = static_cast<Layer>(layer);
     e.flags = r.u8();
     e.pid = static_cast<uint32_t>(r.varint());
-    e.tid = static_cast<uint32_t>(static_cast<int64_t>(e.pid) + r.zigzag());
-    e.start_ns = prev_start + r.zigzag();
+    e.tid = static_cast<uint32_t>(add_delta(static_cast<int64_t>(e.pid), r.zigzag()));
+    e.start_ns = add_delta(prev_start, r.zigzag());
     prev_start = e.start_ns;
     e.duration_ns = r.zigzag();
     e.name = strings(static_cast<uint32_t>(r.varint()));
@@ -171,8 +177,8 @@ void decode_event_refs(std::span<const uint8_t> block, size_t string_count, cons
     e.layer = static_cast<Layer>(layer);
     e.flags = r.u8();
     e.pid = static_cast<uint32_t>(r.varint());
-    e.tid = static_cast<uint32_t>(static_cast<int64_t>(e.pid) + r.zigzag());
-    e.start_ns = prev_start + r.zigzag();
+    e.tid = static_cast<uint32_t>(add_delta(static_cast<int64_t>(e.pid), r.zigzag()));
+    e.start_ns = add_delta(prev_start, r.zigzag());
     prev_start = e.start_ns;
     e.duration_ns = r.zigzag();
     e.name = string_id(r.varint());
@@ -248,7 +254,7 @@ void decode_values(ByteReader& r, uint8_t mode, uint64_t n, std::vector<double>&
   if (mode == kIntegralDelta) {
     int64_t prev = 0;
     for (uint64_t k = 0; k < n; ++k) {
-      prev += r.zigzag();
+      prev = add_delta(prev, r.zigzag());
       v[k] = static_cast<double>(prev);
     }
   } else if (mode == kXorBits) {
@@ -294,12 +300,12 @@ void decode_samples(std::span<const uint8_t> block, const std::string& what,
       } else {
         t.resize(n);
         if (n > 0) {
-          prev_first_t += r.zigzag();
+          prev_first_t = add_delta(prev_first_t, r.zigzag());
           t[0] = prev_first_t;
           int64_t prev_dt = 0;
           for (uint64_t k = 1; k < n; ++k) {
-            prev_dt += r.zigzag();
-            t[k] = t[k - 1] + prev_dt;
+            prev_dt = add_delta(prev_dt, r.zigzag());
+            t[k] = add_delta(t[k - 1], prev_dt);
           }
         }
         have_times = true;
@@ -308,8 +314,8 @@ void decode_samples(std::span<const uint8_t> block, const std::string& what,
       t.resize(n);
       int64_t prev_t = 0, prev_dt = 0;
       for (uint64_t k = 0; k < n; ++k) {
-        prev_dt += r.zigzag();
-        prev_t += prev_dt;
+        prev_dt = add_delta(prev_dt, r.zigzag());
+        prev_t = add_delta(prev_t, prev_dt);
         t[k] = prev_t;
       }
       mode = r.u8();

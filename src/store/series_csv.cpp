@@ -139,6 +139,8 @@ std::optional<int64_t> parse_csv_timestamp_ns(std::string_view text) {
   if (h > 23 || mi > 59 || s > 60) return std::nullopt;
   const int64_t days = days_from_civil(y, static_cast<unsigned>(mo), static_cast<unsigned>(d));
   const int64_t secs_total = days * 86400 + h * 3600 + mi * 60 + s - offset_s;
+  // Nanoseconds since the epoch fit in 64 bits from 1677 to 2262 (the fuzzer found year -999 overflowing).
+  if (std::abs(secs_total) > 9'200'000'000) return std::nullopt;
   return secs_total * 1'000'000'000 + frac_ns;
 }
 
