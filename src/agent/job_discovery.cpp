@@ -193,7 +193,7 @@ std::map<std::string, Job> JobScanner::scan() {
       at = it->second.ppid;
     }
     const JobProcess& lead = job_procs[leader];
-    const std::string id = fmt::format("{}-{}-{}", lead.comm, leader, lead.start_ticks);
+    const std::string id = fmt::format("{}-{}", leader, lead.start_ticks);
     Job& job = jobs[id];
     if (job.id.empty()) {
       job.id = id;

@@ -36,7 +36,9 @@ struct JobProcess {
 
 struct Job {
   std::string command;  // the leader's command line, arguments joined by spaces
-  std::string id;  // "<comm>-<leader pid>-<leader start ticks>": unique on the node for the node's uptime
+  // "<leader pid>-<leader start ticks>": unique on the node for its uptime, and stable when the leader renames
+  // itself (torchrun's agent becomes "pt_elastic"): the comm is only in the name.
+  std::string id;
   std::string name;  // "<comm>-<leader pid>": the label
   uint32_t leader = 0;
   std::map<uint32_t, JobProcess> processes;  // by pid; the leader included

@@ -100,7 +100,10 @@ std::map<uint32_t, std::string> ranks_of(const Job& job) {
 JobTrace::JobTrace(const Job& job, const AgentConfig& config, const std::map<std::string, std::string>& host_meta,
                    AgentMetrics& metrics)
     : job_(job), labels_{job.name, job.labels.pod_uid, job.labels.container_id}, metrics_(metrics) {
-  dir_ = config.data_dir + "/jobs/" + job.id;
+  // Named as first seen ("torchrun-1766-20508"): the leader may rename itself later, the job stays the same.
+  const auto leader = job.processes.find(job.leader);
+  dir_ = config.data_dir + "/jobs/" + job.name + "-" +
+         (leader != job.processes.end() ? std::to_string(leader->second.start_ticks) : job.id);
   SegmentOptions so;
   so.dir = dir_;
   so.prefix = "segment";

@@ -114,6 +114,9 @@ TEST(JobDiscovery, FindsARealTorchProcessTreeAsOneJob) {
              "import os, subprocess, sys, time\nimport torch\n"
              "if len(sys.argv) == 1:\n"
              "    c = subprocess.Popen([sys.executable, __file__, 'child'], env=dict(os.environ, RANK='1'))\n"
+             "    flag = os.path.join(os.path.dirname(__file__), 'rename')\n"
+             "    while not os.path.exists(flag): time.sleep(0.05)\n"
+             "    import ctypes; ctypes.CDLL(None).prctl(15, b'pt_elastic', 0, 0, 0)\n"
              "    time.sleep(30); c.kill()\n"
              "else:\n    time.sleep(30)\n");
   const pid_t pid = fork();
@@ -137,6 +140,19 @@ TEST(JobDiscovery, FindsARealTorchProcessTreeAsOneJob) {
   for (auto& [p, proc] : found->processes) ranked += proc.rank == "1";
   EXPECT_EQ(ranked, 1);
   EXPECT_FALSE(found->labels.cgroup.empty());
+  // The launcher renames itself (torchrun's agent becomes "pt_elastic"): still the same job, not a new one.
+  const std::string id = found->id;
+  write_file(dir.file("rename"), "");
+  bool renamed = false;
+  for (int i = 0; i < 50 && !renamed; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    jobs = scanner.scan();
+    size_t mine = 0;
+    for (auto& [jid, j] : jobs) mine += j.leader == static_cast<uint32_t>(pid);
+    EXPECT_LE(mine, 1u);
+    if (auto it = jobs.find(id); it != jobs.end() && it->second.processes.at(pid).comm == "pt_elastic") renamed = true;
+  }
+  EXPECT_TRUE(renamed) << "the renamed launcher is no longer job " << id;
   kill(pid, SIGKILL);
   waitpid(pid, nullptr, 0);
   for (int i = 0; i < 50; ++i) {
