@@ -216,24 +216,21 @@ void read_recording_timelines(const std::string& path, TimelineSet& set) {
   // Processes a rank forked (data-loader workers) inherit its RANK: one process per rank, the one whose NCCL
   // calls said that rank, else the one that did the most work (operators, syncs, collectives).
   if (ranks_known) {
+    auto rank_for = [&](uint32_t pid) { return rank_of.count(pid) ? rank_of.at(pid) : identity.at(pid).rank; };
     auto work_of = [&](uint32_t pid) {
       const auto& ops = by_pid.at(pid).ops;
       return std::count_if(ops.begin(), ops.end(), [](auto& op) { return op.kind != OpKind::offcpu; });
     };
     std::map<int, uint32_t> main_of_rank;
     for (auto& [pid, w] : by_pid) {
-      const int r = rank_of.count(pid) ? rank_of.at(pid) : identity.at(pid).rank;
-      auto [it, fresh] = main_of_rank.try_emplace(r, pid);
+      auto [it, fresh] = main_of_rank.try_emplace(rank_for(pid), pid);
       if (fresh) continue;
       const uint32_t other = it->second;
       const bool mine = rank_of.count(pid) > rank_of.count(other) ||
                         (rank_of.count(pid) == rank_of.count(other) && work_of(pid) > work_of(other));
       if (mine) it->second = pid;
     }
-    std::erase_if(by_pid, [&](const auto& kv) {
-      const int r = rank_of.count(kv.first) ? rank_of.at(kv.first) : identity.at(kv.first).rank;
-      return main_of_rank.at(r) != kv.first;
-    });
+    std::erase_if(by_pid, [&](const auto& kv) { return main_of_rank.at(rank_for(kv.first)) != kv.first; });
   }
   if (by_pid.empty())
     throw std::runtime_error(path + ": no nccl, torch, cuda synchronisation or Python stack-sample events to analyse");
