@@ -42,6 +42,17 @@ TEST(RecordCli, SigintFlushesAndCloses) {
   auto j = info_json(rec);
   EXPECT_TRUE(j["closed_cleanly"].get<bool>());
   EXPECT_GT(j["duration_s"].get<double>(), 1.0);
+  // The recorder's own cost is stored, by thread: the host sampler's thread ran for the whole recording.
+  auto cost = nlohmann::json::parse(j["meta"].value("recorder_cpu", "{}"));
+  EXPECT_GT(cost.value("wall_s", 0.0), 1.0) << cost;
+  EXPECT_GT(cost.value("cpu_s", 0.0), 0.0) << cost;
+  ASSERT_TRUE(cost.contains("threads")) << cost;
+  EXPECT_TRUE(cost["threads"].contains("ss-procfs")) << cost;
+  double threads_s = 0;
+  for (auto& [name, s] : cost["threads"].items()) threads_s += s.get<double>();
+  EXPECT_LE(threads_s, cost["cpu_s"].get<double>() + 0.02) << "live threads cannot cost more than the process";
+  EXPECT_EQ(run_command(kBin + " info " + rec, &out), 0);
+  EXPECT_NE(out.find("recorder  "), std::string::npos) << out;
 }
 
 TEST(RecordCli, KillNineKeepsTheRecording) {

@@ -258,6 +258,10 @@ def run_once(a, name, rec_args, workdir, count_calls=False):
         res["dropped"] = sum(v for v in res["drops"].values() if isinstance(v, (int, float)))
         res["file_bytes"] = info.get("file_bytes")
         res["notes"] = [n.get("text", "")[:600] for n in info.get("notes", [])][:16]
+        cost = json.loads(info.get("meta", {}).get("recorder_cpu", "null") or "null")  # the recorder's own CPU
+        if cost and cost.get("wall_s"):
+            res["recorder_cpu_pct"] = 100.0 * cost["cpu_s"] / cost["wall_s"]
+            res["recorder_threads_s"] = cost.get("threads", {})
     except (OSError, subprocess.SubprocessError, json.JSONDecodeError) as e:
         res["info_error"] = str(e)
     return res
@@ -289,6 +293,8 @@ def summarise(a, configs, rounds, calls):
                         "links_attached": med(r.get("links_held") for r in good),
                         "events": med(r.get("events") for r in good), "dropped": med(r.get("dropped") for r in good),
                         "events_by_layer": (good[-1].get("events_by_layer") if good else None),
+                        "recorder_cpu_pct": med(r.get("recorder_cpu_pct") for r in good),
+                        "recorder_threads_s": (good[-1].get("recorder_threads_s") if good else None),
                         "errors": [r.get("error") for r in runs if not r["ok"]][:2]})
         else:
             row["errors"] = [r.get("error") for r in runs if not r["ok"]][:2]
@@ -331,6 +337,11 @@ def markdown(s):
                      f"{gone} | {links} | "
                      f"{'' if r.get('events') is None else int(r['events'])} | "
                      f"{'' if r.get('dropped') is None else int(r['dropped'])} |")
+    for r in s["rows"]:  # where the recorder's own CPU went (a core of the machine, not the job's thread)
+        if r.get("recorder_cpu_pct") is not None:
+            top = sorted((r.get("recorder_threads_s") or {}).items(), key=lambda kv: -kv[1])[:4]
+            lines.append(f"\nRecorder CPU, {r['config']}: {r['recorder_cpu_pct']:.1f} % of a core (median); last round's "
+                         "threads: " + ", ".join(f"{k} {v:.2f} s" for k, v in top))
     n = max((r["rounds"] for r in s["rows"]), default=0)
     lines += ["", f"Median over {n} interleaved rounds; workload args `{s['workload_args']}`; "
               f"extra record args `{s['record_args']}`."]

@@ -21,6 +21,7 @@
 #include "cli/collectors.h"
 #include "model/clock.h"
 #include "sample/host_info.h"
+#include "sample/self_cpu.h"
 
 namespace stackscope::agent {
 
@@ -265,25 +266,10 @@ void Agent::retention() {
 }
 
 void Agent::self_resources() {
-  std::ifstream stat("/proc/self/stat");
-  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-  const size_t close = text.rfind(')');
-  if (close == std::string::npos) return;
-  std::istringstream in(text.substr(close + 2));
-  std::string field;
-  double utime = 0, stime = 0;
-  for (int i = 3; in >> field; ++i) {  // field 3 is the state
-    if (i == 14) utime = std::stod(field);
-    if (i == 15) {
-      stime = std::stod(field);
-      break;
-    }
-  }
   std::ifstream statm("/proc/self/statm");
   uint64_t size = 0, resident = 0;
   statm >> size >> resident;
-  metrics_->set_agent_resources((utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK)),
-                                resident * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE)));
+  metrics_->set_agent_resources(read_self_cpu(), resident * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE)));
 }
 
 int Agent::run(const std::atomic<bool>& stop, std::atomic<bool>& reload_requested) {

@@ -31,6 +31,7 @@ struct AgentMetrics::Families {
         reloads(prometheus::BuildCounter().Name("stackscope_agent_config_reloads_total").Help("Configuration reloads (SIGHUP), by result").Register(r)),
         cpu(prometheus::BuildCounter().Name("process_cpu_seconds_total").Help("CPU time the agent used (user and system)").Register(r)),
         rss(prometheus::BuildGauge().Name("process_resident_memory_bytes").Help("Resident memory of the agent").Register(r)),
+        thread_cpu(prometheus::BuildGauge().Name("stackscope_agent_thread_cpu_seconds").Help("CPU time of the agent's live threads, summed by thread name (ss-nvml, ss-drain, ...): where the agent's cost goes; a gauge, since a job's threads leave with it").Register(r)),
         jobs_traced(prometheus::BuildGauge().Name("stackscope_jobs_traced").Help("Jobs the agent traces now").Register(r)),
         jobs_untraced(prometheus::BuildGauge().Name("stackscope_jobs_untraced").Help("Jobs found but not traced (discovery.max_jobs reached)").Register(r)),
         discovered(prometheus::BuildCounter().Name("stackscope_jobs_discovered_total").Help("Jobs found since the agent started").Register(r)),
@@ -54,6 +55,7 @@ struct AgentMetrics::Families {
   Family<Counter>& reloads;
   Family<Counter>& cpu;
   Family<Gauge>& rss;
+  Family<Gauge>& thread_cpu;
   Family<Gauge>& jobs_traced;
   Family<Gauge>& jobs_untraced;
   Family<Counter>& discovered;
@@ -131,11 +133,17 @@ void AgentMetrics::set_store(size_t segments, uint64_t bytes, size_t deleted, ui
   f_->deleted_bytes.Add({}).Increment(static_cast<double>(deleted_bytes));
 }
 
-void AgentMetrics::set_agent_resources(double cpu_seconds, uint64_t rss_bytes) {
+void AgentMetrics::set_agent_resources(const SelfCpu& cpu, uint64_t rss_bytes) {
   std::lock_guard lk(mu_);
-  if (cpu_seconds > f_->last_cpu) f_->cpu.Add({}).Increment(cpu_seconds - f_->last_cpu);
-  f_->last_cpu = std::max(f_->last_cpu, cpu_seconds);
+  if (cpu.cpu_s > f_->last_cpu) f_->cpu.Add({}).Increment(cpu.cpu_s - f_->last_cpu);
+  f_->last_cpu = std::max(f_->last_cpu, cpu.cpu_s);
   f_->rss.Add({}).Set(static_cast<double>(rss_bytes));
+  for (auto& [name, g] : thread_cpu_) g->Set(0);  // a name whose threads all left reads 0, not its last value
+  for (const auto& t : cpu.threads) {
+    auto& g = thread_cpu_[t.name];
+    if (!g) g = &f_->thread_cpu.Add({{"thread", t.name}});
+    g->Set(t.cpu_s);
+  }
 }
 
 void AgentMetrics::reloaded(bool ok) { f_->reloads.Add({{"result", ok ? "ok" : "error"}}).Increment(); }

@@ -15,6 +15,7 @@
 
 #include "model/layer.h"
 #include "model/sink.h"
+#include "sample/self_cpu.h"
 
 namespace prometheus {
 class Registry;
@@ -44,7 +45,7 @@ class AgentMetrics {
   void set_scan(double seconds, size_t processes, size_t jobs_traced, size_t jobs_untraced);
   void job_discovered();
   void set_store(size_t segments, uint64_t bytes, size_t deleted, uint64_t deleted_bytes);
-  void set_agent_resources(double cpu_seconds, uint64_t rss_bytes);
+  void set_agent_resources(const SelfCpu& cpu, uint64_t rss_bytes);
   void reloaded(bool ok);
 
   // A job's series. job_started declares its info series; job_ended schedules the removal of all of them.
@@ -77,6 +78,7 @@ class AgentMetrics {
   std::unique_ptr<Families> f_;
   std::map<std::string, std::chrono::steady_clock::time_point> ended_;  // job -> when
   std::map<std::string, JobLabels> labels_of_;
+  std::map<std::string, prometheus::Gauge*> thread_cpu_;  // thread name -> its series
 };
 
 // The Prometheus name of a stackscope series ("gpu.mem.used", "bytes", gauge -> stackscope_gpu_mem_used_bytes;

@@ -1,5 +1,6 @@
 // stackscope info FILE: what a recording holds (span, series by subsystem, events by layer, drops, notes).
 #include <iostream>
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include <fmt/format.h>
@@ -62,6 +63,19 @@ int run_info(const std::string& path, bool json) {
   std::cout << fmt::format("  series    {}  ({} samples)\n", r.series().size(), s.samples);
   for (auto& [sub, n] : s.series_by_subsystem) std::cout << fmt::format("    {:<8} {}\n", sub, n);
   std::cout << fmt::format("  dropped   {}\n", dropped);
+  if (auto cost = nlohmann::json::parse(r.meta_or("recorder_cpu", "null"), nullptr, false);
+      cost.is_object() && cost.value("wall_s", 0.0) > 0) {  // recordings older than this key have none
+    std::vector<std::pair<double, std::string>> threads;  // the costliest first
+    if (cost.contains("threads"))
+      for (auto& [name, s] : cost["threads"].items())
+        if (s.is_number() && s.get<double>() >= 0.01) threads.emplace_back(s.get<double>(), name);
+    std::sort(threads.rbegin(), threads.rend());
+    std::string parts;
+    for (const auto& [s, name] : threads) parts += fmt::format(" {} {:.2f}", name, s);
+    std::cout << fmt::format("  recorder  {:.2f} s CPU over {:.1f} s ({:.1f} % of a core);{}\n", cost.value("cpu_s", 0.0),
+                             cost.value("wall_s", 0.0), 100 * cost.value("cpu_s", 0.0) / cost.value("wall_s", 1.0),
+                             parts.empty() ? "" : " threads" + parts);
+  }
   if (!r.meta_or("write_error").empty()) std::cout << fmt::format("  write error  {}\n", r.meta_or("write_error"));
   for (auto& [src, n] : s.drops) std::cout << fmt::format("    {:<20} {}\n", src, n);
   if (s.findings) std::cout << fmt::format("  findings  {}  (stackscope analyze {} to read them)\n", s.findings, path);

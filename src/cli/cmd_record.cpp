@@ -26,6 +26,7 @@
 #include "model/clock.h"
 #include "model/process.h"
 #include "sample/host_info.h"
+#include "sample/self_cpu.h"
 #include "store/command_redaction.h"
 #include "store/output_file.h"
 #include "store/recording_reader.h"
@@ -167,6 +168,7 @@ void release_collectors(const std::vector<Collector*>& running, const std::strin
 }
 
 int run_record(const RecordOptions& opt) {
+  const int64_t started_ns = monotonic_ns();  // the recorder's own cost is reported over its whole life
   if (opt.print_python_offsets) {  // for eval/tracing/python_offsets.py
     std::cout << python_offsets_json();
     return 0;
@@ -312,6 +314,16 @@ int run_record(const RecordOptions& opt) {
     stopped_recording = true;
     stop_reason = why;
     if (tty && !opt.quiet) std::cerr << "\r\033[K";
+    // The recorder's own cost, by thread (ss-nvml, ss-drain...), read while its threads still run: stored, so a
+    // recording made elsewhere says where the tracing cost went.
+    const SelfCpu self_cpu = read_self_cpu();
+    const double wall_s = static_cast<double>(monotonic_ns() - started_ns) / 1e9;
+    nlohmann::json cost{{"cpu_s", self_cpu.cpu_s}, {"wall_s", wall_s}, {"exited_threads_cpu_s", self_cpu.exited_cpu_s()}};
+    for (const auto& t : self_cpu.threads) cost["threads"][t.name] = t.cpu_s;
+    writer.set_meta("recorder_cpu", cost.dump());
+    if (!opt.quiet)
+      std::cerr << fmt::format("stackscope: recorder CPU {} over {:.1f} s, {:.1f} % of a core\n",
+                               describe_self_cpu(self_cpu), wall_s, wall_s > 0 ? 100 * self_cpu.cpu_s / wall_s : 0.0);
     // The recording is finished and closed before any probe is detached (release_collectors below).
     for (auto* c : running) c->stop();
     writer.close();

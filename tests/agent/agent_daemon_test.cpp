@@ -233,6 +233,8 @@ TEST(AgentDaemon, DiscoversATorchJobAndPrometheusScrapesIt) {
   EXPECT_NE(body.find("stackscope_incident_active{class=\"cpu_interference\""), std::string::npos);
   EXPECT_NE(body.find("# TYPE stackscope_cpu_time_user_seconds_total counter"), std::string::npos)
       << "no host series from the node's sampler";
+  // Where the agent's CPU goes, by thread name: the node's host sampler runs for as long as the agent.
+  EXPECT_NE(body.find("stackscope_agent_thread_cpu_seconds{thread=\"ss-procfs\"}"), std::string::npos) << body;
 
   if (have_prometheus) {
     // A real Prometheus scrapes the agent every second; its query API then has the job's series.
