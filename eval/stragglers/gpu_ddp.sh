@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Stragglers on the path users take: `stackscope record -- torchrun --nproc-per-node 2 ddp_job.py` (DDP over NCCL,
 # no profiler), then `stackscope stragglers run.sdb`. Runs, in a shuffled order: clean runs, runs whose slowed
-# rank (random) does extra GPU work each step (torch.cuda._sleep, cause class compute), and runs whose slowed rank
-# starts each step late on the host (a sleep, cause class host). Scores the verdict (kind, rank, cause class).
+# rank (random) does extra GPU work each step (torch.cuda._sleep, cause class compute), runs whose slowed rank
+# starts each step late on the host (a sleep, cause class host), and runs where another process computes on the
+# slowed rank's GPU (cause class gpu). Scores the verdict (kind, rank, cause class).
 # Usage (2-GPU device machine, repository root, as root; the stripped binary carried at .carry/stackscope):
 #   bash eval/stragglers/gpu_ddp.sh OUT [RUNS_PER_CLASS=3] [STEPS=600] [DELAY_MS=4]      (NPROC=4: 4 GPUs)
 # Writes OUT/results.jsonl (one line per run), OUT/score.txt, OUT/reports/*.txt|json (no recordings).
@@ -30,7 +31,9 @@ mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
 nvidia-smi -L > "$out/gpus.txt" 2>&1
 "$BIN" --version > "$out/version.txt" 2>&1 || true
 plan=()
-for ((i = 0; i < per; i++)); do plan+=(none compute host); done
+classes=(none compute host gpu)  # gpu: another process computes on the slowed rank's GPU (GPU machines only)
+[[ -n "${CPU:-}" ]] && classes=(none compute host)
+for ((i = 0; i < per; i++)); do plan+=("${classes[@]}"); done
 mapfile -t plan < <(printf '%s\n' "${plan[@]}" | shuf --random-source=<(yes 15))
 : > "$out/results.jsonl"
 i=0
@@ -81,7 +84,7 @@ def frac(sel, key):
 print("clean runs reported none:", frac(lambda r: r["fault"] == "none", "ok_kind"))
 print("slowed runs, rank right:", frac(lambda r: r["fault"] != "none", "ok_rank"))
 print("slowed runs, rank and cause right:", frac(lambda r: r["fault"] != "none", "ok_cause"))
-for f in ("compute", "host"):
+for f in ("compute", "host", "gpu"):
     print(f"  {f}: rank {frac(lambda r: r['fault'] == f, 'ok_rank')}, cause {frac(lambda r: r['fault'] == f, 'ok_cause')}")
 ok_steps = [r for r in rows if "steps_found" in r and abs(r["steps_found"] - r["steps_expected"]) <= max(1, r["steps_expected"] // 100)]
 print(f"step count within 1 %: {len(ok_steps)}/{len(rows)}")
