@@ -60,6 +60,12 @@ struct WorkerTimeline {
   // reported a thermal, power or hardware slowdown (0 where it reported none). Empty: not recorded.
   std::vector<std::pair<int64_t, double>> gpu_sm_util, gpu_others_sm_util, gpu_throttled;
   std::string gpu_others;  // names of those other processes ("python3 pid 850")
+  std::vector<std::pair<int64_t, double>> gpu_mem_used;  // NVML: its GPU's memory in use, share of the total
+  // Its calls that went to the driver for device memory (cudaMalloc / cudaFree: the caching allocator growing,
+  // or freeing its cache and retrying under memory pressure).
+  std::vector<int64_t> gpu_alloc_ns;
+  // Its host's TCP retransmissions (cumulative counter samples): NCCL over sockets, gloo.
+  std::vector<std::pair<int64_t, double>> tcp_retransmits;
 };
 
 // All workers of one job, with one table of operation names shared by them (ids compare across workers).

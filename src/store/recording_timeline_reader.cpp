@@ -24,6 +24,13 @@ std::string arg_text(const Event& e, std::string_view key) {
 
 bool is_sync_call(const std::string& name) { return name.find("Synchronize") != std::string::npos; }
 
+// Device memory from the driver (not pinned host memory: cudaHostAlloc, cuMemHostAlloc, cuMemFreeHost).
+bool is_device_alloc(const std::string& name) {
+  for (const char* p : {"cudaMalloc", "cudaFree", "cuMemAlloc", "cuMemFree"})
+    if (name.rfind(p, 0) == 0) return name.find("Host") == std::string::npos && name.find("Array") == std::string::npos;
+  return false;
+}
+
 // A Python thread blocked in a collective or a barrier of torch.distributed, in DDP, or in the autograd engine
 // (where DDP's all-reduce is awaited at the end of backward) waits for other ranks: a synchronisation. Blocked
 // anywhere else (a sleep, a data loader's queue, a file, the rendezvous's store at start-up) is host time.
@@ -125,7 +132,9 @@ void read_gpu_context(const RecordingReader& reader, int64_t shift, std::map<uin
                       const std::map<uint32_t, ProcessIdentity>& identity, const std::map<uint32_t, int>& rank_of,
                       TimelineSet& set) {
   std::map<uint32_t, int> gpu_of_pid;
-  std::map<int, std::map<int64_t, double>> others_util, throttled;  // per GPU, per time
+  std::map<int, std::map<int64_t, double>> others_util, throttled, mem_used;  // per GPU, per time
+  std::map<int, double> mem_total;
+  std::vector<std::pair<int64_t, double>> retransmits;
   std::map<int, std::set<std::string>> others_names;
   std::map<uint32_t, std::string> comm_of;
   std::vector<std::pair<int64_t, double>> watching;
@@ -133,6 +142,21 @@ void read_gpu_context(const RecordingReader& reader, int64_t shift, std::map<uin
   reader.for_each_sample_run([&](const SeriesInfo& info, std::span<const int64_t> t, std::span<const double> v) {
     if (info.name == "trace.cuda.watching") {
       for (size_t i = 0; i < t.size(); ++i) watching.emplace_back(t[i] + shift, v[i]);
+      return;
+    }
+    if (info.name == "kernel.net.tcp.retransmits" && info.device.empty()) {
+      for (size_t i = 0; i < t.size(); ++i) retransmits.emplace_back(t[i] + shift, v[i]);
+      return;
+    }
+    if ((info.name == "gpu.mem.used" || info.name == "gpu.mem.total") && info.device.rfind("gpu", 0) == 0 &&
+        info.device.find('/') == std::string::npos) {
+      try {
+        const int g = std::stoi(info.device.substr(3));
+        for (size_t i = 0; i < t.size(); ++i)
+          if (info.name == "gpu.mem.total") mem_total[g] = v[i];
+          else mem_used[g][t[i] + shift] = v[i];
+      } catch (const std::exception&) {
+      }
       return;
     }
     if (info.name.rfind("gpu.throttle.", 0) == 0 && info.name != "gpu.throttle.reasons" &&
@@ -165,14 +189,18 @@ void read_gpu_context(const RecordingReader& reader, int64_t shift, std::map<uin
       if (busy) others_names[g->gpu].insert("pid " + std::to_string(g->pid));
     }
   });
+  std::sort(retransmits.begin(), retransmits.end());
   for (auto& [pid, w] : by_pid) {
     std::sort(w.gpu_sm_util.begin(), w.gpu_sm_util.end());
+    w.tcp_retransmits = retransmits;
     auto it = gpu_of_pid.find(pid);
     if (it == gpu_of_pid.end()) continue;
     w.gpu = "gpu" + std::to_string(it->second);  // NVML saw the process there: no guess from LOCAL_RANK
     if (auto o = others_util.find(it->second); o != others_util.end())
       w.gpu_others_sm_util.assign(o->second.begin(), o->second.end());
     if (auto o = throttled.find(it->second); o != throttled.end()) w.gpu_throttled.assign(o->second.begin(), o->second.end());
+    if (auto o = mem_used.find(it->second); o != mem_used.end() && mem_total[it->second] > 0)
+      for (auto& [t, used] : o->second) w.gpu_mem_used.emplace_back(t, used / mem_total[it->second]);
     for (auto& name : others_names[it->second]) {
       const uint32_t other = static_cast<uint32_t>(std::stoul(name.substr(4)));
       w.gpu_others += (w.gpu_others.empty() ? "" : ", ") + (comm_of.count(other) ? comm_of[other] + " " : "") + name;
@@ -211,6 +239,10 @@ void read_recording_timelines(const std::string& path, TimelineSet& set) {
   reader.for_each_event(filter, [&](const Event& e) {
     if (e.layer == Layer::cuda && e.name.find("aunch") != std::string::npos) {
       by_pid[e.pid].gpu_launch_ns.push_back(e.start_ns + shift);  // budgeted detail records launches as instants
+      return;
+    }
+    if (e.layer == Layer::cuda && is_device_alloc(e.name)) {
+      by_pid[e.pid].gpu_alloc_ns.push_back(e.start_ns + shift);
       return;
     }
     if (e.flags & kEventInstant) return;
@@ -346,6 +378,8 @@ void read_recording_timelines(const std::string& path, TimelineSet& set) {
     w.loop_function = common_loop_frame(stacks[pid]);
     std::stable_sort(w.ops.begin(), w.ops.end(), [](auto& a, auto& b) { return a.start_ns < b.start_ns; });
     std::stable_sort(w.cpu_samples.begin(), w.cpu_samples.end(), [](auto& a, auto& b) { return a.start_ns < b.start_ns; });
+    std::sort(w.gpu_launch_ns.begin(), w.gpu_launch_ns.end());
+    std::sort(w.gpu_alloc_ns.begin(), w.gpu_alloc_ns.end());
     set.workers.push_back(std::move(w));
   }
 }

@@ -196,6 +196,9 @@ struct WorkerLateness {
   double others_sm_util = 0; // NVML: mean SM utilisation of other processes on its GPU (while seen there)
   double others_busy_ns = 0; // NVML: from the first to the last sample with another process busy on its GPU
   double throttled = 0;      // NVML: share of samples its GPU reported throttling
+  double gpu_mem_used = -1;  // NVML: largest share of its GPU's memory in use (-1: not recorded)
+  double allocs = 0;         // per step: device memory calls to the driver (cudaMalloc / cudaFree)
+  double retransmits_per_s = 0;  // its host's TCP retransmissions per second
 };
 
 struct StragglerVerdict {

@@ -154,6 +154,30 @@ GpuSideCause gpu_side_cause(const TimelineSet& set, const std::vector<WorkerLate
     out.detail = buf;
     return out;
   }
+  // Memory: its caching allocator going to the driver step after step (growing, or freeing its cache and
+  // retrying when the GPU is nearly full), far more often than on the others.
+  auto a = top_two(&WorkerLateness::allocs);
+  if (pw[a[0]].allocs >= 0.5 && pw[a[0]].allocs >= 3 * pw[a[1]].allocs + 0.25) {
+    out.worker = a[0];
+    out.cause = CauseClass::memory;
+    std::snprintf(buf, sizeof buf, "GPU memory: %.1f cudaMalloc / cudaFree calls per step against at most %.1f on the "
+                  "other ranks (the caching allocator growing or emptying itself)%s", pw[a[0]].allocs, pw[a[1]].allocs,
+                  pw[a[0]].gpu_mem_used >= 0 ? (", its GPU's memory up to " +
+                                                std::to_string(static_cast<int>(std::lround(100 * pw[a[0]].gpu_mem_used))) + " % in use").c_str() : "");
+    out.detail = buf;
+    return out;
+  }
+  // Link: its host retransmitting TCP segments (NCCL or gloo over sockets) far more than the other ranks' hosts.
+  // Ranks on one host share its counter: nobody stands out there.
+  auto l = top_two(&WorkerLateness::retransmits_per_s);
+  if (pw[l[0]].retransmits_per_s >= 10 && pw[l[0]].retransmits_per_s >= 5 * pw[l[1]].retransmits_per_s) {
+    out.worker = l[0];
+    out.cause = CauseClass::communication;
+    std::snprintf(buf, sizeof buf, "the link: its host (%s) retransmitted %.0f TCP segments per second, the other ranks' "
+                  "hosts at most %.0f", set.workers[l[0]].host.c_str(), pw[l[0]].retransmits_per_s, pw[l[1]].retransmits_per_s);
+    out.detail = buf;
+    return out;
+  }
   // Longer GPU work: its process's SM utilisation well above every other rank's, which agree among themselves.
   auto u = top_two(&WorkerLateness::sm_util);
   const double lowest = pw[u.back()].sm_util;
@@ -392,6 +416,22 @@ StragglerVerdict wait_verdict(const TimelineSet& set, const SyncPoints& sp, cons
       }
     pw.others_busy_ns = busy_to > busy_from ? double(busy_to - busy_from) : 0;
     pw.throttled = mean_within(wt.gpu_throttled, t0, t1, 0);
+    for (auto& [t, x] : wt.gpu_mem_used)
+      if (t >= t0 && t < t1) pw.gpu_mem_used = std::max(pw.gpu_mem_used, x);
+    pw.allocs = double(std::lower_bound(wt.gpu_alloc_ns.begin(), wt.gpu_alloc_ns.end(), t1) -
+                       std::lower_bound(wt.gpu_alloc_ns.begin(), wt.gpu_alloc_ns.end(), t0)) / steps;
+    double r0 = -1, r1 = -1;
+    int64_t s0 = 0, s1 = 0;
+    for (auto& [t, x] : wt.tcp_retransmits)
+      if (t >= t0 && t < t1) {
+        if (r0 < 0) {
+          r0 = x;
+          s0 = t;
+        }
+        r1 = x;
+        s1 = t;
+      }
+    if (s1 > s0) pw.retransmits_per_s = std::max(0.0, r1 - r0) / (double(s1 - s0) / 1e9);
   }
   // Rank workers by mean lateness; the widest gap in that order splits the late set from the rest.
   std::vector<int> order(n);
@@ -491,7 +531,16 @@ StragglerVerdict wait_verdict(const TimelineSet& set, const SyncPoints& sp, cons
       v.cause = gpu.cause;
       v.cause_detail = gpu.detail;
       v.confidence = 0.5;  // seen by NVML on its GPU alone; the delay it caused is not measured from the host
-      v.evidence += "; but " + gpu.detail + " (from NVML: excess not measured)";
+      v.evidence += "; but " + gpu.detail + " (excess not measured)";
+    } else {
+      // Every rank's host retransmitting: a slow link slows them alike (no straggler, but worth saying).
+      double least = 1e300;
+      for (auto& pw : v.per_worker) least = std::min(least, pw.retransmits_per_s);
+      if (least >= 10) {
+        std::snprintf(buf, sizeof buf, "; every rank's host retransmitted at least %.0f TCP segments per second (a slow "
+                      "or lossy link slows all ranks alike)", least);
+        v.evidence += buf;
+      }
     }
   } else {
     // A clean split has one wide gap; graded lateness (every rank a little slow) has no dominant gap.
@@ -560,7 +609,7 @@ StragglerVerdict wait_verdict(const TimelineSet& set, const SyncPoints& sp, cons
       v.cause = CauseClass::compute;
       std::snprintf(buf, sizeof buf, "extra GPU work: %.0f kernel launches per step against %.0f on the others",
                     l_slow, l_rest);
-    } else if (slow.size() == 1 && gpu.worker == slow[0] && gpu.cause == CauseClass::gpu) {
+    } else if (slow.size() == 1 && gpu.worker == slow[0] && gpu.cause != CauseClass::compute) {
       v.cause = gpu.cause;
       std::snprintf(buf, sizeof buf, "%s", gpu.detail.c_str());
     } else if (d_off >= 0.3 * late_per_step && d_off >= d_cpu) {
