@@ -7,6 +7,7 @@
 # Usage (2-GPU device machine, repository root, as root; the stripped binary carried at .carry/stackscope):
 #   bash eval/stragglers/gpu_ddp.sh OUT [RUNS_PER_CLASS=3] [STEPS=600] [DELAY_MS=4]      (NPROC=4: 4 GPUs)
 # Writes OUT/results.jsonl (one line per run), OUT/score.txt, OUT/reports/*.txt|json (no recordings).
+# SEED=N: another shuffle and other slowed ranks (default 15); MAX_S=S: start no run after S seconds.
 # The same on the CPU VM (gloo, Debian's torch 1.13, ranks started by ddp_job.py as torchrun would, run niced up):
 #   CPU=1 STACKSCOPE=build/src/cli/stackscope bash eval/stragglers/gpu_ddp.sh OUT 4 120 15
 set -uo pipefail
@@ -34,10 +35,14 @@ plan=()
 classes=(none compute host gpu)  # gpu: another process computes on the slowed rank's GPU (GPU machines only)
 [[ -n "${CPU:-}" ]] && classes=(none compute host)
 for ((i = 0; i < per; i++)); do plan+=("${classes[@]}"); done
-mapfile -t plan < <(printf '%s\n' "${plan[@]}" | shuf --random-source=<(yes 15))
+mapfile -t plan < <(printf '%s\n' "${plan[@]}" | shuf --random-source=<(yes "${SEED:-15}"))
+RANDOM=${SEED:-15}  # the slowed ranks, reproducible per SEED
+t_begin=$(date +%s)
 : > "$out/results.jsonl"
 i=0
 for fault in "${plan[@]}"; do
+  # MAX_S: start no run after this many seconds (a device command may last 10 minutes; a run takes 30-45 s)
+  if [[ -n "${MAX_S:-}" ]] && (( $(date +%s) - t_begin > MAX_S )); then echo "stopped after $i runs (MAX_S)"; break; fi
   slow=-1; [[ $fault != none ]] && slow=$((RANDOM % ranks))
   rec="$w/run$i.sdb"
   start=$(date +%s.%N)
@@ -66,7 +71,8 @@ ok_kind = v.get("kind") == want_kind
 ok_rank = fault == "none" or (got_rank == slow)
 ok_cause = fault == "none" or v.get("cause") == fault
 print(json.dumps({"run": int(i), "fault": fault, "slow_rank": int(slow), "job_rc": int(rc), "wall_s": float(t1) - float(t0),
-                  "steps_expected": int(steps), "steps_found": j["steps"]["count"], "step_source": j["steps"]["source"],
+                  "steps_expected": int(steps), "steps_found": j["steps"]["count"], "steps_found_total": j["steps"]["found"],
+                  "step_source": j["steps"]["source"], "sync_points": v.get("sync_points"),
                   "verdict": v.get("kind"), "workers": got, "cause": v.get("cause"), "confidence": v.get("confidence"),
                   "excess_ms": v.get("excess_ms"), "recorded_ms": v.get("recorded_ms"),
                   "ok_kind": ok_kind, "ok_rank": ok_kind and ok_rank, "ok_cause": ok_kind and ok_rank and ok_cause,

@@ -138,7 +138,12 @@ void read_gpu_context(const RecordingReader& reader, int64_t shift, std::map<uin
   std::map<int, std::set<std::string>> others_names;
   std::map<uint32_t, std::string> comm_of;
   std::vector<std::pair<int64_t, double>> watching;
-  auto job_process = [&](uint32_t pid) { return identity.count(pid) || rank_of.count(pid); };
+  // A process of the job has a rank (its own, or inherited by a data-loader worker); a process noted only for
+  // its CUDA_VISIBLE_DEVICES is another user of the GPU.
+  auto job_process = [&](uint32_t pid) {
+    auto it = identity.find(pid);
+    return rank_of.count(pid) || (it != identity.end() && it->second.rank >= 0);
+  };
   reader.for_each_sample_run([&](const SeriesInfo& info, std::span<const int64_t> t, std::span<const double> v) {
     if (info.name == "trace.cuda.watching") {
       for (size_t i = 0; i < t.size(); ++i) watching.emplace_back(t[i] + shift, v[i]);
