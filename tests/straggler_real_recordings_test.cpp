@@ -131,3 +131,15 @@ TEST(StragglerRealRecordings, AFlagAllReducedEveryFewStepsDoesNotMergeSteps) {
   EXPECT_EQ(det.period, 5);
   EXPECT_TRUE(within_one_percent(det.steps, 500)) << det.steps << " steps";
 }
+
+// Each rank pinned to its own CPU, a spinning process on rank 1's (eval/stragglers/ddp_job.py --fault cpu), on a
+// VM whose 2 CPUs other builds kept busy: rank 1 used no more CPU than rank 0 and blocked no longer, yet the
+// others waited for it: its threads waited for a CPU.
+TEST(StragglerRealRecordings, GlooRankSharingItsCpuWithASpinnerIsNamedWithHostCause) {
+  const auto r = analyse_xz("stragglers/gloo_budget_cpu_contention_rank1.sdb.xz");
+  EXPECT_TRUE(within_one_percent(r.steps.steps, 100)) << r.steps.steps << " steps";
+  EXPECT_EQ(r.verdict.kind, VerdictKind::one_straggler) << r.verdict.evidence;
+  EXPECT_EQ(verdict_rank(r), 1) << r.verdict.evidence;
+  EXPECT_EQ(r.verdict.cause, CauseClass::host) << r.verdict.cause_detail;
+  EXPECT_NE(r.verdict.cause_detail.find("CPU contention"), std::string::npos) << r.verdict.cause_detail;
+}

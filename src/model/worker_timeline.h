@@ -66,6 +66,10 @@ struct WorkerTimeline {
   std::vector<int64_t> gpu_alloc_ns;
   // Its host's TCP retransmissions (cumulative counter samples): NCCL over sockets, gloo.
   std::vector<std::pair<int64_t, double>> tcp_retransmits;
+  // Its host's runnable threads (procfs procs_running) and CPU count (0 unknown): more runnable than CPUs is
+  // CPU contention, which delays a rank without adding to its CPU time.
+  std::vector<std::pair<int64_t, double>> host_runnable;
+  int host_cpus = 0;
 };
 
 // All workers of one job, with one table of operation names shared by them (ids compare across workers).

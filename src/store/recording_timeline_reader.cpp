@@ -134,7 +134,12 @@ void read_gpu_context(const RecordingReader& reader, int64_t shift, std::map<uin
   std::map<uint32_t, int> gpu_of_pid;
   std::map<int, std::map<int64_t, double>> others_util, throttled, mem_used;  // per GPU, per time
   std::map<int, double> mem_total;
-  std::vector<std::pair<int64_t, double>> retransmits;
+  std::vector<std::pair<int64_t, double>> retransmits, runnable;
+  int cpus = 0;
+  try {
+    cpus = std::stoi(reader.meta_or("cpu_count", "0"));
+  } catch (const std::exception&) {
+  }
   std::map<int, std::set<std::string>> others_names;
   std::map<uint32_t, std::string> comm_of;
   std::vector<std::pair<int64_t, double>> watching;
@@ -147,6 +152,10 @@ void read_gpu_context(const RecordingReader& reader, int64_t shift, std::map<uin
   reader.for_each_sample_run([&](const SeriesInfo& info, std::span<const int64_t> t, std::span<const double> v) {
     if (info.name == "trace.cuda.watching") {
       for (size_t i = 0; i < t.size(); ++i) watching.emplace_back(t[i] + shift, v[i]);
+      return;
+    }
+    if (info.name == "proc.running" && info.device.empty()) {
+      for (size_t i = 0; i < t.size(); ++i) runnable.emplace_back(t[i] + shift, v[i]);
       return;
     }
     if (info.name == "kernel.net.tcp.retransmits" && info.device.empty()) {
@@ -195,9 +204,12 @@ void read_gpu_context(const RecordingReader& reader, int64_t shift, std::map<uin
     }
   });
   std::sort(retransmits.begin(), retransmits.end());
+  std::sort(runnable.begin(), runnable.end());
   for (auto& [pid, w] : by_pid) {
     std::sort(w.gpu_sm_util.begin(), w.gpu_sm_util.end());
     w.tcp_retransmits = retransmits;
+    w.host_runnable = runnable;
+    w.host_cpus = cpus;
     auto it = gpu_of_pid.find(pid);
     if (it == gpu_of_pid.end()) continue;
     w.gpu = "gpu" + std::to_string(it->second);  // NVML saw the process there: no guess from LOCAL_RANK

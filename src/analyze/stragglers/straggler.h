@@ -199,6 +199,7 @@ struct WorkerLateness {
   double gpu_mem_used = -1;  // NVML: largest share of its GPU's memory in use (-1: not recorded)
   double allocs = 0;         // per step: device memory calls to the driver (cudaMalloc / cudaFree)
   double retransmits_per_s = 0;  // its host's TCP retransmissions per second
+  double runnable_per_cpu = 0;   // its host's runnable threads per CPU, mean over the points (0: not recorded)
 };
 
 struct StragglerVerdict {

@@ -432,6 +432,7 @@ StragglerVerdict wait_verdict(const TimelineSet& set, const SyncPoints& sp, cons
         s1 = t;
       }
     if (s1 > s0) pw.retransmits_per_s = std::max(0.0, r1 - r0) / (double(s1 - s0) / 1e9);
+    if (wt.host_cpus > 0) pw.runnable_per_cpu = mean_within(wt.host_runnable, t0, t1, 0) / wt.host_cpus;
   }
   // Rank workers by mean lateness; the widest gap in that order splits the late set from the rest.
   std::vector<int> order(n);
@@ -619,6 +620,13 @@ StragglerVerdict wait_verdict(const TimelineSet& set, const SyncPoints& sp, cons
     } else if (d_cpu >= 0.3 * late_per_step) {
       v.cause = CauseClass::compute;
       std::snprintf(buf, sizeof buf, "compute: %.2f ms per step more on the CPU than the others", d_cpu / 1e6);
+    } else if (l_slow == 0 && l_rest == 0 && avg(slow, &WorkerLateness::runnable_per_cpu) > 1) {
+      // A CPU job whose late rank used no more CPU and blocked no longer: it was runnable but not running,
+      // on a host with more runnable threads than CPUs.
+      v.cause = CauseClass::host;
+      std::snprintf(buf, sizeof buf, "CPU contention: no more CPU time (%+.2f ms) or blocking (%+.2f ms) per step than "
+                    "the others, on a host with %.1f runnable threads per CPU (its threads waited for a CPU)",
+                    d_cpu / 1e6, d_off / 1e6, avg(slow, &WorkerLateness::runnable_per_cpu));
     } else {
       v.cause = CauseClass::unknown;
       std::snprintf(buf, sizeof buf, "not seen from the host: no more CPU time (%+.2f ms), blocking (%+.2f ms) or "
