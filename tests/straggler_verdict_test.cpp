@@ -217,3 +217,22 @@ TEST(StragglerVerdict, RetransmissionsOnOneRanksHostAreALinkCauseAndOnEveryHostN
   EXPECT_EQ(all.kind, VerdictKind::none) << all.evidence;
   EXPECT_NE(all.evidence.find("retransmitted"), std::string::npos) << all.evidence;
 }
+
+TEST(StragglerVerdict, ALateRankWithNoMoreCpuTimeNorBlockingWaitedForACpu) {
+  auto set = job({0, 0, 6});
+  set.workers[2].cpu_samples = set.workers[0].cpu_samples;  // late, with the same CPU time as the others
+  const auto v = verdict_of(set);
+  EXPECT_EQ(v.kind, VerdictKind::one_straggler) << v.evidence;
+  ASSERT_EQ(v.workers.size(), 1u);
+  EXPECT_EQ(v.workers[0], 2);
+  EXPECT_EQ(v.cause, CauseClass::host) << v.cause_detail;
+  EXPECT_NE(v.cause_detail.find("runnable but not running"), std::string::npos) << v.cause_detail;
+  // With the host's run queue recorded: more runnable threads than CPUs is CPU contention.
+  for (auto& w : set.workers) {
+    w.host_cpus = 2;
+    for (int64_t t = 0; t < 2'000'000'000; t += 100'000'000) w.host_runnable.emplace_back(t, 5);
+  }
+  const auto c = verdict_of(set);
+  EXPECT_EQ(c.cause, CauseClass::host);
+  EXPECT_NE(c.cause_detail.find("CPU contention"), std::string::npos) << c.cause_detail;
+}

@@ -620,18 +620,22 @@ StragglerVerdict wait_verdict(const TimelineSet& set, const SyncPoints& sp, cons
     } else if (d_cpu >= 0.3 * late_per_step) {
       v.cause = CauseClass::compute;
       std::snprintf(buf, sizeof buf, "compute: %.2f ms per step more on the CPU than the others", d_cpu / 1e6);
-    } else if (l_slow == 0 && l_rest == 0 && avg(slow, &WorkerLateness::runnable_per_cpu) > 1) {
-      // A CPU job whose late rank used no more CPU and blocked no longer: it was runnable but not running,
-      // on a host with more runnable threads than CPUs.
-      v.cause = CauseClass::host;
-      std::snprintf(buf, sizeof buf, "CPU contention: no more CPU time (%+.2f ms) or blocking (%+.2f ms) per step than "
-                    "the others, on a host with %.1f runnable threads per CPU (its threads waited for a CPU)",
-                    d_cpu / 1e6, d_off / 1e6, avg(slow, &WorkerLateness::runnable_per_cpu));
     } else {
-      v.cause = CauseClass::unknown;
-      std::snprintf(buf, sizeof buf, "not seen from the host: no more CPU time (%+.2f ms), blocking (%+.2f ms) or "
-                    "launches per step than the others (a GPU-side delay: throttling, contention, a slow kernel)",
-                    d_cpu / 1e6, d_off / 1e6);
+      // Late on the host with no more CPU time and no longer blocks: its threads were runnable but not running
+      // (other processes on its CPUs), or blocked in waits under the recorder's 0.2 ms. Not a GPU-side delay:
+      // a slower GPU makes its own host wait longer in its syncs, not arrive later.
+      v.cause = CauseClass::host;
+      const double runnable = avg(slow, &WorkerLateness::runnable_per_cpu);
+      if (runnable > 1) {
+        std::snprintf(buf, sizeof buf, "CPU contention: no more CPU time (%+.2f ms) or blocking (%+.2f ms) per step than "
+                      "the others, on a host with %.1f runnable threads per CPU (its threads waited for a CPU)",
+                      d_cpu / 1e6, d_off / 1e6, runnable);
+      } else {
+        v.confidence *= 0.7;
+        std::snprintf(buf, sizeof buf, "late on the host with no more CPU time (%+.2f ms) or blocking (%+.2f ms) per step "
+                      "than the others: its threads were runnable but not running (CPU contention on its cores), or "
+                      "blocked in waits shorter than the recorder's 0.2 ms", d_cpu / 1e6, d_off / 1e6);
+      }
     }
     v.cause_detail = buf;
     // Where: the function the late set spent that time in (the most frequent leaf of the relevant samples).
