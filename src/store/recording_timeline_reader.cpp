@@ -1,6 +1,7 @@
 #include "store/recording_timeline_reader.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <optional>
 #include <span>
@@ -122,7 +123,11 @@ std::optional<GpuProcess> parse_gpu_process(const std::string& device) {
   static const std::regex re(R"(^gpu(\d+)/pid(\d+)(?:/(.*))?$)");
   std::smatch m;
   if (!std::regex_match(device, m, re)) return std::nullopt;
-  return GpuProcess{std::stoi(m[1]), static_cast<uint32_t>(std::stoul(m[2])), m[3]};
+  try {
+    return GpuProcess{std::stoi(m[1]), static_cast<uint32_t>(std::stoul(m[2])), m[3]};
+  } catch (const std::exception&) {  // digits out of range: not a device this recorder writes
+    return std::nullopt;
+  }
 }
 
 // What the recording's series say about each rank's GPU: which GPU its process used (NVML's per-process
@@ -219,7 +224,7 @@ void read_gpu_context(const RecordingReader& reader, int64_t shift, std::map<uin
     if (auto o = mem_used.find(it->second); o != mem_used.end() && mem_total[it->second] > 0)
       for (auto& [t, used] : o->second) w.gpu_mem_used.emplace_back(t, used / mem_total[it->second]);
     for (auto& name : others_names[it->second]) {
-      const uint32_t other = static_cast<uint32_t>(std::stoul(name.substr(4)));
+      const uint32_t other = static_cast<uint32_t>(std::strtoul(name.c_str() + 4, nullptr, 10));
       w.gpu_others += (w.gpu_others.empty() ? "" : ", ") + (comm_of.count(other) ? comm_of[other] + " " : "") + name;
     }
   }
