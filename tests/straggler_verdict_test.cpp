@@ -2,6 +2,7 @@
 // that ends when the latest worker arrives. Who arrives late decides none / one / slow group / spread.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <random>
 
 #include "analyze/stragglers/straggler.h"
@@ -148,4 +149,90 @@ TEST(StragglerVerdict, OneMoreKernelLaunchPerStepIsExtraGpuWork) {
   EXPECT_EQ(v.cause, CauseClass::compute);
   EXPECT_NE(v.cause_detail.find("launches"), std::string::npos) << v.cause_detail;
   EXPECT_EQ(v.excess_ns, 0);  // more work, not a measured delay
+}
+
+// Causes that the host cannot see, from what the recorder samples beside the job (issue 15): each on a job
+// whose hosts wait alike (no lateness), one rank set apart by one signal only. The rank is named with the class.
+namespace {
+
+StragglerVerdict verdict_with(const std::function<void(TimelineSet&, int64_t, int64_t)>& mark) {
+  auto set = job({0, 0, 0});
+  const auto points = find_sync_points(set);
+  mark(set, points.end_ns.front(), points.end_ns.back());
+  return wait_verdict(set, points);
+}
+
+}  // namespace
+
+TEST(StragglerVerdict, AnotherProcessBusyOnOneRanksGpuIsGpuContention) {
+  const auto v = verdict_with([](TimelineSet& set, int64_t t0, int64_t t1) {
+    for (auto& w : set.workers)
+      for (int64_t t = t0; t < t1; t += 100'000'000) w.gpu_sm_util.emplace_back(t, 0.8);
+    for (int64_t t = t0; t < t1; t += 100'000'000) set.workers[2].gpu_others_sm_util.emplace_back(t, 0.9);
+    set.workers[2].gpu_others = "python3 pid 850";
+  });
+  EXPECT_EQ(v.kind, VerdictKind::one_straggler) << v.evidence;
+  ASSERT_EQ(v.workers.size(), 1u);
+  EXPECT_EQ(v.workers[0], 2);
+  EXPECT_EQ(v.cause, CauseClass::gpu);
+  EXPECT_NE(v.cause_detail.find("pid 850"), std::string::npos) << v.cause_detail;
+  EXPECT_EQ(v.excess_ns, 0);  // the delay it caused is not measured from the host
+}
+
+TEST(StragglerVerdict, OneGpuThrottlingIsAGpuCause) {
+  const auto v = verdict_with([](TimelineSet& set, int64_t t0, int64_t t1) {
+    int k = 0;
+    for (int64_t t = t0; t < t1; t += 100'000'000, ++k)
+      for (size_t w = 0; w < set.workers.size(); ++w) set.workers[w].gpu_throttled.emplace_back(t, w == 0 && k % 2 ? 1.0 : 0.0);
+  });
+  EXPECT_EQ(v.kind, VerdictKind::one_straggler) << v.evidence;
+  ASSERT_EQ(v.workers.size(), 1u);
+  EXPECT_EQ(v.workers[0], 0);
+  EXPECT_EQ(v.cause, CauseClass::gpu);
+  EXPECT_NE(v.cause_detail.find("throttling"), std::string::npos) << v.cause_detail;
+}
+
+TEST(StragglerVerdict, AllocatorGoingToTheDriverEveryStepIsAMemoryCause) {
+  const auto v = verdict_with([](TimelineSet& set, int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; t += 5'000'000) set.workers[1].gpu_alloc_ns.push_back(t);  // ~2 per step
+    set.workers[0].gpu_alloc_ns.push_back(t0 + 1000);  // one on another rank: not a pattern
+  });
+  EXPECT_EQ(v.kind, VerdictKind::one_straggler) << v.evidence;
+  ASSERT_EQ(v.workers.size(), 1u);
+  EXPECT_EQ(v.workers[0], 1);
+  EXPECT_EQ(v.cause, CauseClass::memory) << v.cause_detail;
+}
+
+TEST(StragglerVerdict, RetransmissionsOnOneRanksHostAreALinkCauseAndOnEveryHostNoCulprit) {
+  auto retransmitting = [](TimelineSet& set, int64_t t0, int64_t t1, const std::vector<double>& per_s) {
+    for (size_t w = 0; w < set.workers.size(); ++w)
+      for (int64_t t = t0; t <= t1; t += 100'000'000) set.workers[w].tcp_retransmits.emplace_back(t, per_s[w] * double(t - t0) / 1e9);
+  };
+  const auto one = verdict_with([&](TimelineSet& set, int64_t t0, int64_t t1) { retransmitting(set, t0, t1, {0, 0, 200}); });
+  EXPECT_EQ(one.kind, VerdictKind::one_straggler) << one.evidence;
+  ASSERT_EQ(one.workers.size(), 1u);
+  EXPECT_EQ(one.workers[0], 2);
+  EXPECT_EQ(one.cause, CauseClass::communication) << one.cause_detail;
+  const auto all = verdict_with([&](TimelineSet& set, int64_t t0, int64_t t1) { retransmitting(set, t0, t1, {60, 60, 60}); });
+  EXPECT_EQ(all.kind, VerdictKind::none) << all.evidence;
+  EXPECT_NE(all.evidence.find("retransmitted"), std::string::npos) << all.evidence;
+}
+
+TEST(StragglerVerdict, ALateRankWithNoMoreCpuTimeNorBlockingWaitedForACpu) {
+  auto set = job({0, 0, 6});
+  set.workers[2].cpu_samples = set.workers[0].cpu_samples;  // late, with the same CPU time as the others
+  const auto v = verdict_of(set);
+  EXPECT_EQ(v.kind, VerdictKind::one_straggler) << v.evidence;
+  ASSERT_EQ(v.workers.size(), 1u);
+  EXPECT_EQ(v.workers[0], 2);
+  EXPECT_EQ(v.cause, CauseClass::host) << v.cause_detail;
+  EXPECT_NE(v.cause_detail.find("runnable but not running"), std::string::npos) << v.cause_detail;
+  // With the host's run queue recorded: more runnable threads than CPUs is CPU contention.
+  for (auto& w : set.workers) {
+    w.host_cpus = 2;
+    for (int64_t t = 0; t < 2'000'000'000; t += 100'000'000) w.host_runnable.emplace_back(t, 5);
+  }
+  const auto c = verdict_of(set);
+  EXPECT_EQ(c.cause, CauseClass::host);
+  EXPECT_NE(c.cause_detail.find("CPU contention"), std::string::npos) << c.cause_detail;
 }

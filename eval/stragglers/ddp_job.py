@@ -5,6 +5,10 @@ environment, as torchrun does (Debian's torch 1.13 torchrun is broken, FACTS.md)
 one of its workers. DistributedDataParallel over gloo (CPU) or nccl (GPU). One rank can be slowed:
   --fault compute : extra work in each step (CPU: more matmuls; GPU: a GPU-side spin of --delay-ms)
   --fault host    : the step starts late on the host (a sleep, as a slow data loader would)
+  --fault cpu     : CPU contention: each rank pinned to its own CPU, a spinning process (not a rank) on the slowed
+                    rank's CPU (cause class host)
+  --fault gpu     : GPU contention: another process (not a rank) computes on the slowed rank's GPU all along
+                    (GPU only; cause class gpu)
   --fault none    : nobody slowed
 Each step ends with loss.item() (a sync on GPU). Prints "steps N" from rank 0 at the end.
   python3 ddp_job.py --ranks 2 --steps 200 --slow-rank 1 --fault compute      # launcher (CPU)
@@ -22,13 +26,35 @@ def parse():
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--slow-rank", type=int, default=-1)
-    ap.add_argument("--fault", choices=["compute", "host", "none"], default="none")
+    ap.add_argument("--fault", choices=["compute", "host", "cpu", "gpu", "none"], default="none")
+    ap.add_argument("--hog", type=int, default=-1, help=argparse.SUPPRESS)  # internal: the contending process
+    ap.add_argument("--spin", action="store_true", help=argparse.SUPPRESS)  # internal: the CPU contender
     ap.add_argument("--delay-ms", type=float, default=20)
     ap.add_argument("--width", type=int, default=256)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--backend", default="gloo")
     ap.add_argument("--port", type=int, default=29571)
     return ap.parse_args()
+
+
+def spin():
+    """The contending process of --fault cpu: spins on the CPU it inherited until its parent ends."""
+    parent = os.getppid()
+    while os.getppid() == parent:
+        for _ in range(100000):
+            pass
+
+
+def hog(device_index):
+    """The contending process of --fault gpu: back-to-back matmuls on one GPU until its parent ends it."""
+    import torch
+    dev = torch.device("cuda", device_index)
+    a = torch.randn(4096, 4096, device=dev)
+    parent = os.getppid()
+    while os.getppid() == parent:  # ends with its rank, even one that died without killing it
+        for _ in range(20):
+            a = torch.tanh(a @ a) * 0.5
+        torch.cuda.synchronize(dev)
 
 
 def launch(args):
@@ -70,6 +96,20 @@ def worker(args):
     if args.backend == "nccl":
         dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
         torch.cuda.set_device(dev)
+    slow = rank == args.slow_rank
+    contender = None
+    if args.fault == "cpu" and hasattr(os, "sched_setaffinity"):
+        cpus = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {cpus[rank % len(cpus)]})
+        if slow:  # a spinner sharing the slowed rank's CPU (no RANK: not a rank)
+            env = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "GROUP_RANK")}
+            contender = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--spin"], env=env)
+    if slow and args.fault == "gpu" and dev.type == "cuda":
+        # Not a rank: no RANK in its environment. Started before DDP's first broadcast, so that the others wait
+        # for its start-up there, not in a step.
+        env = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "GROUP_RANK")}
+        contender = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--hog", str(dev.index)], env=env)
+        time.sleep(3)  # its CUDA context up and computing before the measured steps
     torch.manual_seed(0)
     w = args.width
     model = torch.nn.Sequential(*[m for _ in range(4) for m in (torch.nn.Linear(w, w), torch.nn.ReLU())]).to(dev)
@@ -77,9 +117,11 @@ def worker(args):
     opt = torch.optim.SGD(model.parameters(), lr=0.001)
     x = torch.randn(args.batch, w, device=dev)
     extra = torch.randn(64, 64, device=dev) * 0.01
-    slow = rank == args.slow_rank
     for _ in range(args.steps):
         train_step(model, opt, x, slow, args, torch, extra)
+    if contender:
+        contender.kill()
+        contender.wait()
     dist.barrier()
     if rank == 0:
         print(f"steps {args.steps}", flush=True)
@@ -88,6 +130,12 @@ def worker(args):
 
 def main():
     args = parse()
+    if args.hog >= 0:
+        hog(args.hog)
+        return 0
+    if args.spin:
+        spin()
+        return 0
     if "RANK" in os.environ:
         worker(args)
         return 0

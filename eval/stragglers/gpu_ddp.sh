@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # Stragglers on the path users take: `stackscope record -- torchrun --nproc-per-node 2 ddp_job.py` (DDP over NCCL,
 # no profiler), then `stackscope stragglers run.sdb`. Runs, in a shuffled order: clean runs, runs whose slowed
-# rank (random) does extra GPU work each step (torch.cuda._sleep, cause class compute), and runs whose slowed rank
-# starts each step late on the host (a sleep, cause class host). Scores the verdict (kind, rank, cause class).
+# rank (random) does extra GPU work each step (torch.cuda._sleep, cause class compute), runs whose slowed rank
+# starts each step late on the host (a sleep, cause class host), and runs where another process computes on the
+# slowed rank's GPU (cause class gpu), and runs where a spinning process shares the slowed rank's CPU (cpu: cause
+# class host). Scores the verdict (kind, rank, cause class).
 # Usage (2-GPU device machine, repository root, as root; the stripped binary carried at .carry/stackscope):
 #   bash eval/stragglers/gpu_ddp.sh OUT [RUNS_PER_CLASS=3] [STEPS=600] [DELAY_MS=4]      (NPROC=4: 4 GPUs)
 # Writes OUT/results.jsonl (one line per run), OUT/score.txt, OUT/reports/*.txt|json (no recordings).
+# SEED=N: another shuffle and other slowed ranks (default 15); MAX_S=S: start no run after S seconds.
 # The same on the CPU VM (gloo, Debian's torch 1.13, ranks started by ddp_job.py as torchrun would, run niced up):
 #   CPU=1 STACKSCOPE=build/src/cli/stackscope bash eval/stragglers/gpu_ddp.sh OUT 4 120 15
+# (LAYERS=defaults: record's default layers under the cost budget instead of python,host)
 set -uo pipefail
 out=${1:?OUT}; per=${2:-3}; steps=${3:-600}; delay=${4:-4}
 ranks=${NPROC:-2}  # NPROC=4 on a 4-GPU machine
@@ -18,6 +22,7 @@ if [[ -n "${CPU:-}" ]]; then
   echo -10 > /proc/self/autogroup 2>/dev/null || true  # ahead of other work on a shared VM
   job_cmd() { echo "$PY" "$JOB" --ranks "$ranks" --backend gloo --width 256 --batch 64 --port "$1"; }
   layers=(--layers python,host)
+  [[ "${LAYERS:-}" == defaults ]] && layers=()  # record's defaults: every layer, the cost budget sampling them
 else
   BIN=${STACKSCOPE:-.carry/stackscope}
   PY=${PYTHON:-/opt/torch/.venv/bin/python3}
@@ -30,11 +35,19 @@ mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
 nvidia-smi -L > "$out/gpus.txt" 2>&1
 "$BIN" --version > "$out/version.txt" 2>&1 || true
 plan=()
-for ((i = 0; i < per; i++)); do plan+=(none compute host); done
-mapfile -t plan < <(printf '%s\n' "${plan[@]}" | shuf --random-source=<(yes 15))
+# gpu: another process computes on the slowed rank's GPU (GPU machines only); cpu: each rank pinned to a CPU, a
+# spinning process on the slowed rank's (expected cause class: host)
+classes=(none compute host gpu cpu)
+[[ -n "${CPU:-}" ]] && classes=(none compute host cpu)
+for ((i = 0; i < per; i++)); do plan+=("${classes[@]}"); done
+mapfile -t plan < <(printf '%s\n' "${plan[@]}" | shuf --random-source=<(yes "${SEED:-15}"))
+RANDOM=${SEED:-15}  # the slowed ranks, reproducible per SEED
+t_begin=$(date +%s)
 : > "$out/results.jsonl"
 i=0
 for fault in "${plan[@]}"; do
+  # MAX_S: start no run after this many seconds (a device command may last 10 minutes; a run takes 30-45 s)
+  if [[ -n "${MAX_S:-}" ]] && (( $(date +%s) - t_begin > MAX_S )); then echo "stopped after $i runs (MAX_S)"; break; fi
   slow=-1; [[ $fault != none ]] && slow=$((RANDOM % ranks))
   rec="$w/run$i.sdb"
   start=$(date +%s.%N)
@@ -61,9 +74,10 @@ got_rank = got[0].rsplit(":rank", 1)[-1] if got else None
 want_kind = "none" if fault == "none" else "one-straggler"
 ok_kind = v.get("kind") == want_kind
 ok_rank = fault == "none" or (got_rank == slow)
-ok_cause = fault == "none" or v.get("cause") == fault
+ok_cause = fault == "none" or v.get("cause") == {"cpu": "host"}.get(fault, fault)
 print(json.dumps({"run": int(i), "fault": fault, "slow_rank": int(slow), "job_rc": int(rc), "wall_s": float(t1) - float(t0),
-                  "steps_expected": int(steps), "steps_found": j["steps"]["count"], "step_source": j["steps"]["source"],
+                  "steps_expected": int(steps), "steps_found": j["steps"]["count"], "steps_found_total": j["steps"]["found"],
+                  "step_source": j["steps"]["source"], "sync_points": v.get("sync_points"),
                   "verdict": v.get("kind"), "workers": got, "cause": v.get("cause"), "confidence": v.get("confidence"),
                   "excess_ms": v.get("excess_ms"), "recorded_ms": v.get("recorded_ms"),
                   "ok_kind": ok_kind, "ok_rank": ok_kind and ok_rank, "ok_cause": ok_kind and ok_rank and ok_cause,
@@ -81,7 +95,7 @@ def frac(sel, key):
 print("clean runs reported none:", frac(lambda r: r["fault"] == "none", "ok_kind"))
 print("slowed runs, rank right:", frac(lambda r: r["fault"] != "none", "ok_rank"))
 print("slowed runs, rank and cause right:", frac(lambda r: r["fault"] != "none", "ok_cause"))
-for f in ("compute", "host"):
+for f in ("compute", "host", "gpu", "cpu"):
     print(f"  {f}: rank {frac(lambda r: r['fault'] == f, 'ok_rank')}, cause {frac(lambda r: r['fault'] == f, 'ok_cause')}")
 ok_steps = [r for r in rows if "steps_found" in r and abs(r["steps_found"] - r["steps_expected"]) <= max(1, r["steps_expected"] // 100)]
 print(f"step count within 1 %: {len(ok_steps)}/{len(rows)}")

@@ -98,6 +98,13 @@ nlohmann::json report_json(const analyze::StragglerReport& r, const analyze::Str
       x["cpu_ms_per_step"] = pw.cpu_ns / 1e6;
       x["offcpu_ms_per_step"] = pw.offcpu_ns / 1e6;
       if (pw.launches > 0) x["launches_per_step"] = pw.launches;
+      if (pw.launch_steps > 0) x["launch_steps_watched"] = pw.launch_steps;
+      if (pw.sm_util >= 0) x["gpu_sm_util"] = pw.sm_util;
+      if (pw.others_sm_util > 0) x["gpu_others_sm_util"] = pw.others_sm_util;
+      if (pw.throttled > 0) x["gpu_throttled_share"] = pw.throttled;
+      if (pw.gpu_mem_used >= 0) x["gpu_mem_used_share"] = pw.gpu_mem_used;
+      if (pw.allocs > 0) x["gpu_allocs_per_step"] = pw.allocs;
+      if (pw.retransmits_per_s > 0) x["tcp_retransmits_per_s"] = pw.retransmits_per_s;
     }
     if (r.stage1.episode_window[w] >= 0) {
       const auto& win = r.stage1.windows[r.stage1.episode_window[w]];

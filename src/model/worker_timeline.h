@@ -5,6 +5,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace stackscope {
@@ -54,6 +55,21 @@ struct WorkerTimeline {
   std::vector<int64_t> gpu_launch_ns;
   // Where the training loop runs, from the stack samples: the deepest frame common to nearly all of them.
   std::string loop_function;
+  // What NVML said about its GPU (times on the ops' clock): its own process's SM utilisation (0..1), the
+  // summed SM utilisation of processes on the same GPU that are not ranks of the job, and 1 where the GPU
+  // reported a thermal, power or hardware slowdown (0 where it reported none). Empty: not recorded.
+  std::vector<std::pair<int64_t, double>> gpu_sm_util, gpu_others_sm_util, gpu_throttled;
+  std::string gpu_others;  // names of those other processes ("python3 pid 850")
+  std::vector<std::pair<int64_t, double>> gpu_mem_used;  // NVML: its GPU's memory in use, share of the total
+  // Its calls that went to the driver for device memory (cudaMalloc / cudaFree: the caching allocator growing,
+  // or freeing its cache and retrying under memory pressure).
+  std::vector<int64_t> gpu_alloc_ns;
+  // Its host's TCP retransmissions (cumulative counter samples): NCCL over sockets, gloo.
+  std::vector<std::pair<int64_t, double>> tcp_retransmits;
+  // Its host's runnable threads (procfs procs_running) and CPU count (0 unknown): more runnable than CPUs is
+  // CPU contention, which delays a rank without adding to its CPU time.
+  std::vector<std::pair<int64_t, double>> host_runnable;
+  int host_cpus = 0;
 };
 
 // All workers of one job, with one table of operation names shared by them (ids compare across workers).
@@ -63,6 +79,9 @@ struct TimelineSet {
   // Whether a collective's duration includes the time its caller waited for the others (a GPU kernel or
   // gloo's own thread in a profiler trace: yes; a recorded NCCL call is the host enqueue only: no).
   bool collectives_include_wait = true;
+  // When kernel launches were watched (a cost budget attaches the launch probes for part of each period):
+  // spans [from, to). Empty: whenever the recording ran.
+  std::vector<std::pair<int64_t, int64_t>> launches_watched;
 
   uint32_t intern(std::string_view name) {
     auto it = ids_.find(std::string(name));

@@ -1,7 +1,10 @@
 #include "store/recording_timeline_reader.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
+#include <optional>
+#include <span>
 #include <regex>
 #include <set>
 #include <stdexcept>
@@ -21,6 +24,13 @@ std::string arg_text(const Event& e, std::string_view key) {
 }
 
 bool is_sync_call(const std::string& name) { return name.find("Synchronize") != std::string::npos; }
+
+// Device memory from the driver (not pinned host memory: cudaHostAlloc, cuMemHostAlloc, cuMemFreeHost).
+bool is_device_alloc(const std::string& name) {
+  for (const char* p : {"cudaMalloc", "cudaFree", "cuMemAlloc", "cuMemFree"})
+    if (name.rfind(p, 0) == 0) return name.find("Host") == std::string::npos && name.find("Array") == std::string::npos;
+  return false;
+}
 
 // A Python thread blocked in a collective or a barrier of torch.distributed, in DDP, or in the autograd engine
 // (where DDP's all-reduce is awaited at the end of backward) waits for other ranks: a synchronisation. Blocked
@@ -103,6 +113,134 @@ std::string common_loop_frame(const std::vector<std::string>& stacks) {
   return cut == std::string::npos ? best : best.substr(cut + 1);
 }
 
+// "gpu3/pid42" or "gpu3/pid42/python3" -> (3, 42, "python3"); nullopt otherwise.
+struct GpuProcess {
+  int gpu = -1;
+  uint32_t pid = 0;
+  std::string comm;
+};
+std::optional<GpuProcess> parse_gpu_process(const std::string& device) {
+  static const std::regex re(R"(^gpu(\d+)/pid(\d+)(?:/(.*))?$)");
+  std::smatch m;
+  if (!std::regex_match(device, m, re)) return std::nullopt;
+  try {
+    return GpuProcess{std::stoi(m[1]), static_cast<uint32_t>(std::stoul(m[2])), m[3]};
+  } catch (const std::exception&) {  // digits out of range: not a device this recorder writes
+    return std::nullopt;
+  }
+}
+
+// What the recording's series say about each rank's GPU: which GPU its process used (NVML's per-process
+// series), its SM utilisation, other processes busy on that GPU, throttling; and when the launch probes were
+// attached (a cost budget samples them).
+void read_gpu_context(const RecordingReader& reader, int64_t shift, std::map<uint32_t, WorkerTimeline>& by_pid,
+                      const std::map<uint32_t, ProcessIdentity>& identity, const std::map<uint32_t, int>& rank_of,
+                      TimelineSet& set) {
+  std::map<uint32_t, int> gpu_of_pid;
+  std::map<int, std::map<int64_t, double>> others_util, throttled, mem_used;  // per GPU, per time
+  std::map<int, double> mem_total;
+  std::vector<std::pair<int64_t, double>> retransmits, runnable;
+  int cpus = 0;
+  try {
+    cpus = std::stoi(reader.meta_or("cpu_count", "0"));
+  } catch (const std::exception&) {
+  }
+  std::map<int, std::set<std::string>> others_names;
+  std::map<uint32_t, std::string> comm_of;
+  std::vector<std::pair<int64_t, double>> watching;
+  // A process of the job has a rank (its own, or inherited by a data-loader worker); a process noted only for
+  // its CUDA_VISIBLE_DEVICES is another user of the GPU.
+  auto job_process = [&](uint32_t pid) {
+    auto it = identity.find(pid);
+    return rank_of.count(pid) || (it != identity.end() && it->second.rank >= 0);
+  };
+  reader.for_each_sample_run([&](const SeriesInfo& info, std::span<const int64_t> t, std::span<const double> v) {
+    if (info.name == "trace.cuda.watching") {
+      for (size_t i = 0; i < t.size(); ++i) watching.emplace_back(t[i] + shift, v[i]);
+      return;
+    }
+    if (info.name == "proc.running" && info.device.empty()) {
+      for (size_t i = 0; i < t.size(); ++i) runnable.emplace_back(t[i] + shift, v[i]);
+      return;
+    }
+    if (info.name == "kernel.net.tcp.retransmits" && info.device.empty()) {
+      for (size_t i = 0; i < t.size(); ++i) retransmits.emplace_back(t[i] + shift, v[i]);
+      return;
+    }
+    if ((info.name == "gpu.mem.used" || info.name == "gpu.mem.total") && info.device.rfind("gpu", 0) == 0 &&
+        info.device.find('/') == std::string::npos) {
+      try {
+        const int g = std::stoi(info.device.substr(3));
+        for (size_t i = 0; i < t.size(); ++i)
+          if (info.name == "gpu.mem.total") mem_total[g] = v[i];
+          else mem_used[g][t[i] + shift] = v[i];
+      } catch (const std::exception&) {
+      }
+      return;
+    }
+    if (info.name.rfind("gpu.throttle.", 0) == 0 && info.name != "gpu.throttle.reasons" &&
+        info.device.rfind("gpu", 0) == 0 && info.device.find('/') == std::string::npos) {
+      try {
+        auto& m = throttled[std::stoi(info.device.substr(3))];
+        for (size_t i = 0; i < t.size(); ++i) m[t[i] + shift] = std::max(m[t[i] + shift], v[i] > 0 ? 1.0 : 0.0);
+      } catch (const std::exception&) {
+      }
+      return;
+    }
+    if (info.name != "gpu.proc.sm_util" && info.name != "gpu.proc.present") return;
+    const auto g = parse_gpu_process(info.device);
+    if (!g) return;
+    if (info.name == "gpu.proc.present") {
+      if (!g->comm.empty()) comm_of[g->pid] = g->comm;
+      if (by_pid.count(g->pid)) gpu_of_pid[g->pid] = g->gpu;
+      return;
+    }
+    if (auto it = by_pid.find(g->pid); it != by_pid.end()) {
+      gpu_of_pid[g->pid] = g->gpu;
+      for (size_t i = 0; i < t.size(); ++i) it->second.gpu_sm_util.emplace_back(t[i] + shift, v[i]);
+    } else if (!job_process(g->pid)) {
+      auto& m = others_util[g->gpu];
+      bool busy = false;
+      for (size_t i = 0; i < t.size(); ++i) {
+        m[t[i] + shift] += v[i];
+        busy |= v[i] > 0;
+      }
+      if (busy) others_names[g->gpu].insert("pid " + std::to_string(g->pid));
+    }
+  });
+  std::sort(retransmits.begin(), retransmits.end());
+  std::sort(runnable.begin(), runnable.end());
+  for (auto& [pid, w] : by_pid) {
+    std::sort(w.gpu_sm_util.begin(), w.gpu_sm_util.end());
+    w.tcp_retransmits = retransmits;
+    w.host_runnable = runnable;
+    w.host_cpus = cpus;
+    auto it = gpu_of_pid.find(pid);
+    if (it == gpu_of_pid.end()) continue;
+    w.gpu = "gpu" + std::to_string(it->second);  // NVML saw the process there: no guess from LOCAL_RANK
+    if (auto o = others_util.find(it->second); o != others_util.end())
+      w.gpu_others_sm_util.assign(o->second.begin(), o->second.end());
+    if (auto o = throttled.find(it->second); o != throttled.end()) w.gpu_throttled.assign(o->second.begin(), o->second.end());
+    if (auto o = mem_used.find(it->second); o != mem_used.end() && mem_total[it->second] > 0)
+      for (auto& [t, used] : o->second) w.gpu_mem_used.emplace_back(t, used / mem_total[it->second]);
+    for (auto& name : others_names[it->second]) {
+      const uint32_t other = static_cast<uint32_t>(std::strtoul(name.c_str() + 4, nullptr, 10));
+      w.gpu_others += (w.gpu_others.empty() ? "" : ", ") + (comm_of.count(other) ? comm_of[other] + " " : "") + name;
+    }
+  }
+  // Watched spans: from each 1 to the next 0.
+  std::sort(watching.begin(), watching.end());
+  int64_t on = -1;
+  for (auto& [t, v] : watching) {
+    if (v > 0 && on < 0) on = t;
+    if (v <= 0 && on >= 0) {
+      set.launches_watched.emplace_back(on, t);
+      on = -1;
+    }
+  }
+  if (on >= 0) set.launches_watched.emplace_back(on, INT64_MAX);
+}
+
 }  // namespace
 
 void read_recording_timelines(const std::string& path, TimelineSet& set) {
@@ -125,11 +263,17 @@ void read_recording_timelines(const std::string& path, TimelineSet& set) {
       by_pid[e.pid].gpu_launch_ns.push_back(e.start_ns + shift);  // budgeted detail records launches as instants
       return;
     }
+    if (e.layer == Layer::cuda && is_device_alloc(e.name)) {
+      by_pid[e.pid].gpu_alloc_ns.push_back(e.start_ns + shift);
+      return;
+    }
     if (e.flags & kEventInstant) return;
     TimelineOp op;
     op.name = 0;
     if (e.layer == Layer::nccl) {
       any_nccl = true;
+      // ncclBcast calls ncclBroadcast: both are probed, the inner call (depth 1) is the same collective.
+      if (e.arg_int("depth", 0) > 0) return;
       const std::string lname = e.name;
       op.kind = (lname.find("Send") != std::string::npos || lname.find("Recv") != std::string::npos) ? OpKind::p2p
                                                                                                      : OpKind::collective;
@@ -234,6 +378,7 @@ void read_recording_timelines(const std::string& path, TimelineSet& set) {
   }
   if (by_pid.empty())
     throw std::runtime_error(path + ": no nccl, torch, cuda synchronisation or Python stack-sample events to analyse");
+  read_gpu_context(reader, shift, by_pid, identity, rank_of, set);
   for (auto& [pid, w] : by_pid) {
     auto it = rank_of.find(pid);
     auto id = identity.find(pid);
@@ -244,13 +389,19 @@ void read_recording_timelines(const std::string& path, TimelineSet& set) {
       w.local_rank = id->second.local_rank;
       // The GPU a torchrun worker uses by convention: cuda:LOCAL_RANK among its visible devices.
       const std::string& vis = id->second.visible_devices;
-      if (!vis.empty() && vis.find(',') == std::string::npos) w.gpu = "gpu" + vis;
-      else if (w.local_rank >= 0 && any_nccl) w.gpu = "gpu" + std::to_string(w.local_rank) + "?";
+      if (!w.gpu.empty()) {
+      } else if (!vis.empty() && vis.find(',') == std::string::npos) {
+        w.gpu = "gpu" + vis;
+      } else if (w.local_rank >= 0 && any_nccl) {
+        w.gpu = "gpu" + std::to_string(w.local_rank) + "?";
+      }
     }
     w.worker = host + (w.rank >= 0 ? ":rank" + std::to_string(w.rank) : ":pid" + std::to_string(pid));
     w.loop_function = common_loop_frame(stacks[pid]);
     std::stable_sort(w.ops.begin(), w.ops.end(), [](auto& a, auto& b) { return a.start_ns < b.start_ns; });
     std::stable_sort(w.cpu_samples.begin(), w.cpu_samples.end(), [](auto& a, auto& b) { return a.start_ns < b.start_ns; });
+    std::sort(w.gpu_launch_ns.begin(), w.gpu_launch_ns.end());
+    std::sort(w.gpu_alloc_ns.begin(), w.gpu_alloc_ns.end());
     set.workers.push_back(std::move(w));
   }
 }

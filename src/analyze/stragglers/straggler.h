@@ -157,9 +157,16 @@ struct SyncPoints {
   std::vector<int64_t> end_ns;                  // [point] when the waits ended (earliest end in the cluster)
   std::vector<std::vector<int64_t>> wait_ns;    // [point][worker] time that worker waited there (0: none seen)
   std::vector<uint32_t> name;                   // [point] the most common wait name there
+  std::vector<int32_t> step;                    // [point] the step its waits belong to (-1 unknown)
   int period = 1;                               // points per step
   int steps = 0;                                // points / period
 };
+
+// One point per step (its waits summed, its end the last one's), from the step numbers the waits carry: a
+// DDP step over NCCL waits 2-4 times (buckets, loss.item(), a stop flag every few steps), not a fixed number
+// of times, so no period of points is the step. Points of no step (start-up) are left out. Empty (no points)
+// when fewer than 5 steps are numbered.
+SyncPoints points_per_step(const SyncPoints& points);
 
 // A host block that ends within `tolerance_ns` of another worker's block is a wait for the same event (a sync
 // whose call the recorder did not see: a duty-cycled CUDA layer, a C call under a Python frame): made kind sync.
@@ -184,6 +191,15 @@ struct WorkerLateness {
   double cpu_ns = 0;         // mean per step: on-CPU time (stack samples)
   double offcpu_ns = 0;      // mean per step: blocked outside any wait (sleep, data, I/O)
   double launches = 0;       // typical kernel launches per step (0: none seen)
+  int launch_steps = 0;      // steps whose launches were watched from start to end
+  double sm_util = -1;       // NVML: mean SM utilisation of its process over the points (-1: not recorded)
+  double others_sm_util = 0; // NVML: mean SM utilisation of other processes on its GPU (while seen there)
+  double others_busy_ns = 0; // NVML: from the first to the last sample with another process busy on its GPU
+  double throttled = 0;      // NVML: share of samples its GPU reported throttling
+  double gpu_mem_used = -1;  // NVML: largest share of its GPU's memory in use (-1: not recorded)
+  double allocs = 0;         // per step: device memory calls to the driver (cudaMalloc / cudaFree)
+  double retransmits_per_s = 0;  // its host's TCP retransmissions per second
+  double runnable_per_cpu = 0;   // its host's runnable threads per CPU, mean over the points (0: not recorded)
 };
 
 struct StragglerVerdict {

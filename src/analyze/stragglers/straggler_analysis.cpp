@@ -41,7 +41,7 @@ StragglerReport analyze_stragglers(TimelineSet set, const StragglerOptions& opti
   // Recordings of CPU jobs (gloo) and GPU recordings whose collectives carry no shared sequence: the cadence of
   // the synchronisation points is the step.
   promote_coincident_blocks(set);
-  const SyncPoints points = find_sync_points(set);
+  SyncPoints points = find_sync_points(set);
   if ((r.steps.source == StepSource::none || r.steps.source == StepSource::autocorrelation) && points.steps >= 3) {
     r.steps.source = StepSource::syncs;
     r.steps.period = points.period;
@@ -60,6 +60,9 @@ StragglerReport analyze_stragglers(TimelineSet set, const StragglerOptions& opti
         op.step = (op.start_ns < first_start || k == static_cast<long>(bounds.size())) ? -1 : static_cast<int32_t>(k);
       }
   }
+  // Steps numbered from the collectives or markers: the verdict weighs whole steps, not each wait in them.
+  if (r.steps.source == StepSource::collectives || r.steps.source == StepSource::markers)
+    if (SyncPoints per_step = points_per_step(points); !per_step.end_ns.empty()) points = std::move(per_step);
   r.verdict = wait_verdict(set, points, options.verdict);
   for (auto& w : set.workers) {
     WorkerTimeline id;

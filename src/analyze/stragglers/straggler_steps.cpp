@@ -179,6 +179,35 @@ bool carry_steps_by_anchor(TimelineSet& set) {
   return true;
 }
 
+// Signatures that occur in every step, leaving out the occasional ones: a training loop that all-reduces a flag
+// or a logged loss every N steps (the incident harness checks whether to stop every 5 steps) repeats its
+// collective sequence only every N steps, and was read as one step of N (456 steps of a 2,260-step job). Per-step
+// signatures occur an integer number of times per step; such extras at most once in 3 steps. Counts sorted
+// from the most frequent: the cut is at the first drop to under a third of the count above. Empty when nothing
+// is left out, or when what would be is more than a quarter of the collectives (then it is not an extra).
+std::vector<bool> every_step_signatures(const std::vector<uint64_t>& sig) {
+  std::unordered_map<uint64_t, size_t> count;
+  for (uint64_t s : sig) count[s]++;
+  std::vector<size_t> counts;
+  for (auto& kv : count) counts.push_back(kv.second);
+  std::sort(counts.rbegin(), counts.rend());
+  size_t cut = 0;  // counts below this are extras
+  for (size_t i = 0; i + 1 < counts.size(); ++i)
+    if (3 * counts[i + 1] < counts[i]) {
+      cut = counts[i];
+      break;
+    }
+  if (cut == 0) return {};
+  std::vector<bool> keep(sig.size());
+  size_t dropped = 0;
+  for (size_t i = 0; i < sig.size(); ++i) {
+    keep[i] = count[sig[i]] >= cut;
+    dropped += !keep[i];
+  }
+  if (4 * dropped > sig.size() || sig.size() - dropped < 4) return {};
+  return keep;
+}
+
 bool by_markers(TimelineSet& set) {
   bool any = false;
   for (auto& w : set.workers) any |= !w.markers.empty();
@@ -236,13 +265,44 @@ StepDetection assign_steps(TimelineSet& set) {
         comm_idx[w].push_back(i);
         sig.push_back(collective_signature(ops[i]));
       }
-    for (size_t k = 0; k + 1 < comm_idx[w].size(); ++k)
-      gaps[w].push_back(double(ops[comm_idx[w][k + 1]].start_ns - ops[comm_idx[w][k]].end_ns()));
+    auto gaps_of = [&](const std::vector<size_t>& idx) {
+      std::vector<double> g;
+      for (size_t k = 0; k + 1 < idx.size(); ++k) g.push_back(double(ops[idx[k + 1]].start_ns - ops[idx[k]].end_ns()));
+      return g;
+    };
+    gaps[w] = gaps_of(comm_idx[w]);
     if (sig.size() < 4) continue;
     const int p0 = sequence_period(sig, std::min<int>(512, sig.size() / 2), 0.9);
+    const int k0 = p0 ? step_multiple(gaps[w], p0) : 1;
+    // The steps may be read from the collectives every step makes, the occasional ones falling in whichever
+    // step they occur in: when without them the sequence repeats at least twice within its period, and the
+    // pause closing each repetition is as long as the one closing the period (a step's own pause; a pipeline's
+    // micro-batches repeat their transfers too, but pause less between them than between steps).
+    if (const auto keep = every_step_signatures(sig); !keep.empty()) {
+      std::vector<size_t> idx;
+      std::vector<uint64_t> core;
+      for (size_t k = 0; k < sig.size(); ++k)
+        if (keep[k]) {
+          idx.push_back(comm_idx[w][k]);
+          core.push_back(sig[k]);
+        }
+      const auto core_gaps = gaps_of(idx);
+      const int pf = core.size() >= 4 ? sequence_period(core, std::min<int>(512, core.size() / 2), 0.9) : 0;
+      const int kf = pf ? step_multiple(core_gaps, pf) : 1;
+      const double kept_per_period = p0 ? double(p0 * k0) * double(core.size()) / double(sig.size()) : 0;
+      const bool splits = pf > 0 && (p0 == 0 || (kept_per_period >= 1.8 * pf * kf &&
+                                                 phase_peak(core_gaps, pf * kf) >= 0.7 * phase_peak(gaps[w], p0 * k0)));
+      if (splits) {
+        comm_idx[w] = std::move(idx);
+        gaps[w] = core_gaps;
+        base_period[w] = pf;
+        multiple[w] = kf;
+        continue;
+      }
+    }
     if (p0 == 0) continue;
     base_period[w] = p0;
-    multiple[w] = step_multiple(gaps[w], p0);
+    multiple[w] = k0;
   }
   // Workers with the same base period do the same work: they take the multiple most of them see (the smaller
   // on a tie). A straggler's intermittent stalls can make every other repetition pause longest on its own

@@ -71,6 +71,128 @@ double mode_nonzero(const std::vector<int>& v) {
   return std::max_element(c.begin(), c.end(), [](auto& a, auto& b) { return a.second < b.second; })->first;
 }
 
+// Whether the launch probes were attached during all of [a, b).
+bool watched(const TimelineSet& set, int64_t a, int64_t b) {
+  if (set.launches_watched.empty()) return true;
+  auto it = std::upper_bound(set.launches_watched.begin(), set.launches_watched.end(), std::pair<int64_t, int64_t>{a, INT64_MAX});
+  if (it == set.launches_watched.begin()) return false;
+  --it;
+  return it->first <= a && b <= it->second;
+}
+
+// Mean of (time, value) samples within [t0, t1); `none` when there are none.
+double mean_within(const std::vector<std::pair<int64_t, double>>& v, int64_t t0, int64_t t1, double none) {
+  double sum = 0;
+  int c = 0;
+  for (auto& [t, x] : v)
+    if (t >= t0 && t < t1) {
+      sum += x;
+      ++c;
+    }
+  return c ? sum / c : none;
+}
+
+// Steps differ in launches (a flag all-reduced every few steps, cuDNN's choices): extra work on worker `a` must
+// show step by step, in at least 80 % of the steps watched on both, against every one of `others`.
+// Steps are paired only where both counts are near their worker's usual count: a step cut by the edge of a
+// watched window counts fewer (recordings without the watching series cannot say which steps were whole).
+bool launches_more_every_step(const std::vector<std::vector<int>>& launches_in, const std::vector<WorkerLateness>& pw,
+                              int a, const std::vector<int>& others) {
+  if (others.empty()) return false;
+  for (int b : others) {
+    int paired = 0, more = 0;
+    for (size_t k = 0; k < launches_in[a].size() && k < launches_in[b].size(); ++k)
+      if (launches_in[a][k] >= 0.9 * pw[a].launches && launches_in[b][k] >= 0.9 * pw[b].launches && launches_in[b][k] > 0) {
+        ++paired;
+        more += launches_in[a][k] > launches_in[b][k];
+      }
+    if (paired < 3 || more < 0.8 * paired) return false;
+  }
+  return true;
+}
+
+// A rank that NVML alone tells apart: its GPU shared with another busy process (contention) or throttling
+// (both class gpu), or its own process keeping its GPU busier than every other rank's (compute: longer GPU
+// work, seen whether or not its launches were watched). worker -1 when no rank stands out.
+struct GpuSideCause {
+  int worker = -1;
+  CauseClass cause = CauseClass::unknown;
+  std::string detail;
+};
+
+GpuSideCause gpu_side_cause(const TimelineSet& set, const std::vector<WorkerLateness>& pw) {
+  GpuSideCause out;
+  const size_t n = pw.size();
+  if (n < 2) return out;
+  auto top_two = [&](auto field) {
+    std::vector<int> order(n);
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(), [&](int a, int b) { return pw[a].*field > pw[b].*field; });
+    return order;
+  };
+  char buf[400];
+  const auto& gpu_name = [&](int w) { return set.workers[w].gpu.empty() ? std::string("its GPU") : set.workers[w].gpu; };
+  // Contention: another process busy on its GPU and on no other rank's.
+  auto o = top_two(&WorkerLateness::others_sm_util);
+  if (pw[o[0]].others_sm_util >= 0.05 && pw[o[1]].others_sm_util <= 0.01) {
+    out.worker = o[0];
+    out.cause = CauseClass::gpu;
+    std::snprintf(buf, sizeof buf, "GPU contention: another process (%s) kept %s's SMs %.0f %% busy for %.1f s, none "
+                  "on the other ranks' GPUs", set.workers[o[0]].gpu_others.c_str(), gpu_name(o[0]).c_str(),
+                  100 * pw[o[0]].others_sm_util, pw[o[0]].others_busy_ns / 1e9);
+    out.detail = buf;
+    return out;
+  }
+  // Throttling reported by its GPU far more often than by the others.
+  auto t = top_two(&WorkerLateness::throttled);
+  if (pw[t[0]].throttled >= 0.2 && pw[t[0]].throttled >= pw[t[1]].throttled + 0.2) {
+    out.worker = t[0];
+    out.cause = CauseClass::gpu;
+    std::snprintf(buf, sizeof buf, "GPU throttling: %s reported a thermal, power or hardware slowdown in %.0f %% of "
+                  "NVML's samples, the other ranks' GPUs in at most %.0f %%", gpu_name(t[0]).c_str(),
+                  100 * pw[t[0]].throttled, 100 * pw[t[1]].throttled);
+    out.detail = buf;
+    return out;
+  }
+  // Memory: its caching allocator going to the driver step after step (growing, or freeing its cache and
+  // retrying when the GPU is nearly full), far more often than on the others.
+  auto a = top_two(&WorkerLateness::allocs);
+  if (pw[a[0]].allocs >= 0.5 && pw[a[0]].allocs >= 3 * pw[a[1]].allocs + 0.25) {
+    out.worker = a[0];
+    out.cause = CauseClass::memory;
+    std::snprintf(buf, sizeof buf, "GPU memory: %.1f cudaMalloc / cudaFree calls per step against at most %.1f on the "
+                  "other ranks (the caching allocator growing or emptying itself)%s", pw[a[0]].allocs, pw[a[1]].allocs,
+                  pw[a[0]].gpu_mem_used >= 0 ? (", its GPU's memory up to " +
+                                                std::to_string(static_cast<int>(std::lround(100 * pw[a[0]].gpu_mem_used))) + " % in use").c_str() : "");
+    out.detail = buf;
+    return out;
+  }
+  // Link: its host retransmitting TCP segments (NCCL or gloo over sockets) far more than the other ranks' hosts.
+  // Ranks on one host share its counter: nobody stands out there.
+  auto l = top_two(&WorkerLateness::retransmits_per_s);
+  if (pw[l[0]].retransmits_per_s >= 10 && pw[l[0]].retransmits_per_s >= 5 * pw[l[1]].retransmits_per_s) {
+    out.worker = l[0];
+    out.cause = CauseClass::communication;
+    std::snprintf(buf, sizeof buf, "the link: its host (%s) retransmitted %.0f TCP segments per second, the other ranks' "
+                  "hosts at most %.0f", set.workers[l[0]].host.c_str(), pw[l[0]].retransmits_per_s, pw[l[1]].retransmits_per_s);
+    out.detail = buf;
+    return out;
+  }
+  // Longer GPU work: its process's SM utilisation well above every other rank's, which agree among themselves.
+  auto u = top_two(&WorkerLateness::sm_util);
+  const double lowest = pw[u.back()].sm_util;
+  // Per-process utilisation is noisy (0.73 against 0.61 on a clean H200 run): only a wide margin counts.
+  if (lowest >= 0 && pw[u[0]].sm_util >= pw[u[1]].sm_util + 0.2 && pw[u[0]].sm_util >= 1.5 * pw[u[1]].sm_util &&
+      pw[u[1]].sm_util - lowest <= 0.05) {
+    out.worker = u[0];
+    out.cause = CauseClass::compute;
+    std::snprintf(buf, sizeof buf, "longer GPU work: its process kept %s's SMs %.0f %% busy against at most %.0f %% on "
+                  "the other ranks", gpu_name(u[0]).c_str(), 100 * pw[u[0]].sm_util, 100 * pw[u[1]].sm_util);
+    out.detail = buf;
+  }
+  return out;
+}
+
 }  // namespace
 
 void promote_coincident_blocks(TimelineSet& set, int64_t tolerance_ns) {
@@ -99,6 +221,7 @@ SyncPoints find_sync_points(const TimelineSet& set) {
     int worker;
     int64_t dur;
     uint32_t name;
+    int32_t step;
   };
   std::vector<End> ends;
   std::vector<double> gaps;
@@ -106,7 +229,7 @@ SyncPoints find_sync_points(const TimelineSet& set) {
     int64_t prev = INT64_MIN;
     for (auto& op : set.workers[w].ops) {
       if (!is_wait(set, op)) continue;
-      ends.push_back({op.end_ns(), static_cast<int>(w), op.duration_ns, op.name});
+      ends.push_back({op.end_ns(), static_cast<int>(w), op.duration_ns, op.name, op.step});
       if (prev != INT64_MIN && op.end_ns() > prev) gaps.push_back(double(op.end_ns() - prev));
       prev = op.end_ns();
     }
@@ -119,15 +242,18 @@ SyncPoints find_sync_points(const TimelineSet& set) {
   const double tol = std::max(20'000.0, 0.4 * median(gaps));
   std::vector<std::vector<int64_t>> waits;
   std::vector<std::map<uint32_t, int>> names;
+  std::vector<std::map<int32_t, int>> steps_of;
   std::vector<int64_t> first;
   for (auto& e : ends) {
     if (first.empty() || double(e.t - first.back()) > tol || waits.back()[e.worker] > 0) {
       first.push_back(e.t);
       waits.emplace_back(n, 0);
       names.emplace_back();
+      steps_of.emplace_back();
     }
     waits.back()[e.worker] += e.dur;
     names.back()[e.name]++;
+    steps_of.back()[e.step]++;
   }
   // Active spans: a point before a worker's first or after its last operation says nothing about it.
   std::vector<int64_t> lo(n, INT64_MAX), hi(n, INT64_MIN);
@@ -166,6 +292,8 @@ SyncPoints find_sync_points(const TimelineSet& set) {
     sp.end_ns.push_back(first[k]);
     sp.wait_ns.push_back(std::move(waits[k]));
     sp.name.push_back(point_name[k]);
+    sp.step.push_back(std::max_element(steps_of[k].begin(), steps_of[k].end(),
+                                       [](auto& a, auto& b) { return a.second < b.second; })->first);
   }
   // Points per step: the period of the sequence of point names (DDP with several buckets waits more than once).
   std::vector<uint64_t> seq(sp.name.begin(), sp.name.end());
@@ -188,6 +316,38 @@ SyncPoints find_sync_points(const TimelineSet& set) {
     sp.steps = steps;
   }
   return sp;
+}
+
+SyncPoints points_per_step(const SyncPoints& sp) {
+  // By step number, not by runs of it: a background thread's long wait (a loader's Condition.wait) ends in a
+  // later step than the one it is numbered with.
+  std::map<int32_t, size_t> unit;
+  SyncPoints out;
+  for (size_t k = 0; k < sp.end_ns.size(); ++k) {
+    const int32_t step = k < sp.step.size() ? sp.step[k] : -1;
+    if (step < 0) continue;
+    auto [it, fresh] = unit.try_emplace(step, out.end_ns.size());
+    if (fresh) {
+      out.end_ns.push_back(sp.end_ns[k]);
+      out.wait_ns.push_back(sp.wait_ns[k]);
+      out.name.push_back(sp.name[k]);
+      out.step.push_back(step);
+      continue;
+    }
+    out.end_ns[it->second] = std::max(out.end_ns[it->second], sp.end_ns[k]);
+    for (size_t w = 0; w < sp.wait_ns[k].size(); ++w) out.wait_ns[it->second][w] += sp.wait_ns[k][w];
+  }
+  if (out.end_ns.size() < 5) return {};
+  SyncPoints sorted;  // in step order
+  for (auto& [step, i] : unit) {
+    sorted.end_ns.push_back(out.end_ns[i]);
+    sorted.wait_ns.push_back(std::move(out.wait_ns[i]));
+    sorted.name.push_back(out.name[i]);
+    sorted.step.push_back(step);
+  }
+  sorted.period = 1;
+  sorted.steps = static_cast<int>(sorted.end_ns.size());
+  return sorted;
 }
 
 StragglerVerdict wait_verdict(const TimelineSet& set, const SyncPoints& sp, const VerdictOptions& opt) {
@@ -222,6 +382,7 @@ StragglerVerdict wait_verdict(const TimelineSet& set, const SyncPoints& sp, cons
   // What each worker did between the first and the last point, per step: on-CPU, blocked elsewhere, launches.
   const int64_t t0 = sp.end_ns.front(), t1 = sp.end_ns.back();
   const double steps = std::max(1.0, double(m - 1) / sp.period);
+  std::vector<std::vector<int>> launches_in(n);  // [worker][step] launches in each watched step, -1 unwatched
   for (size_t w = 0; w < n; ++w) {
     auto& pw = v.per_worker[w];
     for (auto& s : set.workers[w].cpu_samples)
@@ -230,15 +391,48 @@ StragglerVerdict wait_verdict(const TimelineSet& set, const SyncPoints& sp, cons
       if (op.kind == OpKind::offcpu && op.start_ns >= t0 && op.start_ns < t1) pw.offcpu_ns += double(op.duration_ns) / steps;
     const auto& l = set.workers[w].gpu_launch_ns;
     if (!l.empty()) {
+      // Only steps whose launches were watched from start to end: a cost budget attaches the launch probes
+      // for part of each period, and a step cut by a window's edge counts fewer.
       std::vector<int> per_step;
       size_t i = std::lower_bound(l.begin(), l.end(), t0) - l.begin();
       for (size_t k = sp.period; k < m; k += sp.period) {
         int c = 0;
         for (; i < l.size() && l[i] < sp.end_ns[k]; ++i) ++c;
-        per_step.push_back(c);
+        const bool seen = watched(set, sp.end_ns[k - sp.period], sp.end_ns[k]);
+        if (seen) per_step.push_back(c);
+        launches_in[w].push_back(seen ? c : -1);
       }
+      pw.launch_steps = static_cast<int>(per_step.size());
       pw.launches = mode_nonzero(per_step);
     }
+    const auto& wt = set.workers[w];
+    pw.sm_util = wt.gpu_sm_util.empty() ? -1 : mean_within(wt.gpu_sm_util, t0, t1, -1);
+    pw.others_sm_util = mean_within(wt.gpu_others_sm_util, t0, t1, 0);
+    int64_t busy_from = INT64_MAX, busy_to = INT64_MIN;
+    for (auto& [t, x] : wt.gpu_others_sm_util)
+      if (t >= t0 && t < t1 && x > 0) {
+        busy_from = std::min(busy_from, t);
+        busy_to = std::max(busy_to, t);
+      }
+    pw.others_busy_ns = busy_to > busy_from ? double(busy_to - busy_from) : 0;
+    pw.throttled = mean_within(wt.gpu_throttled, t0, t1, 0);
+    for (auto& [t, x] : wt.gpu_mem_used)
+      if (t >= t0 && t < t1) pw.gpu_mem_used = std::max(pw.gpu_mem_used, x);
+    pw.allocs = double(std::lower_bound(wt.gpu_alloc_ns.begin(), wt.gpu_alloc_ns.end(), t1) -
+                       std::lower_bound(wt.gpu_alloc_ns.begin(), wt.gpu_alloc_ns.end(), t0)) / steps;
+    double r0 = -1, r1 = -1;
+    int64_t s0 = 0, s1 = 0;
+    for (auto& [t, x] : wt.tcp_retransmits)
+      if (t >= t0 && t < t1) {
+        if (r0 < 0) {
+          r0 = x;
+          s0 = t;
+        }
+        r1 = x;
+        s1 = t;
+      }
+    if (s1 > s0) pw.retransmits_per_s = std::max(0.0, r1 - r0) / (double(s1 - s0) / 1e9);
+    if (wt.host_cpus > 0) pw.runnable_per_cpu = mean_within(wt.host_runnable, t0, t1, 0) / wt.host_cpus;
   }
   // Rank workers by mean lateness; the widest gap in that order splits the late set from the rest.
   std::vector<int> order(n);
@@ -296,7 +490,11 @@ StragglerVerdict wait_verdict(const TimelineSet& set, const SyncPoints& sp, cons
               [&](int a, int b) { return v.per_worker[a].launches > v.per_worker[b].launches; });
     const double top = v.per_worker[by_launch[0]].launches, second = v.per_worker[by_launch[1]].launches;
     const double lowest = v.per_worker[by_launch.back()].launches;
-    if (second > 0 && top >= second + 1 && second == lowest) {
+    const bool more_every_step = launches_more_every_step(launches_in, v.per_worker, by_launch[0], {by_launch.begin() + 1, by_launch.end()});
+    const GpuSideCause gpu = gpu_side_cause(set, v.per_worker);
+    // One more launch in 440 is a different cuDNN algorithm (cudnn.benchmark chooses per rank: seen on the
+    // H200 CNN recording), not extra work: the excess must be at least 1 % of the others' launches.
+    if (more_every_step && second > 0 && top >= std::max(second + 1, 1.01 * second) && second == lowest) {
       v.kind = VerdictKind::one_straggler;
       v.workers = {by_launch[0]};
       v.cause = CauseClass::compute;
@@ -327,6 +525,22 @@ StragglerVerdict wait_verdict(const TimelineSet& set, const SyncPoints& sp, cons
         v.evidence += "; but " + v.cause_detail + " (its GPU time is not recorded: excess not measured; " + buf + ")";
       } else {
         v.evidence += "; but " + v.cause_detail + " (its GPU time is not seen from the host: excess not measured)";
+      }
+    } else if (gpu.worker >= 0) {
+      v.kind = VerdictKind::one_straggler;
+      v.workers = {gpu.worker};
+      v.cause = gpu.cause;
+      v.cause_detail = gpu.detail;
+      v.confidence = 0.5;  // seen by NVML on its GPU alone; the delay it caused is not measured from the host
+      v.evidence += "; but " + gpu.detail + " (excess not measured)";
+    } else {
+      // Every rank's host retransmitting: a slow link slows them alike (no straggler, but worth saying).
+      double least = 1e300;
+      for (auto& pw : v.per_worker) least = std::min(least, pw.retransmits_per_s);
+      if (least >= 10) {
+        std::snprintf(buf, sizeof buf, "; every rank's host retransmitted at least %.0f TCP segments per second (a slow "
+                      "or lossy link slows all ranks alike)", least);
+        v.evidence += buf;
       }
     }
   } else {
@@ -389,10 +603,16 @@ StragglerVerdict wait_verdict(const TimelineSet& set, const SyncPoints& sp, cons
     const double d_cpu = avg(slow, &WorkerLateness::cpu_ns) - avg(rest, &WorkerLateness::cpu_ns);
     const double d_off = avg(slow, &WorkerLateness::offcpu_ns) - avg(rest, &WorkerLateness::offcpu_ns);
     const double l_slow = avg(slow, &WorkerLateness::launches), l_rest = avg(rest, &WorkerLateness::launches);
-    if (l_rest > 0 && l_slow >= l_rest + 1) {
+    const GpuSideCause gpu = gpu_side_cause(set, v.per_worker);
+    bool more_launches = l_rest > 0 && l_slow >= std::max(l_rest + 1, 1.01 * l_rest);
+    for (int w : slow) more_launches &= launches_more_every_step(launches_in, v.per_worker, w, rest);
+    if (more_launches) {
       v.cause = CauseClass::compute;
       std::snprintf(buf, sizeof buf, "extra GPU work: %.0f kernel launches per step against %.0f on the others",
                     l_slow, l_rest);
+    } else if (slow.size() == 1 && gpu.worker == slow[0] && gpu.cause != CauseClass::compute) {
+      v.cause = gpu.cause;
+      std::snprintf(buf, sizeof buf, "%s", gpu.detail.c_str());
     } else if (d_off >= 0.3 * late_per_step && d_off >= d_cpu) {
       v.cause = CauseClass::host;
       std::snprintf(buf, sizeof buf, "the host: blocked outside any collective %.2f ms per step longer than the others "
@@ -401,10 +621,21 @@ StragglerVerdict wait_verdict(const TimelineSet& set, const SyncPoints& sp, cons
       v.cause = CauseClass::compute;
       std::snprintf(buf, sizeof buf, "compute: %.2f ms per step more on the CPU than the others", d_cpu / 1e6);
     } else {
-      v.cause = CauseClass::unknown;
-      std::snprintf(buf, sizeof buf, "not seen from the host: no more CPU time (%+.2f ms), blocking (%+.2f ms) or "
-                    "launches per step than the others (a GPU-side delay: throttling, contention, a slow kernel)",
-                    d_cpu / 1e6, d_off / 1e6);
+      // Late on the host with no more CPU time and no longer blocks: its threads were runnable but not running
+      // (other processes on its CPUs), or blocked in waits under the recorder's 0.2 ms. Not a GPU-side delay:
+      // a slower GPU makes its own host wait longer in its syncs, not arrive later.
+      v.cause = CauseClass::host;
+      const double runnable = avg(slow, &WorkerLateness::runnable_per_cpu);
+      if (runnable > 1) {
+        std::snprintf(buf, sizeof buf, "CPU contention: no more CPU time (%+.2f ms) or blocking (%+.2f ms) per step than "
+                      "the others, on a host with %.1f runnable threads per CPU (its threads waited for a CPU)",
+                      d_cpu / 1e6, d_off / 1e6, runnable);
+      } else {
+        v.confidence *= 0.7;
+        std::snprintf(buf, sizeof buf, "late on the host with no more CPU time (%+.2f ms) or blocking (%+.2f ms) per step "
+                      "than the others: its threads were runnable but not running (CPU contention on its cores), or "
+                      "blocked in waits shorter than the recorder's 0.2 ms", d_cpu / 1e6, d_off / 1e6);
+      }
     }
     v.cause_detail = buf;
     // Where: the function the late set spent that time in (the most frequent leaf of the relevant samples).
