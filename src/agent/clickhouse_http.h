@@ -1,4 +1,4 @@
-// ClickHouse's HTTP interface (libcurl): INSERT ... FORMAT JSONEachRow with the rows as the request body, and
+// ClickHouse's HTTP interface (libcurl, loaded at run time): INSERT ... FORMAT JSONEachRow with the rows as the request body, and
 // plain queries. What works on Debian 12's ClickHouse 18.16 as well as on current servers.
 #pragma once
 #include <memory>
@@ -19,7 +19,7 @@ struct ClickHouseReply {
 
 class ClickHouseHttp {
  public:
-  // url: "http://HOST:PORT" (a path, user:password@ for HTTP basic authentication, https:// as libcurl allows).
+  // url: "http://HOST:PORT" (https:// as libcurl allows). Throws std::runtime_error when libcurl cannot be loaded.
   ClickHouseHttp(std::string url, double timeout_s);
   ~ClickHouseHttp();
   ClickHouseHttp(const ClickHouseHttp&) = delete;

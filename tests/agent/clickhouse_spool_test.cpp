@@ -1,7 +1,7 @@
 // The ClickHouse sink's on-disk spool (src/agent/clickhouse_spool.h), on a real directory: batches come back in
 // the order they were appended, across a reopen (an agent restart); an acknowledged batch leaves for good; a torn
 // last record (the agent killed mid-write) is cut off and the rest kept; beyond its size limit the oldest batches
-// are dropped and counted; batch ids never repeat across sessions.
+// are dropped and counted; batch ids never repeat across sessions. And the [clickhouse] settings.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "agent/agent_config.h"
 #include "agent/clickhouse_spool.h"
 #include "test_util.h"
 
@@ -17,7 +18,8 @@ namespace {
 namespace fs = std::filesystem;
 using stackscope::agent::ClickHouseSpool;
 
-std::string payload_of(int i) { return fmt::format("{{\"i\":{}}}\n", i); }
+// One row of about 200 bytes.
+std::string payload_of(int i) { return fmt::format("{{\"i\":{},\"pad\":\"{}\"}}\n", i, std::string(180, 'p')); }
 
 size_t spool_files(const std::string& dir) {
   size_t n = 0;
@@ -100,7 +102,7 @@ TEST(ClickHouseSpool, ATornLastRecordIsCutOffAndTheRestKept) {
   for (auto& e : fs::directory_iterator(spool_dir))
     if (e.path().extension() == ".spool") {
       std::string text = read_file(e.path().string());
-      const auto at = text.find("{\"i\":5}");
+      const auto at = text.find("{\"i\":5,");
       ASSERT_NE(at, std::string::npos);
       text[at + 5] = '9';
       write_file(e.path().string(), text);
@@ -139,6 +141,28 @@ TEST(ClickHouseSpool, AnUnusableDirectoryIsAClearError) {
     EXPECT_NE(std::string(e.what()).find(dir.file("file")), std::string::npos) << e.what();
   }
   EXPECT_THROW(ClickHouseSpool(dir.file("spool"), 1 << 20).append("no table!", 1, "{}\n"), std::invalid_argument);
+}
+
+TEST(ClickHouseConfig, FileAndFlagsAndBadValues) {
+  using stackscope::agent::load_agent_config;
+  TempDir dir;
+  write_file(dir.file("agent.toml"),
+             "[clickhouse]\nurl = \"http://ch1:8123\"\ndatabase = \"fleet\"\nbatch_rows = 500\nbatch_interval = \"2s\"\n"
+             "aggregate_interval = \"30s\"\nspool_dir = \"/tmp/sp\"\nspool_max_size = \"64MiB\"\ntimeout = \"3s\"\n");
+  auto c = load_agent_config(dir.file("agent.toml"), {{"clickhouse.database", "other"}});
+  EXPECT_EQ(c.clickhouse.url, "http://ch1:8123");
+  EXPECT_EQ(c.clickhouse.database, "other");  // the flag wins
+  EXPECT_EQ(c.clickhouse.batch_rows, 500u);
+  EXPECT_EQ(c.clickhouse.batch_interval_ns, 2'000'000'000);
+  EXPECT_EQ(c.clickhouse.aggregate_interval_ns, 30'000'000'000);
+  EXPECT_EQ(c.clickhouse.spool_dir, "/tmp/sp");
+  EXPECT_EQ(c.clickhouse.spool_max_bytes, 64ull << 20);
+  EXPECT_DOUBLE_EQ(c.clickhouse.timeout_s, 3.0);
+  EXPECT_TRUE(load_agent_config("", {}).clickhouse.url.empty()) << "off by default";
+  EXPECT_THROW(load_agent_config("", {{"clickhouse.url", "ch1:8123"}}), std::invalid_argument);
+  EXPECT_THROW(load_agent_config("", {{"clickhouse.batch_rows", "0"}}), std::invalid_argument);
+  EXPECT_THROW(load_agent_config("", {{"clickhouse.spool_max_size", "10KiB"}}), std::invalid_argument);
+  EXPECT_THROW(load_agent_config("", {{"clickhouse.database", ""}}), std::invalid_argument);
 }
 
 }  // namespace
