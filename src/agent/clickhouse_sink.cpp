@@ -125,6 +125,7 @@ ClickHouseSink::ClickHouseSink(const ClickHouseSettings& settings, const std::st
   }
   for (const char* reason : {"spool_full", "buffer_full", "spool_error"}) metrics_->dropped.Add({{"reason", reason}});
   metrics_->spool_dropped_rows = spool_->dropped_rows();
+  check_front_ = spool_->pending_batches() > 0;  // the first may have arrived before the agent stopped
   if (spool_->pending_batches())
     log_line(fmt::format("{} batch(es) of an earlier run wait in the spool {}: sent first", spool_->pending_batches(), dir));
   publish_stats();

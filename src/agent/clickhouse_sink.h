@@ -106,7 +106,7 @@ class ClickHouseSink {
   int64_t interval_start_ns_ = 0;          // Unix time of the open aggregate interval
   std::map<AggregateKey, Totals> aggregates_;
   Stats stats_;
-  bool check_front_ = true;  // the next batch may already be in ClickHouse: ask before sending it
+  bool check_front_ = false;  // the next batch may already be in ClickHouse: ask before sending it
   int64_t backoff_ns_ = 0, retry_at_ns_ = 0;
   std::thread thread_;
 };
