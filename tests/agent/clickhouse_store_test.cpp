@@ -317,6 +317,47 @@ TEST(ClickHouseStore, TheAgentsRowsArriveAndAQuerySeesThem) {
   EXPECT_EQ(spool_files(dir.file("data/clickhouse-spool")), 0u) << read_file(agent.log);
 }
 
+// A real traced job (Debian's python3-torch on the CPU): its calls, counted per interval, rank and layer, arrive.
+TEST(ClickHouseStore, ATracedJobsEventCountsArrive) {
+  REQUIRE_CLICKHOUSE();
+  STACKSCOPE_REQUIRE(geteuid() == 0, "needs root (eBPF)");
+  STACKSCOPE_REQUIRE(run_command("/usr/bin/python3 -c 'import torch'") == 0, "python3-torch missing");
+  TempDir dir;
+  Server server(dir);
+  ASSERT_TRUE(server.start()) << server.log();
+  std::string error;
+  ASSERT_TRUE(server.create_schema(kSchema, "stackscope", &error)) << error;
+  // Only this test's job: the workload runs from the test's directory, which the command filter names (the
+  // filter given by AgentProcess is replaced: the last --set wins).
+  AgentProcess agent(dir, {"--clickhouse-url", server.url(), "--set", "clickhouse.batch_interval=500ms", "--set",
+                           "clickhouse.aggregate_interval=1s", "--set", "discovery.command_filter=" + dir.path(),
+                           "--layers", "torch,python"});
+  ASSERT_GT(agent.port, 0) << read_file(agent.log);
+  fs::copy_file(std::string(STACKSCOPE_SOURCE_DIR) + "/workloads/cpu_train.py", dir.file("cpu_train.py"));
+  const pid_t job = fork();
+  if (job == 0) {
+    int fd = open(dir.file("job.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    execl("/usr/bin/python3", "python3", dir.file("cpu_train.py").c_str(), "--seconds", "20", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  const std::string name = "python3-" + std::to_string(job);
+  const bool arrived = wait_for([&] {
+    return server.number("SELECT count() FROM stackscope.event_aggregates WHERE job = '" + name + "' AND events > 0") > 0;
+  }, 50s);
+  kill(job, SIGKILL);
+  waitpid(job, nullptr, 0);
+  ASSERT_TRUE(arrived) << read_file(agent.log);
+  std::string layers;
+  ASSERT_TRUE(server.query("SELECT groupUniqArray(layer) FROM stackscope.event_aggregates WHERE job = '" + name + "'",
+                           &layers));
+  EXPECT_TRUE(layers.find("torch") != std::string::npos || layers.find("python") != std::string::npos) << layers;
+  EXPECT_EQ(server.number("SELECT count() FROM stackscope.event_aggregates WHERE interval_ns != 1000000000 OR "
+                          "interval_start_ns % 1000000000 != 0"), 0);
+  EXPECT_EQ(agent.stop(30s), 0) << read_file(agent.log);
+}
+
 TEST(ClickHouseStore, ClickHouseKilledMidStreamAndRestartedEveryRowArrivesOnce) {
   REQUIRE_CLICKHOUSE();
   TempDir dir;
