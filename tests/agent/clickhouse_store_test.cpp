@@ -317,6 +317,39 @@ TEST(ClickHouseStore, TheAgentsRowsArriveAndAQuerySeesThem) {
   EXPECT_EQ(spool_files(dir.file("data/clickhouse-spool")), 0u) << read_file(agent.log);
 }
 
+// SIGHUP with [clickhouse] added to the file turns the store on (the node's samplers restart into it); with it
+// removed, off again: nothing more is sent and the agent goes on.
+TEST(ClickHouseStore, AReloadTurnsTheStoreOnAndOff) {
+  REQUIRE_CLICKHOUSE();
+  TempDir dir;
+  Server server(dir);
+  ASSERT_TRUE(server.start()) << server.log();
+  std::string error;
+  ASSERT_TRUE(server.create_schema(kSchema, "stackscope", &error)) << error;
+  write_file(dir.file("agent.toml"), "[api]\nmax_incidents = 10\n");
+  AgentProcess agent(dir, {"--config", dir.file("agent.toml")});
+  ASSERT_GT(agent.port, 0) << read_file(agent.log);
+  EXPECT_EQ(read_file(agent.log).find("fleet store"), std::string::npos);
+  write_file(dir.file("agent.toml"), "[clickhouse]\nurl = \"" + server.url() + "\"\nbatch_interval = \"300ms\"\n");
+  kill(agent.pid, SIGHUP);
+  ASSERT_TRUE(wait_for([&] { return server.number("SELECT count() FROM stackscope.samples") > 0; }, 30s))
+      << read_file(agent.log);
+  write_file(dir.file("agent.toml"), "[api]\nmax_incidents = 10\n");
+  kill(agent.pid, SIGHUP);
+  ASSERT_TRUE(wait_for([&] {
+    const std::string log = read_file(agent.log);
+    size_t n = 0;
+    for (size_t at = log.find("configuration reloaded"); at != std::string::npos; at = log.find("configuration reloaded", at + 1)) ++n;
+    return n == 2;
+  }, 20s)) << read_file(agent.log);
+  const long long rows = server.number("SELECT count() FROM stackscope.samples");
+  std::this_thread::sleep_for(1500ms);
+  EXPECT_EQ(server.number("SELECT count() FROM stackscope.samples"), rows) << "still sending after the store was turned off";
+  EXPECT_EQ(agent.metric("stackscope_clickhouse_send_errors_total"), 0);
+  EXPECT_GT(agent.metric("stackscope_clickhouse_rows_sent_total"), 0) << "the counters stay";
+  EXPECT_EQ(agent.stop(30s), 0) << read_file(agent.log);
+}
+
 // A real traced job (Debian's python3-torch on the CPU): its calls, counted per interval, rank and layer, arrive.
 TEST(ClickHouseStore, ATracedJobsEventCountsArrive) {
   REQUIRE_CLICKHOUSE();
