@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "agent/clickhouse_sink.h"
 #include "agent/http_endpoint.h"
 #include "agent/job_discovery.h"
 #include "agent/job_trace.h"
@@ -32,7 +33,8 @@ void log_line(const std::string& text) { std::cerr << "stackscope agent: " << te
 // The node's own samplers (host and GPU series whether or not a job runs) into DATA_DIR/node segments and /metrics.
 class NodeTelemetry {
  public:
-  NodeTelemetry(const AgentConfig& c, const std::map<std::string, std::string>& host_meta, AgentMetrics& metrics) {
+  NodeTelemetry(const AgentConfig& c, const std::map<std::string, std::string>& host_meta, AgentMetrics& metrics,
+                ClickHouseSink* fleet) {
     std::vector<Layer> wanted;
     for (Layer l : parse_layer_list(c.host_layers.empty() ? "host" : c.host_layers))
       if (l == Layer::host || l == Layer::nvml) wanted.push_back(l);
@@ -47,7 +49,8 @@ class NodeTelemetry {
                                        {"agent", true}}
                             .dump();
     segments_ = std::make_unique<SegmentedRecording>(so);
-    exporter_ = metrics.host_exporter(*segments_, c.max_host_series);
+    if (fleet) fleet_tee_ = fleet->sample_tee(*segments_);  // the node's samples to the fleet store too
+    exporter_ = metrics.host_exporter(fleet_tee_ ? *fleet_tee_ : *segments_, c.max_host_series);
     CollectorOptions copt;
     copt.interval_ms = c.host_interval_ms;
     copt.host = host_meta.count("host") ? host_meta.at("host") : std::string();
@@ -69,6 +72,7 @@ class NodeTelemetry {
 
  private:
   std::unique_ptr<SegmentedRecording> segments_;
+  std::unique_ptr<TelemetrySink> fleet_tee_;
   std::unique_ptr<TelemetrySink> exporter_;
   std::vector<std::unique_ptr<Collector>> collectors_;
   std::vector<Collector*> running_;
@@ -104,7 +108,29 @@ void Agent::start_http() {
 
 void Agent::start_node() {
   node_.reset();
-  node_ = std::make_unique<NodeTelemetry>(config_, host_meta_, *metrics_);
+  node_ = std::make_unique<NodeTelemetry>(config_, host_meta_, *metrics_, fleet_.get());
+}
+
+void Agent::start_fleet() {
+  node_.reset();  // its samples go to the sink
+  std::unique_ptr<ClickHouseSink> before;
+  {
+    std::lock_guard lk(mu_);  // /healthz reads it
+    before = std::move(fleet_);
+  }
+  before.reset();  // flushes into its spool (outside the lock: it may wait for ClickHouse a moment)
+  if (config_.clickhouse.url.empty()) return;
+  auto next = std::make_unique<ClickHouseSink>(config_.clickhouse, config_.data_dir, host_meta_["host"],
+                                               metrics_->registry());
+  log_line(fmt::format("fleet store: {} database {}", config_.clickhouse.url, config_.clickhouse.database));
+  std::lock_guard lk(mu_);
+  fleet_ = std::move(next);
+}
+
+void Agent::ship_event_counts(JobTrace& t) {
+  auto totals = t.drain_event_totals();  // drained whether or not there is a store: they would only pile up
+  if (!fleet_) return;
+  for (const auto& [key, n] : totals) fleet_->add_event_counts(t.labels(), key.first, key.second, n.events, n.duration_ns);
 }
 
 nlohmann::json Agent::health_json() const {
@@ -113,12 +139,19 @@ nlohmann::json Agent::health_json() const {
   const double scan_age = last_scan_ns_ ? static_cast<double>(now - last_scan_ns_) * 1e-9 : 0.0;
   // Unhealthy when the store failed or the loop has stopped scanning (three intervals late).
   const bool stalled = last_scan_ns_ && now - last_scan_ns_ > 3 * config_.scan_interval_ns + 5'000'000'000;
-  return {{"status", store_error_.empty() && !stalled ? "ok" : "degraded"},
-          {"uptime_s", static_cast<double>(now - started_ns_) * 1e-9},
-          {"jobs_traced", jobs_traced_},
-          {"jobs_untraced", jobs_untraced_},
-          {"last_scan_age_s", scan_age},
-          {"store_error", store_error_}};
+  nlohmann::json h = {{"status", store_error_.empty() && !stalled ? "ok" : "degraded"},
+                      {"uptime_s", static_cast<double>(now - started_ns_) * 1e-9},
+                      {"jobs_traced", jobs_traced_},
+                      {"jobs_untraced", jobs_untraced_},
+                      {"last_scan_age_s", scan_age},
+                      {"store_error", store_error_}};
+  if (fleet_) {  // an unreachable ClickHouse is not unhealthy: the spool holds the batches
+    const auto st = fleet_->stats();
+    h["clickhouse"] = {{"batches_sent", st.batches_sent}, {"rows_sent", st.rows_sent}, {"send_errors", st.send_errors},
+                       {"spool_batches", st.spool_batches}, {"spool_bytes", st.spool_bytes},
+                       {"dropped_rows", st.dropped_rows}, {"last_error", st.last_error}};
+  }
+  return h;
 }
 
 nlohmann::json Agent::incidents_json() const {
@@ -135,6 +168,7 @@ void Agent::handle_incidents(JobTrace& t) {
                                                                            : "unexplained";
     const int id = j.value("id", 0);
     const std::string job_id = j.value("job_id", "");
+    if (fleet_) fleet_->add_incident(t.labels(), j);
     std::lock_guard lk(mu_);
     auto match = std::find_if(incidents_.begin(), incidents_.end(), [&](const nlohmann::json& x) {
       return x.value("job_id", "") == job_id && x.value("id", 0) == id;
@@ -177,6 +211,7 @@ void Agent::scan(int64_t now) {
     try {
       t.stop();
       handle_incidents(t);  // the closes of its last pass
+      ship_event_counts(t);
     } catch (const std::exception& e) {
       log_line(fmt::format("job {}: {}", t.labels().job, e.what()));
     }
@@ -238,7 +273,14 @@ void Agent::reload() {
   }
   try {
     if (next.listen != before.listen) start_http();
-    if (next.host_layers != before.host_layers || next.host_interval_ms != before.host_interval_ms ||
+    if (next.clickhouse != before.clickhouse || next.data_dir != before.data_dir) {
+      try {
+        start_fleet();
+      } catch (const std::exception& e) {  // the node's samplers go on without it
+        log_line(std::string("reload: no fleet store: ") + e.what());
+      }
+    }
+    if (!node_ || next.host_layers != before.host_layers || next.host_interval_ms != before.host_interval_ms ||
         next.data_dir != before.data_dir || next.max_host_series != before.max_host_series)
       start_node();
   } catch (const std::exception& e) {
@@ -275,6 +317,7 @@ void Agent::self_resources() {
 int Agent::run(const std::atomic<bool>& stop, std::atomic<bool>& reload_requested) {
   started_ns_ = monotonic_ns();
   std::filesystem::create_directories(config_.data_dir);
+  start_fleet();
   start_node();
   start_http();
   int64_t next_scan = 0, next_housekeeping = 0;
@@ -300,6 +343,7 @@ int Agent::run(const std::atomic<bool>& stop, std::atomic<bool>& reload_requeste
       JobTrace& t = *entry.second;
       guarded("incidents", [&] { handle_incidents(t); });
       guarded("store", [&] { t.tick(now); });
+      ship_event_counts(t);
     }
     if (node_) guarded("store", [&] { node_->tick(now); });
     if (now >= next_housekeeping) {
@@ -315,9 +359,18 @@ int Agent::run(const std::atomic<bool>& stop, std::atomic<bool>& reload_requeste
     guarded("stop", [&] {
       entry.second->stop();
       handle_incidents(*entry.second);
+      ship_event_counts(*entry.second);
     });
   jobs_.clear();
   node_.reset();
+  {
+    std::unique_ptr<ClickHouseSink> fleet;
+    {
+      std::lock_guard lk(mu_);
+      fleet = std::move(fleet_);
+    }
+    fleet.reset();  // what is buffered into the spool; sent if ClickHouse answers within a moment
+  }
   http_.reset();
   log_line("stopped");
   return store_error_.empty() ? 0 : 3;

@@ -17,6 +17,7 @@
 
 namespace stackscope::agent {
 
+class ClickHouseSink;
 class HttpEndpoint;
 class JobTrace;
 class JobScanner;
@@ -38,6 +39,8 @@ class Agent {
  private:
   void start_http();
   void start_node();
+  void start_fleet();
+  void ship_event_counts(JobTrace& t);
   void scan(int64_t now);
   void handle_incidents(JobTrace& t);
   void reload();
@@ -53,6 +56,7 @@ class Agent {
   std::map<std::string, std::string> host_meta_;
   std::unique_ptr<AgentMetrics> metrics_;
   std::unique_ptr<JobScanner> scanner_;
+  std::unique_ptr<ClickHouseSink> fleet_;  // the fleet store, when clickhouse.url is set; outlives node_
   std::unique_ptr<NodeTelemetry> node_;
   std::map<std::string, std::unique_ptr<JobTrace>> jobs_;  // by job id
   std::set<std::string> failed_jobs_;                      // could not be traced: not retried while they live

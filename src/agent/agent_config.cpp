@@ -180,6 +180,43 @@ const std::map<std::string, KeySpec>& specs() {
                              [](AgentConfig& c, const std::string& k, const std::string& v) {
                                c.max_incidents = static_cast<size_t>(integer(k, v, 1, 1'000'000));
                              }}},
+      {"clickhouse.url", {"the fleet store's HTTP interface, http://HOST:8123 (default \"\": off)",
+                          [](AgentConfig& c, const std::string& k, const std::string& v) {
+                            if (!v.empty() && v.rfind("http://", 0) != 0 && v.rfind("https://", 0) != 0)
+                              throw std::invalid_argument(k + ": '" + v + "' is not an http:// or https:// URL");
+                            c.clickhouse.url = v;
+                          }}},
+      {"clickhouse.database", {"database of the fleet store's tables (default stackscope)",
+                               [](AgentConfig& c, const std::string& k, const std::string& v) {
+                                 if (v.empty()) throw std::invalid_argument(k + ": must not be empty");
+                                 c.clickhouse.database = v;
+                               }}},
+      {"clickhouse.batch_rows", {"rows of one table sent in one batch at most (default 10000)",
+                                 [](AgentConfig& c, const std::string& k, const std::string& v) {
+                                   c.clickhouse.batch_rows = static_cast<size_t>(integer(k, v, 1, 1'000'000));
+                                 }}},
+      {"clickhouse.batch_interval", {"a batch is cut once its oldest row is this old (default 5s)",
+                                     [](AgentConfig& c, const std::string& k, const std::string& v) {
+                                       c.clickhouse.batch_interval_ns = duration_ns(k, v, 100'000'000);
+                                     }}},
+      {"clickhouse.aggregate_interval", {"interval of the per-job, per-rank, per-layer event counts (default 10s)",
+                                         [](AgentConfig& c, const std::string& k, const std::string& v) {
+                                           c.clickhouse.aggregate_interval_ns = duration_ns(k, v, 1'000'000'000);
+                                         }}},
+      {"clickhouse.spool_dir", {"on-disk spool of batches not yet acknowledged (default DATA_DIR/clickhouse-spool)",
+                                [](AgentConfig& c, const std::string&, const std::string& v) {
+                                  c.clickhouse.spool_dir = v;
+                                }}},
+      {"clickhouse.spool_max_size", {"the spool's size at most; beyond it the oldest unsent batches are dropped (default 1GiB)",
+                                     [](AgentConfig& c, const std::string& k, const std::string& v) {
+                                       c.clickhouse.spool_max_bytes = size_bytes(k, v);
+                                       if (c.clickhouse.spool_max_bytes < (1u << 20))
+                                         throw std::invalid_argument(k + ": at least 1MiB");
+                                     }}},
+      {"clickhouse.timeout", {"time one HTTP request to ClickHouse may take (default 10s)",
+                              [](AgentConfig& c, const std::string& k, const std::string& v) {
+                                c.clickhouse.timeout_s = static_cast<double>(duration_ns(k, v, 100'000'000)) * 1e-9;
+                              }}},
   };
   return table;
 }

@@ -9,6 +9,20 @@
 
 namespace stackscope::agent {
 
+// The fleet store (deploy/clickhouse/): host samples, per-interval event aggregates and incidents, batched and
+// spooled on disk before they are sent (clickhouse_sink.h). Off while url is empty.
+struct ClickHouseSettings {
+  std::string url;                        // "http://HOST:8123"
+  std::string database = "stackscope";
+  size_t batch_rows = 10000;              // a batch is sent once it has this many rows of one table...
+  int64_t batch_interval_ns = 5'000'000'000;  // ...or its oldest row is this old
+  int64_t aggregate_interval_ns = 10'000'000'000;  // events are counted per job, rank and layer over this interval
+  std::string spool_dir;                  // "": DATA_DIR/clickhouse-spool
+  uint64_t spool_max_bytes = 1ull << 30;  // beyond this the oldest unsent batches are dropped (and counted)
+  double timeout_s = 10;                  // of one HTTP request
+  bool operator==(const ClickHouseSettings&) const = default;
+};
+
 struct AgentConfig {
   std::string data_dir = "/var/lib/stackscope";  // segments, per-job incident logs
   std::string listen = "127.0.0.1:9477";         // /metrics, /healthz, /api/incidents ("HOST:PORT"; port 0: any)
@@ -37,6 +51,7 @@ struct AgentConfig {
   uint64_t retention_size_bytes = 10ull << 30;    // oldest closed segments deleted beyond this total...
   int64_t retention_age_ns = 7 * 86'400'000'000'000;  // ...or once older than this
   size_t max_incidents = 1000;  // kept for /api/incidents
+  ClickHouseSettings clickhouse;
 
   // Sets one setting from text ("2s", "256MiB", "true", "cuda,nccl"). Throws std::invalid_argument naming the key
   // and what it expects.

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iostream>
 #include <stdexcept>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -45,7 +46,9 @@ class JobEventCounter final : public TelemetrySink {
   void append_event(Event&& e) override {
     {
       std::lock_guard lk(mu_);
-      ++pending_[{e.pid, static_cast<int>(e.layer)}];
+      auto& p = pending_[{e.pid, static_cast<int>(e.layer)}];
+      ++p.events;
+      if (!(e.flags & kEventInstant)) p.duration_ns += e.duration_ns;
     }
     next_.append_event(std::move(e));
   }
@@ -64,7 +67,7 @@ class JobEventCounter final : public TelemetrySink {
     ranks_ = std::move(ranks);
   }
   void flush_to(AgentMetrics& m, const JobLabels& labels) {
-    std::map<std::pair<uint32_t, int>, uint64_t> counts;
+    std::map<std::pair<uint32_t, int>, JobEventTotals> counts;
     uint64_t drops = 0;
     std::map<uint32_t, std::string> ranks;
     {
@@ -76,17 +79,24 @@ class JobEventCounter final : public TelemetrySink {
     // Threads and children of a rank count as the rank they belong to once discovery has seen them.
     for (const auto& [key, n] : counts) {
       auto r = ranks.find(key.first);
-      m.add_job_events(labels, r == ranks.end() ? std::string() : r->second, static_cast<Layer>(key.second), n);
+      const std::string rank = r == ranks.end() ? std::string() : r->second;
+      m.add_job_events(labels, rank, static_cast<Layer>(key.second), n.events);
+      auto& t = totals_[{rank, static_cast<Layer>(key.second)}];
+      t.events += n.events;
+      t.duration_ns += n.duration_ns;
     }
     if (drops) m.add_job_drops(labels, drops);
   }
+  // What flush_to counted since the last call (only flush_to's caller's thread touches totals_).
+  std::map<std::pair<std::string, Layer>, JobEventTotals> drain_totals() { return std::exchange(totals_, {}); }
 
  private:
   TelemetrySink& next_;
   std::mutex mu_;
-  std::map<std::pair<uint32_t, int>, uint64_t> pending_;
+  std::map<std::pair<uint32_t, int>, JobEventTotals> pending_;
   uint64_t drops_ = 0;
   std::map<uint32_t, std::string> ranks_;
+  std::map<std::pair<std::string, Layer>, JobEventTotals> totals_;  // by rank and layer
 };
 
 namespace {
@@ -205,6 +215,10 @@ void JobTrace::stop() {
   }
   for (auto* c : running_) c->release();
   counter_->flush_to(metrics_, labels_);
+}
+
+std::map<std::pair<std::string, Layer>, JobEventTotals> JobTrace::drain_event_totals() {
+  return counter_->drain_totals();
 }
 
 std::string JobTrace::current_segment() const { return stopped_ ? std::string() : segments_->current_path(); }

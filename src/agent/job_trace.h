@@ -26,6 +26,12 @@ namespace stackscope::agent {
 class SegmentedRecording;
 class JobEventCounter;
 
+// A job's traced calls of one rank and layer over some time: how many, and their host-observed time.
+struct JobEventTotals {
+  uint64_t events = 0;
+  int64_t duration_ns = 0;
+};
+
 // New complete lines of a JSON-lines file another thread appends to.
 class JsonLinesTail {
  public:
@@ -54,6 +60,8 @@ class JobTrace {
   std::vector<nlohmann::json> poll_incidents();
   // Rotates the segment when due.
   void tick(int64_t now_ns);
+  // The events counted by tick() and stop() since the last call, by rank and layer (the fleet store's aggregates).
+  std::map<std::pair<std::string, Layer>, JobEventTotals> drain_event_totals();
   // Stops the collectors, closes the segment, stores the job's incidents in it (findings of detector
   // "incident-online", as `record --detect`) and detaches the probes. Idempotent.
   void stop();

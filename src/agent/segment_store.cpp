@@ -41,9 +41,15 @@ void SegmentedRecording::open_segment() {
   ::gmtime_r(&t, &tm);
   char stamp[32];
   std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
-  const std::string path = fmt::format("{}/{}-{}-{}.sdb", opt_.dir, opt_.prefix, stamp, seq_++);
+  std::string path;
+  int fd = -1;
   // Created here, owner-only (a recording holds command lines and call names); the writer fills the empty file.
-  const int fd = ::open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
+  // A name taken (the node's samplers restarted by a reload within the same second) moves on to the next number.
+  for (int attempt = 0; fd < 0 && attempt < 1000; ++attempt) {
+    path = fmt::format("{}/{}-{}-{}.sdb", opt_.dir, opt_.prefix, stamp, seq_++);
+    fd = ::open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
+    if (fd < 0 && errno != EEXIST) break;
+  }
   if (fd < 0) throw std::runtime_error(fmt::format("cannot create {}: {}", path, std::strerror(errno)));
   ::close(fd);
   if (writer_) {

@@ -72,6 +72,8 @@ RegisterCommand reg("agent", 90, [](CLI::App& app, int& exit_code) {
   setting("--segment-size", "store.segment_size", "Size at which a segment is closed (default 256MiB)");
   setting("--retention-size", "store.retention_size", "Total size of segments kept (default 10GiB)");
   setting("--retention-age", "store.retention_age", "Age beyond which segments are deleted (default 7d)");
+  setting("--clickhouse-url", "clickhouse.url", "Fleet store: ClickHouse's HTTP interface, http://HOST:8123 (default off)");
+  setting("--clickhouse-database", "clickhouse.database", "Fleet store: database of its tables (default stackscope)");
   cmd->add_flag("--no-detect", f->no_detect, "No online incident engine (trace.detect = false)");
   cmd->add_option("--set", f->sets, "Any setting as KEY=VALUE (see --list-settings); repeatable");
   cmd->add_flag("--list-settings", f->list_keys, "Print every setting with its meaning and exit");
