@@ -35,13 +35,6 @@ int libbpf_print(enum libbpf_print_level level, const char* format, va_list args
   return std::vfprintf(stderr, format, args);
 }
 
-// Family index for counters and attach bookkeeping.
-enum Family { kCuda = 0, kNccl, kTorch, kPython, kProc, kPyStack };
-const char* family_name(int f) {
-  static const char* names[] = {"cuda", "nccl", "torch", "python", "proc", "python-stack"};
-  return names[f];
-}
-
 void prepare_system() {
   rlimit r{RLIM_INFINITY, RLIM_INFINITY};
   setrlimit(RLIMIT_MEMLOCK, &r);  // kernels before 5.11 charge BPF maps to memlock
@@ -135,7 +128,6 @@ bpf_uprobe_multi_opts uprobe_multi_opts(const std::vector<uint64_t>& offsets, co
 }  // namespace
 
 bool is_traced_layer(Layer layer) {
-  static_assert(kPython == 3, "gates_ holds the uprobe families cuda, nccl, torch, python");
   return layer == Layer::cuda || layer == Layer::nccl || layer == Layer::torch || layer == Layer::python;
 }
 
@@ -176,27 +168,31 @@ CollectorStatus UprobeTracer::start(TelemetrySink& sink, const CollectorOptions&
   };
   uint32_t rb = topts_.ringbuf_bytes;
   const bool multi = topts_.uprobe_multi && kernel_has_uprobe_multi();
-  auto load = [&](auto& fam, auto made, uint32_t ring_bytes) {
-    fam = std::move(made);
-    err = fam->load(ring_bytes, multi);
-    if (err.empty()) return true;
-    fam.reset();
-    return false;
+  // Loads a family into its slot; its typed pointer, or null (err says why).
+  auto load = [&](int f, auto made, uint32_t ring_bytes) -> decltype(made.get()) {
+    err = made->load(ring_bytes, multi);
+    if (!err.empty()) return nullptr;
+    auto* loaded = made.get();
+    families_[static_cast<size_t>(f)] = std::move(made);
+    return loaded;
   };
-  if (wants(Layer::cuda) && !load(cuda_, std::make_unique<CudaProbes>(), rb)) return fail("cuda BPF");
-  if (wants(Layer::nccl) && !load(nccl_, std::make_unique<NcclProbes>(), std::max(rb / 4, 65536u)))
+  if (wants(Layer::cuda) && !(cuda_ = load(kCuda, std::make_unique<CudaProbes>(), rb))) return fail("cuda BPF");
+  if (wants(Layer::nccl) && !load(kNccl, std::make_unique<NcclProbes>(), std::max(rb / 4, 65536u)))
     return fail("nccl BPF");
-  if (wants(Layer::torch) && !load(torch_, std::make_unique<TorchProbes>(!topts_.full_detail), rb))
+  if (wants(Layer::torch) &&
+      !(torch_ = load(kTorch, std::make_unique<TorchProbes>(!topts_.full_detail, options.torch_ops), rb)))
     return fail("torch BPF");
   if (wants(Layer::python) && (topts_.python_mode == "stack" || topts_.python_mode == "auto") &&
-      !load(pystack_,
-            std::make_unique<PyStackProbes>(topts_.python_mode, topts_.python_sample_hz, topts_.python_offcpu_min_ns),
-            rb))
+      !(pystack_ = load(kPyStack,
+                        std::make_unique<PyStackProbes>(topts_.python_mode, topts_.python_sample_hz,
+                                                        topts_.python_offcpu_min_ns),
+                        rb)))
     return fail("python stack BPF");
   if (wants(Layer::python) && topts_.python_mode != "off" && topts_.python_mode != "stack" &&
-      !load(python_, std::make_unique<PythonProbes>(topts_.python_min_duration_ns), rb))
+      !load(kPython,
+            std::make_unique<PythonProbes>(topts_.python_min_duration_ns, topts_.python_mode, duty_cycled()), rb))
     return fail("python BPF");
-  if (!load(proc_, std::make_unique<ProcProbes>(options.all_processes, options.follow_children), 256u << 10))
+  if (!(proc_ = load(kProc, std::make_unique<ProcProbes>(options.all_processes, options.follow_children), 256u << 10)))
     return fail("proc BPF");
   // Lifecycle tracepoints; the mmap ones need syscall tracepoints (CONFIG_FTRACE_SYSCALLS): rescans cover them.
   if (!proc_->attach_lifecycle(&err, [&](const std::string& text) { sink.add_note("trace", text); }))
@@ -210,12 +206,9 @@ CollectorStatus UprobeTracer::start(TelemetrySink& sink, const CollectorOptions&
     }
     return ring_buffer__add(rb_, bpf_map__fd(map), on_record, ring_ctx_.back().get()) == 0;
   };
-  bool ok = add_ring(proc_->events(), Layer::host);
-  if (cuda_) ok = ok && add_ring(cuda_->events(), Layer::cuda);
-  if (nccl_) ok = ok && add_ring(nccl_->events(), Layer::nccl);
-  if (torch_) ok = ok && add_ring(torch_->events(), Layer::torch);
-  if (python_) ok = ok && add_ring(python_->events(), Layer::python);
-  if (pystack_) ok = ok && add_ring(pystack_->events(), Layer::python);
+  bool ok = add_ring(proc_->events(), proc_->layer());  // process records first
+  for (int f = 0; f < kFamilies; ++f)
+    if (ProbeFamily* fam = family(f); fam && f != kProc) ok = ok && add_ring(fam->events(), fam->layer());
   if (!ok) {
     err = std::strerror(errno);
     return fail("ring buffer");
@@ -240,7 +233,7 @@ CollectorStatus UprobeTracer::start(TelemetrySink& sink, const CollectorOptions&
   {
     std::lock_guard<std::mutex> lock(gate_mu_);
     auto now = std::chrono::steady_clock::now();
-    for (int f = kCuda; f <= kPython; ++f) {
+    for (int f = 0; f < kUprobeFamilies; ++f) {
       auto& g = gates_[static_cast<size_t>(f)];
       g.on_since_ns = start_ns_;
       g.next_toggle = g.window_start = now;
@@ -260,7 +253,7 @@ CollectorStatus UprobeTracer::start(TelemetrySink& sink, const CollectorOptions&
       if (g.fixed) add_watching_series(f);  // the budget's are added with the family's first probes
     }
   }
-  if (python_ && duty_cycled())
+  if (family(kPython) && duty_cycled())
     sink.add_note("trace", fmt::format("python C-API probes duty-cycled: attached {} ms of every {} ms; calls are "
                                        "recorded only while python.capi.watching is 1, so divide counts by the "
                                        "watched time, not the run time", topts_.python_duty_on_ms,
@@ -310,7 +303,7 @@ void UprobeTracer::stop() {
   {
     std::lock_guard<std::mutex> lock(gate_mu_);
     const int64_t end = monotonic_ns();
-    for (int f = kCuda; f <= kPython; ++f) {
+    for (int f = 0; f < kUprobeFamilies; ++f) {
       auto& g = gates_[static_cast<size_t>(f)];
       if (g.on) set_watching(f, false);
       if (!g.ever_cycled) continue;
@@ -366,9 +359,9 @@ void UprobeTracer::release(const std::function<void(size_t done, size_t total)>&
       g.sets.clear();
     }
   }
-  for (ProbeFamily* f : std::initializer_list<ProbeFamily*>{pystack_.get(), proc_.get()})
+  for (ProbeFamily* f : std::initializer_list<ProbeFamily*>{pystack_, proc_})
     if (f) {  // the sampler's and the lifecycle tracepoints' too: each detach waits for the kernel
-      auto more = f == proc_.get() ? proc_->take_links() : pystack_->take_links();
+      auto more = f == proc_ ? proc_->take_links() : pystack_->take_links();
       links.insert(links.end(), more.begin(), more.end());
     }
   destroy_links(links, progress);
@@ -377,16 +370,15 @@ void UprobeTracer::release(const std::function<void(size_t done, size_t total)>&
   ring_ctx_.clear();
   {  // unloading a family also waits for the kernel: all at once
     std::vector<std::thread> unload;
-    for (int f = kCuda; f <= kPyStack; ++f)
+    for (int f = 0; f < kFamilies; ++f)
       if (ProbeFamily* fam = family(f)) unload.emplace_back([fam] { fam->destroy(); });
     for (auto& t : unload) t.join();
   }
-  cuda_.reset();
-  nccl_.reset();
-  torch_.reset();
-  python_.reset();
-  proc_.reset();
-  pystack_.reset();
+  cuda_ = nullptr;
+  torch_ = nullptr;
+  proc_ = nullptr;
+  pystack_ = nullptr;
+  for (auto& fam : families_) fam.reset();
 }
 
 // Destroying a link waits for the kernel's RCU grace periods (~50-100 ms for a uprobe_multi link here); links are
@@ -609,17 +601,7 @@ void UprobeTracer::note_rank_environment(uint32_t pid) {
   if (!env.empty()) sink_->add_note("process", fmt::format("pid {}: {}", pid, env));
 }
 
-ProbeFamily* UprobeTracer::family(int f) const {
-  switch (f) {
-    case kCuda: return cuda_.get();
-    case kNccl: return nccl_.get();
-    case kTorch: return torch_.get();
-    case kPython: return python_.get();
-    case kProc: return proc_.get();
-    case kPyStack: return pystack_.get();
-  }
-  return nullptr;
-}
+const char* UprobeTracer::family_name(int f) const { return family(f) ? family(f)->name() : "?"; }
 
 FamilyProgs UprobeTracer::progs_of(int f) const { return family(f) ? family(f)->progs() : FamilyProgs{}; }
 const bpf_map* UprobeTracer::counters_of(int f) const { return family(f) ? family(f)->counters() : nullptr; }
@@ -720,7 +702,7 @@ bool UprobeTracer::add_probe_set(int family, ProbeSet set) {
 unsigned UprobeTracer::attach_library(int pid_filter, const MappedLibrary& lib,
                                       const std::shared_ptr<ElfImage>& img) {
   // One probe per address (aliases: weak nccl* and pnccl*, versioned names), entry-only where the cookie says so.
-  auto make_set = [&](const std::vector<std::pair<uint64_t, uint64_t>>& probes, bool steady) {
+  auto make_set = [&](const std::vector<Probe>& probes, bool steady) {
     ProbeSet set;
     set.pid_filter = pid_filter;
     set.host_path = lib.host_path;
@@ -737,88 +719,41 @@ unsigned UprobeTracer::attach_library(int pid_filter, const MappedLibrary& lib,
     }
     return set;
   };
-  auto spec_probes = [&](Layer layer) {
-    std::vector<std::pair<uint64_t, uint64_t>> probes;
-    for (uint32_t id = 0; id < specs_.size(); ++id) {
-      auto& spec = specs_[id];
-      if (spec.layer != layer || std::find(spec.libs.begin(), spec.libs.end(), lib.kind) == spec.libs.end()) continue;
-      for (auto& sym_name : spec.symbols)
-        if (const ElfSymbol* sym = img->find(sym_name))
-          if (auto off = img->vaddr_to_offset(sym->vaddr)) {
-            uint64_t cookie = call_cookie(spec, id, topts_.full_detail);
-            // Under the budget, the CUDA family's blocking calls are never duty-cycled (see SS_COOKIE_STEADY).
-            if (budgeted() && layer == Layer::cuda && !spec.entry_only) cookie |= SS_COOKIE_STEADY;
-            probes.emplace_back(*off, cookie);
-          }
-    }
-    return probes;
-  };
-  int family = kCuda;
-  Layer layer = Layer::cuda;
-  std::vector<std::pair<uint64_t, uint64_t>> probes;
-  switch (lib.kind) {
-    case LibraryKind::cudart:
-    case LibraryKind::cuda_driver:
-      if (!cuda_) return 0;
-      probes = spec_probes(Layer::cuda);
-      break;
-    case LibraryKind::nccl:
-      if (!nccl_) return 0;
-      family = kNccl;
-      layer = Layer::nccl;
-      probes = spec_probes(Layer::nccl);
-      break;
-    case LibraryKind::torch_cpu: {
-      if (!torch_) return 0;
-      family = kTorch;
-      layer = Layer::torch;
-      probes = torch_->probes_for(*img, copts_.torch_ops.empty() ? default_torch_ops() : copts_.torch_ops);
-      if (probes.empty())
-        note_once(fmt::format("{}: no at::_ops::<op>::call symbol matched the operator list", lib.path));
-      break;
-    }
-    case LibraryKind::torch_cuda:
-      return 0;  // kernel host stubs are named from it on demand; operators enter through libtorch_cpu
-    case LibraryKind::python: {
-      if (!python_) return 0;  // off, or stack mode (register_python_stack)
-      family = kPython;
-      layer = Layer::python;
-      if (!img->find("Py_Initialize") && !img->find("_PyEval_EvalFrameDefault")) return 0;  // not an interpreter
-      bool usdt = img->has_usdt("python", "function__entry") && img->has_usdt("python", "function__return");
-      // Without USDT, timing C-API entry points hits a uprobe on nearly every Python call: measured at 4-14%
-      // of a GPT-2 step on the GPU machine (docs/BENCHMARKS.md), so "auto" leaves it off and says how to opt in.
-      if ((topts_.python_mode == "usdt" || topts_.python_mode == "auto") && !usdt) {
-        // Under auto, stack sampling was tried first and said why it could not register (its own note).
-        note_once(lib.path + ": no python:function__entry USDT probes" +
-                  (topts_.python_mode == "auto" ? std::string(" and no stack sampling (see above)") : std::string()) +
-                  "; python layer not traced there (--python-mode stack for CPython 3.11/3.12, or --python-mode "
-                  "capi to time C-API calls, at several % of step time)");
-        return 0;
-      }
-      if (usdt && topts_.python_mode != "capi") {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (!attached_.insert({pid_filter, lib.dev, lib.inode, 0, kPython}).second) return 0;
-        if (python_->attach_usdt(pid_filter, lib.host_path, links_[pid_filter]))
-          return 1u << static_cast<unsigned>(layer);
-        attached_.erase({pid_filter, lib.dev, lib.inode, 0, kPython});
-        note_once(fmt::format("{}: python USDT probes failed to attach (pid filter {}): {}", lib.path, pid_filter,
-                              std::strerror(errno)));
-        return 0;
-      }
-      if (!duty_cycled()) note_once(lib.path + ": no function-level USDT probes; timing C-API entry points instead");
-      probes = spec_probes(Layer::python);
-      break;
-    }
-    default:
-      return 0;
+  ProbeContext ctx;
+  ctx.specs = &specs_;
+  ctx.full_detail = topts_.full_detail;
+  ctx.budgeted = budgeted();
+  ctx.note_once = [this](const std::string& text) { note_once(text); };
+  // Each library kind is one family's: the first that finds probes in it takes it.
+  for (int f = 0; f < kUprobeFamilies; ++f) {
+    ProbeFamily* fam = family(f);
+    if (!fam) continue;
+    LibraryProbes found = fam->probes_for(lib, *img, ctx);
+    const unsigned bit = 1u << static_cast<unsigned>(fam->layer());
+    if (found.usdt) return attach_usdt(f, pid_filter, lib) ? bit : 0u;
+    if (found.probes.empty()) continue;
+    // Steady probes (blocking calls of a budgeted family) are their own set, outside the duty cycle.
+    std::vector<Probe> steady, cycled;
+    for (auto& p : found.probes) ((p.second & SS_COOKIE_STEADY) ? steady : cycled).push_back(p);
+    bool added = false;
+    if (!steady.empty()) added |= add_probe_set(f, make_set(steady, true));
+    if (!cycled.empty()) added |= add_probe_set(f, make_set(cycled, false));
+    return added ? bit : 0u;
   }
-  // Steady probes (blocking calls of a budgeted family) are their own set, outside the duty cycle.
-  std::vector<std::pair<uint64_t, uint64_t>> steady, cycled;
-  for (auto& p : probes) ((p.second & SS_COOKIE_STEADY) ? steady : cycled).push_back(p);
-  bool added = false;
-  if (!steady.empty()) added |= add_probe_set(family, make_set(steady, true));
-  if (!cycled.empty()) added |= add_probe_set(family, make_set(cycled, false));
-  return added ? 1u << static_cast<unsigned>(layer) : 0u;
+  return 0;
+}
+
+bool UprobeTracer::attach_usdt(int f, int pid_filter, const MappedLibrary& lib) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!attached_.insert({pid_filter, lib.dev, lib.inode, 0, f}).second) return false;
+    if (family(f)->attach_usdt(pid_filter, lib.host_path, links_[pid_filter])) return true;
+    attached_.erase({pid_filter, lib.dev, lib.inode, 0, f});
+  }
+  const int e = errno;
+  note_once(fmt::format("{}: {} USDT probes failed to attach (pid filter {}): {}", lib.path, family_name(f),
+                        pid_filter, std::strerror(e)));  // note_once takes mu_: not held here
+  return false;
 }
 
 void UprobeTracer::note_once(const std::string& text) {
@@ -919,7 +854,9 @@ void UprobeTracer::switch_gate(int family, bool on) {
 }
 
 double UprobeTracer::watched_fraction(Layer layer) const {
-  int family = layer == Layer::cuda ? kCuda : layer == Layer::nccl ? kNccl : layer == Layer::torch ? kTorch : kPython;
+  int family = 0;
+  while (family < kUprobeFamilies && !(this->family(family) && this->family(family)->layer() == layer)) ++family;
+  if (family == kUprobeFamilies) return 1.0;  // no uprobe family of that layer: never duty-cycled
   std::lock_guard<std::mutex> lock(gate_mu_);
   auto& g = gates_[static_cast<size_t>(family)];
   int64_t now = monotonic_ns(), watched = g.watched_ns + (g.on ? now - g.on_since_ns : 0);
@@ -965,7 +902,7 @@ void UprobeTracer::control_loop() {
       next_budget = now + budget_period;
     }
     std::lock_guard<std::mutex> lock(gate_mu_);
-    for (int f = kCuda; f <= kPython; ++f) {
+    for (int f = 0; f < kUprobeFamilies; ++f) {
       auto& g = gates_[static_cast<size_t>(f)];
       if (!g.cycling || clock::now() < g.next_toggle) continue;
       const auto period = std::chrono::milliseconds(g.period_ms);
@@ -1014,7 +951,7 @@ void UprobeTracer::rebalance_budget(double period_s) {
   const int64_t now = monotonic_ns();
   std::vector<std::pair<double, int>> costs;  // cores at full attachment, family
   double overhead = 0, steady_cost = 0;  // steady: probes never cycled, paid first out of the budget
-  for (int f = kCuda; f <= kPython; ++f) {
+  for (int f = 0; f < kUprobeFamilies; ++f) {
     auto& g = gates_[static_cast<size_t>(f)];
     if (g.fixed || g.watching_name.empty() || g.sets.empty()) continue;
     const uint64_t steady_hits = read_counter(counters_of(f), SS_CNT_STEADY_HITS);
@@ -1154,12 +1091,12 @@ std::vector<uint32_t> UprobeTracer::traced_pids() const {
 UprobeTracer::Stats UprobeTracer::stats() const {
   Stats s;
   s.events = events_;
-  for (int f = kCuda; f <= kPyStack; ++f) {
+  for (int f = 0; f < kFamilies; ++f) {
     const bpf_map* m = counters_of(f);
     s.lost += read_counter(m, SS_CNT_RB_FULL);
     s.nested += read_counter(m, SS_CNT_NESTED);
     s.unmatched += read_counter(m, SS_CNT_UNMATCHED);
-    if (f <= kPython) {
+    if (f < kUprobeFamilies) {
       s.hits += read_counter(m, SS_CNT_HITS) + read_counter(m, SS_CNT_STEADY_HITS);
       s.gated += read_counter(m, SS_CNT_GATED);
     }
@@ -1176,8 +1113,8 @@ UprobeTracer::Stats UprobeTracer::stats() const {
 }
 
 void UprobeTracer::report_counters(bool final_report) {
-  std::array<const bpf_map*, kPyStack + 1> maps{};
-  for (int f = kCuda; f <= kPyStack; ++f) maps[static_cast<size_t>(f)] = counters_of(f);
+  std::array<const bpf_map*, kFamilies> maps{};
+  for (int f = 0; f < kFamilies; ++f) maps[static_cast<size_t>(f)] = counters_of(f);
   for (int f = 0; f < static_cast<int>(std::size(maps)); ++f) {
     if (!maps[f]) continue;
     uint64_t lost = read_counter(maps[f], SS_CNT_RB_FULL);
@@ -1216,7 +1153,7 @@ void UprobeTracer::report_counters(bool final_report) {
 // is on, also how often the probe programs ran: entries against returns.
 void UprobeTracer::report_program_runs() {
   std::string misses, runs;
-  for (int f = kCuda; f <= kPyStack; ++f) {
+  for (int f = 0; f < kFamilies; ++f) {
     const bpf_object* obj = family(f) ? family(f)->object() : nullptr;
     if (!obj) continue;
     bpf_program* prog = nullptr;
@@ -1227,7 +1164,7 @@ void UprobeTracer::report_program_runs() {
       if (info.recursion_misses)
         misses += fmt::format("{}{}/{}: {}", misses.empty() ? "" : ", ", family_name(f), bpf_program__name(prog),
                               info.recursion_misses);
-      if (info.run_cnt && f <= kPython)
+      if (info.run_cnt && f < kUprobeFamilies)
         runs += fmt::format("{}{}/{}: {}", runs.empty() ? "" : ", ", family_name(f), bpf_program__name(prog),
                             info.run_cnt);
     }

@@ -8,13 +8,13 @@
 //
 // Each family is the libbpf-tools trio: bpf/<family>.bpf.c (with the record layouts it shares in bpf/events.h),
 // and src/trace/<family>_probes.{h,cpp}, a ProbeFamily (trace/probe_family.h) that opens, configures, loads and
-// destroys its skeleton and holds what only it does (torch operator ids and series, the python stack sampler's
-// registration, the CUDA fold ranges). To add a family:
+// destroys its skeleton, says which probes a library holds for it (probes_for: the call catalog's symbols, torch
+// operators, python USDT or C-API entry points) and holds what only it does (torch operator ids and series, the
+// python stack sampler's registration, the CUDA fold ranges). To add a uprobe family:
 //   1. bpf/<family>.bpf.c (its skeleton is generated from it: bpf/CMakeLists.txt globs *.bpf.c);
-//   2. src/trace/<family>_probes.{h,cpp}: a ProbeFamily subclass (uprobe families implement progs(),
-//      capture_flag() and thread_map() so the gates can duty-cycle them);
-//   3. uprobe_tracer.{h,cpp}: a member, an entry in the Family enum and family(), its load in start(), and the
-//      LibraryKind case in attach_library() that turns a library into its probes.
+//   2. src/trace/<family>_probes.{h,cpp}: a ProbeFamily subclass with progs(), capture_flag() and thread_map() (so
+//      the gates can duty-cycle it), layer() and probes_for();
+//   3. uprobe_tracer.{h,cpp}: its index in Family (before kUprobeFamilies) and its load in start().
 #pragma once
 #include <array>
 #include <atomic>
@@ -93,8 +93,11 @@ class UprobeTracer final : public Collector {
   void note_rank_environment(uint32_t pid);
   void process_exited(uint32_t pid);
   void destroy_links(const std::vector<bpf_link*>& links, const std::function<void(size_t done, size_t total)>& progress);
-  // Returns the bit of the layer it attached probes for (0: none).
+  // Asks each loaded uprobe family for its probes in `lib` and attaches them. Returns the bit of the layer it
+  // attached probes for (0: none).
   unsigned attach_library(int pid_filter, const MappedLibrary& lib, const std::shared_ptr<ElfImage>& img);
+  // A family's USDT probes in `lib`, once per (pid filter, file): kept with the pid filter's links.
+  bool attach_usdt(int family, int pid_filter, const MappedLibrary& lib);
   // One family's probes in one library of one process filter.
   struct ProbeSet {
     int pid_filter = -1;
@@ -137,8 +140,13 @@ class UprobeTracer final : public Collector {
     int64_t attach_ns = 0, detach_ns = 0;
     std::chrono::steady_clock::time_point next_toggle, window_start;
   };
-  // The loaded family of index `family` (Family in uprobe_tracer.cpp), or null.
-  ProbeFamily* family(int family) const;
+  // Probe families by index: the uprobe families first (one ProbeGate each), then the others.
+  enum Family : int { kCuda = 0, kNccl, kTorch, kPython, kUprobeFamilies, kProc = kUprobeFamilies, kPyStack, kFamilies };
+  // The loaded family of index `family`, or null.
+  ProbeFamily* family(int family) const {
+    return family >= 0 && family < kFamilies ? families_[static_cast<size_t>(family)].get() : nullptr;
+  }
+  const char* family_name(int family) const;
   FamilyProgs progs_of(int family) const;
   const bpf_map* counters_of(int family) const;
   uint32_t* capture_flag_of(int family) const;
@@ -176,13 +184,13 @@ class UprobeTracer final : public Collector {
   TelemetrySink* sink_ = nullptr;
   std::vector<CallSpec> specs_;
 
-  // The families loaded (null: not requested). Loaded in start(), destroyed in release().
-  std::unique_ptr<CudaProbes> cuda_;
-  std::unique_ptr<NcclProbes> nccl_;
-  std::unique_ptr<TorchProbes> torch_;
-  std::unique_ptr<PythonProbes> python_;
-  std::unique_ptr<ProcProbes> proc_;
-  std::unique_ptr<PyStackProbes> pystack_;
+  // The families loaded (null: not requested), by Family index. Loaded in start(), destroyed in release(). The
+  // typed pointers are to those with calls of their own (fold ranges, operator series, stack sampling, lifecycle).
+  std::array<std::unique_ptr<ProbeFamily>, kFamilies> families_;
+  CudaProbes* cuda_ = nullptr;
+  TorchProbes* torch_ = nullptr;
+  ProcProbes* proc_ = nullptr;
+  PyStackProbes* pystack_ = nullptr;
   ring_buffer* rb_ = nullptr;
   std::vector<std::unique_ptr<RingCtx>> ring_ctx_;
 
@@ -208,7 +216,7 @@ class UprobeTracer final : public Collector {
 
   // Probe gates of the uprobe families (cuda, nccl, torch, python C-API) and the thread that duty-cycles them.
   mutable std::mutex gate_mu_;  // gates_; taken before mu_ where both are
-  std::array<ProbeGate, 4> gates_;
+  std::array<ProbeGate, kUprobeFamilies> gates_;
   bool use_multi_ = true;
   double hit_cost_ns_ = 0;
   std::thread control_;
@@ -220,7 +228,7 @@ class UprobeTracer final : public Collector {
   std::unique_ptr<RecordDecoder> decoder_;
   std::map<std::pair<uint32_t, uint64_t>, std::string> kernel_names_;  // (pid, host stub address) -> name
   std::atomic<uint64_t> events_{0};
-  std::array<uint64_t, 6> lost_reported_{};  // per family, already sent to the sink
+  std::array<uint64_t, kFamilies> lost_reported_{};  // per family, already sent to the sink
 };
 
 }  // namespace stackscope::trace
