@@ -1,10 +1,22 @@
 #include "trace/probe_family.h"
 
+#include <bpf/bpf.h>
+
 #include <algorithm>
 
 #include "events.h"
 
 namespace stackscope::trace {
+
+uint64_t read_counter(const bpf_map* map, uint32_t slot) {
+  int ncpu = libbpf_num_possible_cpus();
+  if (!map || ncpu <= 0) return 0;
+  std::vector<uint64_t> values(static_cast<size_t>(ncpu));
+  if (bpf_map_lookup_elem(bpf_map__fd(map), &slot, values.data()) != 0) return 0;
+  uint64_t sum = 0;
+  for (auto v : values) sum += v;
+  return sum;
+}
 
 void skip_multi_programs(bpf_object* obj) {
   bpf_program* prog = nullptr;

@@ -79,6 +79,9 @@ class ProbeFamily {
 std::vector<Probe> catalog_probes(const std::vector<CallSpec>& specs, Layer layer, LibraryKind kind,
                                   const ElfImage& img, bool full_detail, bool steady_timed);
 
+// The sum over CPUs of one slot (SS_CNT_*) of a family's per-CPU counter array; 0 without the map.
+uint64_t read_counter(const bpf_map* map, uint32_t slot);
+
 // uprobe_multi programs are left unloaded where the kernel lacks them (before 6.6).
 void skip_multi_programs(bpf_object* obj);
 
