@@ -22,6 +22,9 @@ namespace stackscope::trace {
 
 namespace {
 
+// A family costing under 5 ms of CPU a second is never sampled (rebalance_budget).
+constexpr double kNegligibleCores = 0.005;
+
 // utime + stime of a process, in clock ticks (all its threads); 0 when gone.
 uint64_t process_cpu_ticks(uint32_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
@@ -276,10 +279,13 @@ void UprobeTracer::control_loop() {
   auto next_sample = clock::now() + interval,
        next_budget = clock::now() + std::min<clock::duration>(budget_period, std::chrono::milliseconds(200));
   auto last_budget = clock::now();
+  // Between rebalances, a family still fully attached is looked at every 100 ms (budget_overrun).
+  constexpr auto kOverrunCheck = std::chrono::milliseconds(100);
+  auto next_check = clock::now() + kOverrunCheck;
   job_cpu_seconds();  // the baseline
   while (!stopping_) {
     auto wake = next_sample;
-    if (budgeted()) wake = std::min(wake, next_budget);
+    if (budgeted()) wake = std::min({wake, next_budget, next_check});
     {
       std::lock_guard<std::mutex> lock(gate_mu_);
       for (auto& g : gates_)
@@ -295,6 +301,11 @@ void UprobeTracer::control_loop() {
       if (torch_ && !topts_.full_detail) torch_->sample_ops(*sink_, copts_.host);
       next_sample += interval;
       if (next_sample < now) next_sample = now + interval;
+    }
+    if (budgeted() && now >= next_check) {
+      if (now < next_budget && budget_overrun(std::chrono::duration<double>(now - last_budget).count()))
+        next_budget = now;
+      next_check = now + kOverrunCheck;
     }
     if (budgeted() && now >= next_budget) {
       rebalance_budget(std::chrono::duration<double>(now - last_budget).count());
@@ -344,9 +355,9 @@ double UprobeTracer::job_cpu_seconds() {
 // to more than budget_pct of the job's own CPU time, the budget is shared out water-filling: the cheap families
 // stay attached, the hot ones get equal shares and are attached for that fraction of each period.
 void UprobeTracer::rebalance_budget(double period_s) {
-  constexpr double kNegligibleCores = 0.005;
   if (period_s <= 0) return;
   const double job_cores = job_cpu_seconds() / period_s;
+  last_job_cores_ = job_cores;
   std::lock_guard<std::mutex> lock(gate_mu_);
   const int64_t now = monotonic_ns();
   std::vector<std::pair<double, int>> costs;  // cores at full attachment, family
@@ -428,6 +439,23 @@ void UprobeTracer::rebalance_budget(double period_s) {
       switch_gate(f, true);
     }
   }
+}
+
+// Whether a family that is still fully attached has, since the last rebalance, cost more than twice its share of
+// the budget at the job's CPU as last measured: the rebalance is then brought forward. A family turns hot when the job
+// starts calling it (a training loop after the imports), and until the next rebalance (up to a second) it paid full
+// price: on the tiny-operator CPU loop, a few hundred ms at 3-5x the job's own CPU.
+bool UprobeTracer::budget_overrun(double since_s) {
+  if (since_s < 0.2) return false;  // the job's CPU is read in clock ticks: shorter periods say little
+  std::lock_guard<std::mutex> lock(gate_mu_);
+  const double limit = std::max(2 * topts_.budget_pct / 100.0 * last_job_cores_, kNegligibleCores);
+  for (int f = 0; f < kUprobeFamilies; ++f) {
+    auto& g = gates_[static_cast<size_t>(f)];
+    if (g.cycling || g.fixed || g.watching_name.empty() || g.sets.empty()) continue;
+    const uint64_t hits = read_counter(counters_of(f), SS_CNT_HITS);
+    if (static_cast<double>(hits - std::min(hits, g.hits_prev)) * hit_cost_ns_ / 1e9 / since_s > limit) return true;
+  }
+  return false;
 }
 
 // The price of one probe hit here: a function of this binary called with and without the calibration probe (a

@@ -1,7 +1,8 @@
 // The eBPF uprobe tracer: owns one probe family object per BPF program (cuda, nccl, torch, python, python-stack,
 // proc), finds the libraries in /proc/PID/maps, attaches per pid (or pid -1 for --all), follows new processes and
 // late-loaded libraries, and turns ring-buffer records into Events. It keeps what is common to every family:
-// discovery and process lifecycle, the ring buffer, the probe gates and their cost budget, and the sink.
+// discovery and process lifecycle, the ring buffer, the probe gates and their cost budget (probe_gates.cpp), and the
+// sink.
 // A family's probes in one library of one process are one uprobe_multi link per program (entry, return), so
 // attaching and detaching them is one call each; that makes stopping fast and lets the cost budget duty-cycle a
 // hot family (ProbeGate).
@@ -160,6 +161,7 @@ class UprobeTracer final : public Collector {
   void add_watching_series(int family);
   void control_loop();
   void rebalance_budget(double period_s);
+  bool budget_overrun(double since_s);
   double job_cpu_seconds();
   void measure_hit_cost();
   std::string kernel_name(uint32_t pid, uint64_t address);
@@ -221,6 +223,7 @@ class UprobeTracer final : public Collector {
   double hit_cost_ns_ = 0;
   std::thread control_;
   int64_t start_ns_ = 0, budget_mark_ns_ = 0;  // recording start; last budget period's end
+  double last_job_cores_ = 0;                  // the job's CPU (cores) over the last budget period
   std::map<uint32_t, uint64_t> cpu_ticks_;  // job CPU: pid -> utime+stime at the last budget period
   uint64_t system_busy_ticks_ = 0;
 
