@@ -253,6 +253,19 @@ void UprobeTracer::stop() {
           g.windows ? g.detach_ns / 1e6 / static_cast<double>(g.windows) : 0.0, g.period_ms,
           g.cycles ? static_cast<double>(g.off_hits) / static_cast<double>(g.cycles) : 0.0, 1e3 * g.cycle_cost_s,
           g.watching_name, watched > 0 ? 1 / watched : 0.0, watched, 100 * err));
+      // The whole-recording factor assumes one rate throughout; a family attached at import and hot only later was
+      // watched far less once cycled than that factor says (tiny-operator loop: 20-30% against 0.5-3%).
+      if (g.cycling_since_ns && end > g.cycling_since_ns) {
+        const double cycled =
+            static_cast<double>(g.watched_ns - std::min(g.watched_ns, g.watched_before_cycling_ns)) /
+            static_cast<double>(end - g.cycling_since_ns);
+        sink_->add_note("trace", fmt::format(
+            "{}: fully attached (every call counted) for the first {:.1f} s of the recording, then duty-cycled for "
+            "{:.1f} s and watched {:.2f}% of that time: counts made after the first {:.1f} s scale by {:.4g}",
+            family_name(f), static_cast<double>(g.cycling_since_ns - start_ns_) / 1e9,
+            static_cast<double>(end - g.cycling_since_ns) / 1e9, 100 * cycled,
+            static_cast<double>(g.cycling_since_ns - start_ns_) / 1e9, cycled > 0 ? 1 / cycled : 0.0));
+      }
     }
   }
   if (poller_.joinable()) poller_.join();

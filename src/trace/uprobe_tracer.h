@@ -124,6 +124,8 @@ class UprobeTracer final : public Collector {
     SeriesId watching = 0;
     bool has_watching = false;
     int64_t first_ns = 0;  // when its first probes were added (its watching series starts)
+    // When the budget first duty-cycled it, and its watched time until then (fully attached: every call counted).
+    int64_t cycling_since_ns = 0, watched_before_cycling_ns = 0;
     int64_t on_since_ns = 0, watched_ns = 0, period_watched_ns = 0;
     uint64_t hits_prev = 0, window_hits0 = 0, steady_hits_prev = 0;
     // Hits outside the watched windows: the probes trapping while their links are attached or detached (a
