@@ -1,16 +1,19 @@
 // Probe cost (src/trace, issue 14): uprobe_multi links attach and detach a family's probes in one call each;
 // asynchronous CUDA calls are probed at entry only yet counted exactly; --detail full keeps durations; the cost
 // budget duty-cycles a hot family, marks the watched windows and states the fraction to scale counts by.
-// Against the fake libraries in tests/progs/trace_fake (libcudart/libcuda, a libtorch_cpu with 200 operators).
+// Against the fake libraries in tests/progs/trace_fake (libcudart/libcuda, a libtorch_cpu with 200 operators), and
+// Debian's python3-torch against torch.profiler (tests/data/torch_op_counts.py).
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <regex>
 #include <string>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "memory_sink.h"
 #include "subject_process.h"
@@ -307,4 +310,157 @@ TEST(TraceCost, BudgetPricesTogglesAndLengthensThePeriod) {
   EXPECT_EQ(period_ms, 4000) << "toggles priced at >= 1 ms of CPU a cycle against a share of ~10 ms/s: the cap";
   EXPECT_LE(windows, 6) << "at a fixed 300 ms period there would be about 20";
   EXPECT_GE(windows, 1);
+}
+
+namespace {
+
+// Event counts of one process by name, the torch layer only.
+std::map<std::string, size_t> torch_counts(const stackscope::testing::MemorySink& sink, uint32_t pid) {
+  std::map<std::string, size_t> counts;
+  for (auto& e : sink.events())
+    if (e.layer == Layer::torch && e.pid == pid) ++counts[e.name];
+  return counts;
+}
+
+// The profiler names operators without their overload (aten::add); the probes name the one probed (aten::add.Tensor).
+const std::vector<std::pair<std::string, std::string>> kProfilerToProbe = {
+    {"aten::matmul", "aten::matmul"}, {"aten::mm", "aten::mm"}, {"aten::tanh", "aten::tanh"},
+    {"aten::add", "aten::add.Tensor"}};
+const std::vector<std::string> kLoopOps = {"matmul", "mm", "tanh", "add_Tensor"};
+
+}  // namespace
+
+// Issue 14's tiny-operator loop on Debian's torch 1.13 (CPU), counted by torch.profiler inside the process and by
+// the torch probes outside it: in --detail full every operator call is one event, so the counts are equal.
+TEST(TraceCost, FullDetailTorchOpCountsEqualTorchProfiler) {
+  REQUIRE_ROOT();
+  STACKSCOPE_REQUIRE(run_command("/usr/bin/python3 -c 'import torch'") == 0, "no python3-torch");
+  Subject py({"/usr/bin/python3", std::string(STACKSCOPE_SOURCE_DIR) + "/tests/data/torch_op_counts.py", "profile",
+              "300"});
+  ASSERT_NE(py.expect("ready", 120s), "");
+  TracerOptions topts;
+  topts.full_detail = true;
+  stackscope::testing::MemorySink sink;
+  UprobeTracer tracer({Layer::torch}, topts);
+  CollectorOptions opts;
+  opts.pids = {static_cast<uint32_t>(py.pid())};
+  opts.torch_ops = kLoopOps;
+  ASSERT_TRUE(tracer.start(sink, opts).running);
+  ASSERT_TRUE(tracer.wait_until_attached(py.pid(), Layer::torch, 60s)) << all_notes(sink);
+  py.send("go");
+  const std::string done = py.expect("done", 120s);
+  ASSERT_NE(done, "");
+  EXPECT_EQ(py.wait(), 0);
+  const auto profiler = nlohmann::json::parse(done.substr(5))["counts"];
+  const uint32_t pid = py.pid();
+  const size_t want = profiler["aten::add"].get<size_t>();
+  ASSERT_TRUE(eventually([&] { return torch_counts(sink, pid)["aten::add.Tensor"] >= want; }, 20s))
+      << torch_counts(sink, pid)["aten::add.Tensor"] << " of " << want;
+  tracer.stop();
+  auto counts = torch_counts(sink, pid);
+  for (auto& [prof_name, probe_name] : kProfilerToProbe) {
+    EXPECT_EQ(counts[probe_name], profiler[prof_name].get<size_t>()) << prof_name << "\n" << all_notes(sink);
+    std::printf("%s: torch.profiler %zu, probes %zu\n", prof_name.c_str(), profiler[prof_name].get<size_t>(),
+                counts[probe_name]);
+  }
+}
+
+// The same loop under the default detail and a cost budget: the torch family is duty-cycled, operators are counted
+// in the kernel while watched; the whole count until the first detach plus the windows' count scaled by their share
+// of the time after it estimate the profiler's count (calls per iteration x iterations). Issue 14 asks for the
+// estimate within the sampling error the recording states; for operators this small it is not: the probes slow the
+// calls they watch, and the estimate runs 60-70 % low (docs/BENCHMARKS.md "Session 10 (CPU VM)"). Asserted: never
+// above the truth beyond the stated error, and within 6x below it.
+TEST(TraceCost, BudgetedTorchOpCountsScaleToTorchProfiler) {
+  REQUIRE_ROOT();
+  STACKSCOPE_REQUIRE(run_command("/usr/bin/python3 -c 'import torch'") == 0, "no python3-torch");
+  Subject py({"/usr/bin/python3", std::string(STACKSCOPE_SOURCE_DIR) + "/tests/data/torch_op_counts.py", "timed",
+              "6"});
+  ASSERT_NE(py.expect("ready", 120s), "");
+  TracerOptions topts;
+  topts.budget_pct = 1;
+  topts.budget_period_ms = topts.budget_max_period_ms = 300;  // a fixed period: windows enough in a few seconds
+  stackscope::testing::MemorySink sink;
+  UprobeTracer tracer({Layer::torch}, topts);
+  CollectorOptions opts;
+  opts.pids = {static_cast<uint32_t>(py.pid())};
+  opts.torch_ops = kLoopOps;
+  opts.interval_ms = 100;
+  ASSERT_TRUE(tracer.start(sink, opts).running);
+  ASSERT_TRUE(tracer.wait_until_attached(py.pid(), Layer::torch, 60s)) << all_notes(sink);
+  const int64_t t_go = monotonic_ns();
+  py.send("go");
+  const std::string done = py.expect("done", 120s);
+  const int64_t t_done = monotonic_ns();
+  ASSERT_NE(done, "");
+  EXPECT_EQ(py.wait(), 0);
+  tracer.stop();
+  const auto out = nlohmann::json::parse(done.substr(5));
+  const double iterations = out["iterations"].get<double>();
+
+  // The probes were attached at import and stay fully attached (every call counted) until the budget first detaches
+  // them, after the loop began: the count until then is whole. After it the kernel counts only inside the watched
+  // windows (trace.torch.watching), and that part is scaled by the windows' share of the time, as the end note says.
+  const std::string notes = all_notes(sink);
+  auto watching_info = sink.find("trace.torch.watching");
+  ASSERT_NE(watching_info, nullptr) << notes;
+  auto watching = sink.samples_of(watching_info->id);
+  int64_t t_cycled = 0, t_reopened = 0;  // the first detach after the loop began; the next window's start
+  for (auto& w : watching) {
+    if (!t_cycled && w.value == 0 && w.t_ns > t_go) t_cycled = w.t_ns;
+    if (t_cycled && !t_reopened && w.value == 1 && w.t_ns > t_cycled) t_reopened = w.t_ns;
+  }
+  ASSERT_GT(t_cycled, 0) << notes;
+  ASSERT_LT(t_cycled, t_done) << notes;
+  double watched_ns = 0;  // inside [t_cycled, t_done]
+  int offs = 0;
+  for (size_t i = 0; i < watching.size(); ++i) {
+    offs += watching[i].value == 0;
+    if (watching[i].value != 1) continue;
+    int64_t a = std::max(watching[i].t_ns, t_cycled), b = i + 1 < watching.size() ? watching[i + 1].t_ns : t_done;
+    b = std::min(b, t_done);
+    if (b > a) watched_ns += static_cast<double>(b - a);
+  }
+  EXPECT_GE(offs, 5) << "duty-cycled: " << notes;
+  const double fraction = watched_ns / static_cast<double>(t_done - t_cycled);
+  ASSERT_GT(fraction, 0.0);
+  EXPECT_LT(fraction, 0.5);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(notes, m, std::regex("torch: probes watched .*error of the scaled counts about "
+                                                     "([0-9]+)%"))) << notes;
+  const double stated_error = std::stod(m[1]) / 100;
+  // The end note's share for the duty-cycled part, which the whole-recording factor (attached since import) is not.
+  std::smatch c;
+  ASSERT_TRUE(std::regex_search(notes, c, std::regex("torch: fully attached .* then duty-cycled for [0-9.]+ s and "
+                                                     "watched ([0-9.]+)% of that time"))) << notes;
+  const double cycled = std::stod(c[1]) / 100;
+  std::printf("loop %.1f s, fully attached for its first %.2f s, then watched %.2f%% (watching series; end note "
+              "%.2f%%)\n", static_cast<double>(t_done - t_go) / 1e9, static_cast<double>(t_cycled - t_go) / 1e9,
+              100 * fraction, 100 * cycled);
+  for (auto& [prof_name, probe_name] : kProfilerToProbe) {
+    auto info = sink.find("torch.op.calls", probe_name);
+    ASSERT_NE(info, nullptr) << probe_name << "\n" << notes;
+    auto calls = sink.samples_of(info->id);
+    ASSERT_FALSE(calls.empty());
+    // The count at the first detach: the first sample after it, taken before the next window opened (samples every
+    // 100 ms, windows every 300 ms; nothing is counted in between).
+    double whole = -1;
+    for (auto& s : calls)
+      if (s.t_ns > t_cycled && (!t_reopened || s.t_ns < t_reopened)) {
+        whole = s.value;
+        break;
+      }
+    ASSERT_GE(whole, 0) << "no operator sample between the first detach and the next window";
+    const double truth = out["per_iteration"][prof_name].get<double>() * iterations;
+    const double estimate = whole + (calls.back().value - whole) / fraction;
+    const double error = std::abs(estimate / truth - 1);
+    std::printf("%s: torch.profiler %.0f (%.0f iterations), probes %.0f whole + %.0f in windows -> %.0f (error "
+                "%.1f%%, stated %.0f%%)\n", prof_name.c_str(), truth, iterations, whole, calls.back().value - whole,
+                estimate, 100 * error, 100 * stated_error);
+    // Never above the truth by more than the stated sampling error; below it by the probes' slowdown of the calls
+    // they watch (two traps of a few us on an operator of about 0.5 us: 2-5x here), which the stated error does not
+    // include: for operators this small the scaled count is a lower bound (docs/BENCHMARKS.md, session 10).
+    EXPECT_LE(estimate, truth * (1 + std::max(stated_error, 0.05) + 0.10)) << prof_name << "\n" << notes;
+    EXPECT_GE(estimate, truth / 6) << prof_name << "\n" << notes;
+  }
 }

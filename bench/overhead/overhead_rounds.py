@@ -188,6 +188,8 @@ def run_once(a, name, rec_args, workdir, count_calls=False):
                 steps = obj.get("step_s")  # gpt2_overhead.py's worker
                 res["median_step_s"] = statistics.median(steps) if steps else obj["median_step_s"]
                 res["steps"] = len(steps) if steps else obj.get("steps")
+                res["mean_step_s"] = statistics.fmean(steps) if steps else obj.get("mean_step_s")
+                res["cpu_per_step_s"] = obj.get("cpu_per_step_s")  # step_rounds.py workloads
                 if not holds and rec_args is not None:
                     res["links_held"] = links_held_by(proc.pid)
                     t_sig = time.monotonic()
@@ -277,14 +279,20 @@ def med(xs):
 def summarise(a, configs, rounds, calls):
     rows = []
     bare = med(r["median_step_s"] for rnd in rounds for r in rnd if r["config"] == "bare" and r["ok"])
+    bare_cpu = med(r.get("cpu_per_step_s") for rnd in rounds for r in rnd if r["config"] == "bare" and r["ok"])
     for name, args in configs:
         runs = [r for rnd in rounds for r in rnd if r["config"] == name]
         good = [r for r in runs if r["ok"]]
         step = med(r["median_step_s"] for r in good)
+        cpu = med(r.get("cpu_per_step_s") for r in good)
         row = {"config": name, "record_args": None if args is None else shlex.join(args), "rounds": len(good),
                "failed": len(runs) - len(good), "median_step_s": step,
                "overhead": (step / bare - 1.0) if step and bare else None,
-               "per_round_step_s": [r.get("median_step_s") for r in runs]}
+               "per_round_step_s": [r.get("median_step_s") for r in runs],
+               "mean_step_s": med(r.get("mean_step_s") for r in good),
+               # The job's CPU per step against bare's: what a duty-cycled probe costs, which the median step hides
+               "cpu_per_step_s": cpu, "cpu_overhead": (cpu / bare_cpu - 1.0) if cpu and bare_cpu else None,
+               "per_round_cpu_per_step_s": [r.get("cpu_per_step_s") for r in runs]}
         if args is not None:
             stops = [r.get("stop_exit_s") for r in good]
             gones = [r.get("probes_gone_s") for r in good if "probes_gone_s" in r]
@@ -321,8 +329,8 @@ def markdown(s):
                 else "")
         lines += [f"Bare: {rate}{c.get('ops_per_step', 0):.0f} aten operator calls/step, "
                   f"{c.get('ops_per_s', 0) / 1e3:.1f} k operator calls/s (torch.profiler).", ""]
-    lines += ["| config | median step | steps/s | vs bare | stop (SIGINT -> exit) | probes gone | BPF links | events "
-              "| dropped |", "|---|---|---|---|---|---|---|---|---|"]
+    lines += ["| config | median step | steps/s | vs bare | mean step | CPU per step | CPU vs bare | stop (SIGINT -> "
+              "exit) | probes gone | BPF links | events | dropped |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in s["rows"]:
         ov = "" if r["config"] == "bare" else ("-" if r["overhead"] is None else f"{r['overhead'] * 100:+.1f} %")
         gone = fmt_s(r.get("probes_gone_s"))
@@ -333,7 +341,9 @@ def markdown(s):
         sps = f"{1 / r['median_step_s']:.0f}" if r["median_step_s"] else "-"
         links = "" if r["config"] == "bare" else \
             ("-" if r.get("links_attached") is None else f"{r['links_attached']:.0f}")
-        lines.append(f"| {r['config']}{fail} | {fmt_s(r['median_step_s'])} | {sps} | {ov} | {fmt_s(r.get('stop_exit_s'))} | "
+        cov = "" if r["config"] == "bare" or r.get("cpu_overhead") is None else f"{r['cpu_overhead'] * 100:+.1f} %"
+        lines.append(f"| {r['config']}{fail} | {fmt_s(r['median_step_s'])} | {sps} | {ov} | {fmt_s(r.get('mean_step_s'))} | "
+                     f"{fmt_s(r.get('cpu_per_step_s'))} | {cov} | {fmt_s(r.get('stop_exit_s'))} | "
                      f"{gone} | {links} | "
                      f"{'' if r.get('events') is None else int(r['events'])} | "
                      f"{'' if r.get('dropped') is None else int(r['dropped'])} |")

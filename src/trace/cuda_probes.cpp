@@ -29,6 +29,11 @@ FamilyProgs CudaProbes::progs() const {
           skel_->progs.call_return_multi};
 }
 
+LibraryProbes CudaProbes::probes_for(const MappedLibrary& lib, const ElfImage& img, const ProbeContext& ctx) {
+  if (lib.kind != LibraryKind::cudart && lib.kind != LibraryKind::cuda_driver) return {};
+  return {catalog_probes(*ctx.specs, Layer::cuda, lib.kind, img, ctx.full_detail, ctx.budgeted)};
+}
+
 void CudaProbes::update_fold_ranges(uint32_t pid, const std::vector<MapEntry>& maps) {
   std::vector<std::pair<uint64_t, uint64_t>> ranges;
   for (auto& m : maps) {

@@ -1,4 +1,5 @@
-// The cuda family (bpf/cuda.bpf.c): entry and return probes on the CUDA runtime and driver calls of the call catalog.
+// The cuda family (bpf/cuda.bpf.c): entry and return probes on the CUDA runtime and driver calls of the call catalog
+// (trace/probe_catalog.h).
 #pragma once
 #include <map>
 #include <utility>
@@ -23,6 +24,10 @@ class CudaProbes final : public ProbeFamily {
   FamilyProgs progs() const override;
   uint32_t* capture_flag() const override;
   bpf_map* thread_map() const override;
+  Layer layer() const override { return Layer::cuda; }
+  // The catalog's runtime and driver calls in libcudart and libcuda; under the cost budget the blocking ones are
+  // steady (never duty-cycled), the asynchronous ones entry-only.
+  LibraryProbes probes_for(const MappedLibrary& lib, const ElfImage& img, const ProbeContext& ctx) override;
   // The address ranges of the CUDA libraries in `pid` (from its maps): a driver call made inside the runtime is
   // folded into the runtime call (bpf/call_probe.bpf.h).
   void update_fold_ranges(uint32_t pid, const std::vector<MapEntry>& maps);

@@ -29,4 +29,9 @@ FamilyProgs NcclProbes::progs() const {
           skel_->progs.call_return_multi};
 }
 
+LibraryProbes NcclProbes::probes_for(const MappedLibrary& lib, const ElfImage& img, const ProbeContext& ctx) {
+  if (lib.kind != LibraryKind::nccl) return {};
+  return {catalog_probes(*ctx.specs, Layer::nccl, lib.kind, img, ctx.full_detail, false)};
+}
+
 }  // namespace stackscope::trace

@@ -23,6 +23,8 @@ class NcclProbes final : public ProbeFamily {
   FamilyProgs progs() const override;
   uint32_t* capture_flag() const override;
   bpf_map* thread_map() const override;
+  Layer layer() const override { return Layer::nccl; }
+  LibraryProbes probes_for(const MappedLibrary& lib, const ElfImage& img, const ProbeContext& ctx) override;
 
  private:
   nccl_bpf* skel_ = nullptr;

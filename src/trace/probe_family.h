@@ -7,13 +7,39 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <string>
+#include <utility>
+#include <vector>
+
+#include "model/layer.h"
+#include "trace/elf_symbols.h"
+#include "trace/probe_catalog.h"
+#include "trace/proc_maps.h"
 
 namespace stackscope::trace {
 
 // The programs a uprobe family attaches per library: single-probe and uprobe_multi variants.
 struct FamilyProgs {
   bpf_program *entry = nullptr, *ret = nullptr, *entry_multi = nullptr, *ret_multi = nullptr;
+};
+
+// One uprobe: the file offset in the library and the BPF cookie (call id and SS_COOKIE_* flags, or operator id).
+using Probe = std::pair<uint64_t, uint64_t>;
+
+// What the tracer tells a uprobe family when it asks for a library's probes.
+struct ProbeContext {
+  const std::vector<CallSpec>* specs = nullptr;  // the call catalog (ids are indexes into it)
+  bool full_detail = false;                      // --detail full: a record per call, no duty cycle
+  bool budgeted = false;                         // the cost budget duty-cycles hot families
+  std::function<void(const std::string&)> note_once;  // a note sent once per recording
+};
+
+// A family's probes in one library. The tracer attaches `probes` as the family's probe sets (those whose cookie
+// has SS_COOKIE_STEADY outside the duty cycle), or, with `usdt`, calls the family's attach_usdt().
+struct LibraryProbes {
+  std::vector<Probe> probes;
+  bool usdt = false;
 };
 
 class ProbeFamily {
@@ -33,7 +59,28 @@ class ProbeFamily {
   virtual FamilyProgs progs() const { return {}; }
   virtual uint32_t* capture_flag() const { return nullptr; }
   virtual bpf_map* thread_map() const { return nullptr; }
+  // The layer its events belong to.
+  virtual Layer layer() const = 0;
+  // Uprobe families: the probes of `lib` (its image `img`) that are this family's; empty where the library is not
+  // the family's (each library kind belongs to one family).
+  virtual LibraryProbes probes_for(const MappedLibrary& /*lib*/, const ElfImage& /*img*/, const ProbeContext& /*ctx*/) {
+    return {};
+  }
+  // Families with USDT probes: attaches them to the binary at `host_path` for `pid_filter`, appending the links;
+  // false (nothing attached, errno set) when it cannot.
+  virtual bool attach_usdt(int /*pid_filter*/, const std::string& /*host_path*/, std::vector<bpf_link*>& /*links*/) {
+    return false;
+  }
 };
+
+// The probes of the catalog's calls of `layer` that `img` (a library of kind `kind`) exports: one per symbol found,
+// the cookie from call_cookie(). `steady_timed`: calls that keep their return probe (blocking ones) get
+// SS_COOKIE_STEADY, so the cost budget leaves them attached (the CUDA family under the budget).
+std::vector<Probe> catalog_probes(const std::vector<CallSpec>& specs, Layer layer, LibraryKind kind,
+                                  const ElfImage& img, bool full_detail, bool steady_timed);
+
+// The sum over CPUs of one slot (SS_CNT_*) of a family's per-CPU counter array; 0 without the map.
+uint64_t read_counter(const bpf_map* map, uint32_t slot);
 
 // uprobe_multi programs are left unloaded where the kernel lacks them (before 6.6).
 void skip_multi_programs(bpf_object* obj);

@@ -17,6 +17,7 @@ class ProcProbes final : public ProbeFamily {
       : all_processes_(all_processes), follow_children_(follow_children) {}
   ~ProcProbes() override { destroy(); }
   const char* name() const override { return "proc"; }
+  Layer layer() const override { return Layer::host; }  // process lifecycle records
   std::string load(uint32_t ringbuf_bytes, bool uprobe_multi) override;
   void destroy() override;
   bpf_object* object() const override;

@@ -23,6 +23,7 @@ class PyStackProbes final : public ProbeFamily {
       : mode_(std::move(mode)), sample_hz_(sample_hz), offcpu_min_ns_(offcpu_min_ns) {}
   ~PyStackProbes() override { destroy(); }
   const char* name() const override { return "python-stack"; }
+  Layer layer() const override { return Layer::python; }
   std::string load(uint32_t ringbuf_bytes, bool uprobe_multi) override;
   void destroy() override;
   bpf_object* object() const override;

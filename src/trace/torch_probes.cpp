@@ -37,8 +37,15 @@ FamilyProgs TorchProbes::progs() const {
   return {skel_->progs.op_entry, skel_->progs.op_return, skel_->progs.op_entry_multi, skel_->progs.op_return_multi};
 }
 
-std::vector<std::pair<uint64_t, uint64_t>> TorchProbes::probes_for(const ElfImage& img,
-                                                                  const std::vector<std::string>& patterns) {
+LibraryProbes TorchProbes::probes_for(const MappedLibrary& lib, const ElfImage& img, const ProbeContext& ctx) {
+  if (lib.kind != LibraryKind::torch_cpu) return {};  // libtorch_cuda: kernel host stubs are named from it on demand
+  LibraryProbes found{operator_probes(img, patterns_)};
+  if (found.probes.empty() && ctx.note_once)
+    ctx.note_once(fmt::format("{}: no at::_ops::<op>::call symbol matched the operator list", lib.path));
+  return found;
+}
+
+std::vector<Probe> TorchProbes::operator_probes(const ElfImage& img, const std::vector<std::string>& patterns) {
   std::vector<std::pair<uint32_t, uint64_t>> ops;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -60,7 +67,7 @@ std::vector<std::pair<uint64_t, uint64_t>> TorchProbes::probes_for(const ElfImag
     }
     ops_by_image_[img.path()] = ops;
   }
-  std::vector<std::pair<uint64_t, uint64_t>> probes;
+  std::vector<Probe> probes;
   for (auto& [id, vaddr] : ops)
     if (auto off = img.vaddr_to_offset(vaddr)) probes.emplace_back(*off, id);
   return probes;

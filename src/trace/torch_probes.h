@@ -13,7 +13,9 @@
 
 #include "model/collector.h"
 #include "trace/elf_symbols.h"
+#include "trace/probe_catalog.h"
 #include "trace/probe_family.h"
+#include "trace/symbol_names.h"
 
 struct torch_bpf;
 
@@ -21,7 +23,9 @@ namespace stackscope::trace {
 
 class TorchProbes final : public ProbeFamily {
  public:
-  explicit TorchProbes(bool aggregate) : aggregate_(aggregate) {}
+  // `patterns`: the operators to probe (record --torch-ops; default_torch_ops() when empty).
+  TorchProbes(bool aggregate, std::vector<std::string> patterns)
+      : aggregate_(aggregate), patterns_(patterns.empty() ? default_torch_ops() : std::move(patterns)) {}
   ~TorchProbes() override { destroy(); }
   const char* name() const override { return "torch"; }
   std::string load(uint32_t ringbuf_bytes, bool uprobe_multi) override;
@@ -32,10 +36,13 @@ class TorchProbes final : public ProbeFamily {
   FamilyProgs progs() const override;
   uint32_t* capture_flag() const override;
   bpf_map* thread_map() const override;
+  Layer layer() const override { return Layer::torch; }
+  // The operators of libtorch_cpu (see operator_probes).
+  LibraryProbes probes_for(const MappedLibrary& lib, const ElfImage& img, const ProbeContext& ctx) override;
 
   // The operators of `img` matching `patterns` as (file offset, cookie = op id) probes; the ids are kept per image
   // so that every process mapping it shares them. Empty when none matched.
-  std::vector<std::pair<uint64_t, uint64_t>> probes_for(const ElfImage& img, const std::vector<std::string>& patterns);
+  std::vector<Probe> operator_probes(const ElfImage& img, const std::vector<std::string>& patterns);
   // The event name of operator `op_id`.
   std::string op_name(uint32_t op_id) const;
   // Aggregated mode: the kernel's running totals per operator as series (calls, time, p50, p99 of the interval).
@@ -43,6 +50,7 @@ class TorchProbes final : public ProbeFamily {
 
  private:
   bool aggregate_;
+  std::vector<std::string> patterns_;
   torch_bpf* skel_ = nullptr;
   mutable std::mutex mu_;  // names_, ops_by_image_
   std::vector<std::string> names_;                                                 // op id -> event name

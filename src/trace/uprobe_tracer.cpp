@@ -35,30 +35,12 @@ int libbpf_print(enum libbpf_print_level level, const char* format, va_list args
   return std::vfprintf(stderr, format, args);
 }
 
-// Family index for counters and attach bookkeeping.
-enum Family { kCuda = 0, kNccl, kTorch, kPython, kProc, kPyStack };
-const char* family_name(int f) {
-  static const char* names[] = {"cuda", "nccl", "torch", "python", "proc", "python-stack"};
-  return names[f];
-}
-
 void prepare_system() {
   rlimit r{RLIM_INFINITY, RLIM_INFINITY};
   setrlimit(RLIMIT_MEMLOCK, &r);  // kernels before 5.11 charge BPF maps to memlock
   struct stat st {};
   if (::stat("/sys/kernel/tracing/events", &st) != 0)
     ::mount("nodev", "/sys/kernel/tracing", "tracefs", 0, nullptr);  // tracepoints need tracefs
-}
-
-// Sum of one slot of a per-CPU counter array.
-uint64_t read_counter(const bpf_map* map, uint32_t slot) {
-  int ncpu = libbpf_num_possible_cpus();
-  if (!map || ncpu <= 0) return 0;
-  std::vector<uint64_t> values(static_cast<size_t>(ncpu));
-  if (bpf_map_lookup_elem(bpf_map__fd(map), &slot, values.data()) != 0) return 0;
-  uint64_t sum = 0;
-  for (auto v : values) sum += v;
-  return sum;
 }
 
 // uprobe_multi links came with Linux 6.6. Older kernels load only the single-uprobe programs.
@@ -69,73 +51,9 @@ bool kernel_has_uprobe_multi() {
   return major > 6 || (major == 6 && minor >= 6);
 }
 
-// utime + stime of a process, in clock ticks (all its threads); 0 when gone.
-uint64_t process_cpu_ticks(uint32_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string text;
-  std::getline(in, text);
-  auto close = text.rfind(')');
-  if (close == std::string::npos) return 0;
-  std::istringstream rest(text.substr(close + 2));
-  std::string field;
-  uint64_t utime = 0, stime = 0;
-  for (int i = 3; i <= 15 && rest >> field; ++i) {
-    if (i == 14) utime = std::strtoull(field.c_str(), nullptr, 10);
-    if (i == 15) stime = std::strtoull(field.c_str(), nullptr, 10);
-  }
-  return utime + stime;
-}
-
-// Busy ticks of the whole machine (/proc/stat: user nice system irq softirq steal), for --all.
-uint64_t system_busy_ticks() {
-  std::ifstream in("/proc/stat");
-  std::string cpu;
-  uint64_t v[8] = {};
-  in >> cpu;
-  for (auto& x : v) in >> x;
-  return v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
-}
-
-}  // namespace
-
-// What the calibration probe is attached to: a function of this binary that does nothing. It starts with `lea`,
-// which the kernel single-steps (about 5 us a hit on the GPU machines) where the probed CUDA, NCCL and torch
-// functions start with `push`, emulated at about 0.9 us in a tight loop. The higher price is kept on purpose: inside
-// a real job a hit costs several times the tight loop's figure (cold caches, TLB, the job's own threads), and on
-// the H100 pricing hits at the push figure let the budget attach 5x longer, which cost +27.5 % on the launch-bound
-// workload and +71 % on small-batch inference against +0.1 % and +16 % at this price (docs/BENCHMARKS.md).
-extern "C" __attribute__((noinline, used)) int stackscope_uprobe_calibration_target(int x) {
-  asm volatile("" ::: "memory");
-  return x + 1;
-}
-
-namespace {
-
-// libbpf's option structs, zeroed and sized (LIBBPF_OPTS's designated initialisers warn in C++).
-bpf_uprobe_opts uprobe_opts(uint64_t cookie, bool retprobe) {
-  bpf_uprobe_opts o{};
-  o.sz = sizeof o;
-  o.bpf_cookie = cookie;
-  o.retprobe = retprobe;
-  return o;
-}
-
-bpf_uprobe_multi_opts uprobe_multi_opts(const std::vector<uint64_t>& offsets, const std::vector<uint64_t>* cookies,
-                                        bool retprobe) {
-  static_assert(sizeof(uint64_t) == sizeof(__u64));
-  bpf_uprobe_multi_opts o{};
-  o.sz = sizeof o;
-  o.offsets = offsets.data();  // unsigned long: uint64_t on LP64
-  o.cookies = cookies ? reinterpret_cast<const __u64*>(cookies->data()) : nullptr;
-  o.cnt = offsets.size();
-  o.retprobe = retprobe;
-  return o;
-}
-
 }  // namespace
 
 bool is_traced_layer(Layer layer) {
-  static_assert(kPython == 3, "gates_ holds the uprobe families cuda, nccl, torch, python");
   return layer == Layer::cuda || layer == Layer::nccl || layer == Layer::torch || layer == Layer::python;
 }
 
@@ -176,27 +94,31 @@ CollectorStatus UprobeTracer::start(TelemetrySink& sink, const CollectorOptions&
   };
   uint32_t rb = topts_.ringbuf_bytes;
   const bool multi = topts_.uprobe_multi && kernel_has_uprobe_multi();
-  auto load = [&](auto& fam, auto made, uint32_t ring_bytes) {
-    fam = std::move(made);
-    err = fam->load(ring_bytes, multi);
-    if (err.empty()) return true;
-    fam.reset();
-    return false;
+  // Loads a family into its slot; its typed pointer, or null (err says why).
+  auto load = [&](int f, auto made, uint32_t ring_bytes) -> decltype(made.get()) {
+    err = made->load(ring_bytes, multi);
+    if (!err.empty()) return nullptr;
+    auto* loaded = made.get();
+    families_[static_cast<size_t>(f)] = std::move(made);
+    return loaded;
   };
-  if (wants(Layer::cuda) && !load(cuda_, std::make_unique<CudaProbes>(), rb)) return fail("cuda BPF");
-  if (wants(Layer::nccl) && !load(nccl_, std::make_unique<NcclProbes>(), std::max(rb / 4, 65536u)))
+  if (wants(Layer::cuda) && !(cuda_ = load(kCuda, std::make_unique<CudaProbes>(), rb))) return fail("cuda BPF");
+  if (wants(Layer::nccl) && !load(kNccl, std::make_unique<NcclProbes>(), std::max(rb / 4, 65536u)))
     return fail("nccl BPF");
-  if (wants(Layer::torch) && !load(torch_, std::make_unique<TorchProbes>(!topts_.full_detail), rb))
+  if (wants(Layer::torch) &&
+      !(torch_ = load(kTorch, std::make_unique<TorchProbes>(!topts_.full_detail, options.torch_ops), rb)))
     return fail("torch BPF");
   if (wants(Layer::python) && (topts_.python_mode == "stack" || topts_.python_mode == "auto") &&
-      !load(pystack_,
-            std::make_unique<PyStackProbes>(topts_.python_mode, topts_.python_sample_hz, topts_.python_offcpu_min_ns),
-            rb))
+      !(pystack_ = load(kPyStack,
+                        std::make_unique<PyStackProbes>(topts_.python_mode, topts_.python_sample_hz,
+                                                        topts_.python_offcpu_min_ns),
+                        rb)))
     return fail("python stack BPF");
   if (wants(Layer::python) && topts_.python_mode != "off" && topts_.python_mode != "stack" &&
-      !load(python_, std::make_unique<PythonProbes>(topts_.python_min_duration_ns), rb))
+      !load(kPython,
+            std::make_unique<PythonProbes>(topts_.python_min_duration_ns, topts_.python_mode, duty_cycled()), rb))
     return fail("python BPF");
-  if (!load(proc_, std::make_unique<ProcProbes>(options.all_processes, options.follow_children), 256u << 10))
+  if (!(proc_ = load(kProc, std::make_unique<ProcProbes>(options.all_processes, options.follow_children), 256u << 10)))
     return fail("proc BPF");
   // Lifecycle tracepoints; the mmap ones need syscall tracepoints (CONFIG_FTRACE_SYSCALLS): rescans cover them.
   if (!proc_->attach_lifecycle(&err, [&](const std::string& text) { sink.add_note("trace", text); }))
@@ -210,12 +132,9 @@ CollectorStatus UprobeTracer::start(TelemetrySink& sink, const CollectorOptions&
     }
     return ring_buffer__add(rb_, bpf_map__fd(map), on_record, ring_ctx_.back().get()) == 0;
   };
-  bool ok = add_ring(proc_->events(), Layer::host);
-  if (cuda_) ok = ok && add_ring(cuda_->events(), Layer::cuda);
-  if (nccl_) ok = ok && add_ring(nccl_->events(), Layer::nccl);
-  if (torch_) ok = ok && add_ring(torch_->events(), Layer::torch);
-  if (python_) ok = ok && add_ring(python_->events(), Layer::python);
-  if (pystack_) ok = ok && add_ring(pystack_->events(), Layer::python);
+  bool ok = add_ring(proc_->events(), proc_->layer());  // process records first
+  for (int f = 0; f < kFamilies; ++f)
+    if (ProbeFamily* fam = family(f); fam && f != kProc) ok = ok && add_ring(fam->events(), fam->layer());
   if (!ok) {
     err = std::strerror(errno);
     return fail("ring buffer");
@@ -240,7 +159,7 @@ CollectorStatus UprobeTracer::start(TelemetrySink& sink, const CollectorOptions&
   {
     std::lock_guard<std::mutex> lock(gate_mu_);
     auto now = std::chrono::steady_clock::now();
-    for (int f = kCuda; f <= kPython; ++f) {
+    for (int f = 0; f < kUprobeFamilies; ++f) {
       auto& g = gates_[static_cast<size_t>(f)];
       g.on_since_ns = start_ns_;
       g.next_toggle = g.window_start = now;
@@ -260,7 +179,7 @@ CollectorStatus UprobeTracer::start(TelemetrySink& sink, const CollectorOptions&
       if (g.fixed) add_watching_series(f);  // the budget's are added with the family's first probes
     }
   }
-  if (python_ && duty_cycled())
+  if (family(kPython) && duty_cycled())
     sink.add_note("trace", fmt::format("python C-API probes duty-cycled: attached {} ms of every {} ms; calls are "
                                        "recorded only while python.capi.watching is 1, so divide counts by the "
                                        "watched time, not the run time", topts_.python_duty_on_ms,
@@ -310,7 +229,7 @@ void UprobeTracer::stop() {
   {
     std::lock_guard<std::mutex> lock(gate_mu_);
     const int64_t end = monotonic_ns();
-    for (int f = kCuda; f <= kPython; ++f) {
+    for (int f = 0; f < kUprobeFamilies; ++f) {
       auto& g = gates_[static_cast<size_t>(f)];
       if (g.on) set_watching(f, false);
       if (!g.ever_cycled) continue;
@@ -334,6 +253,19 @@ void UprobeTracer::stop() {
           g.windows ? g.detach_ns / 1e6 / static_cast<double>(g.windows) : 0.0, g.period_ms,
           g.cycles ? static_cast<double>(g.off_hits) / static_cast<double>(g.cycles) : 0.0, 1e3 * g.cycle_cost_s,
           g.watching_name, watched > 0 ? 1 / watched : 0.0, watched, 100 * err));
+      // The whole-recording factor assumes one rate throughout; a family attached at import and hot only later was
+      // watched far less once cycled than that factor says (tiny-operator loop: 20-30% against 0.5-3%).
+      if (g.cycling_since_ns && end > g.cycling_since_ns) {
+        const double cycled =
+            static_cast<double>(g.watched_ns - std::min(g.watched_ns, g.watched_before_cycling_ns)) /
+            static_cast<double>(end - g.cycling_since_ns);
+        sink_->add_note("trace", fmt::format(
+            "{}: fully attached (every call counted) for the first {:.1f} s of the recording, then duty-cycled for "
+            "{:.1f} s and watched {:.2f}% of that time: counts made after the first {:.1f} s scale by {:.4g}",
+            family_name(f), static_cast<double>(g.cycling_since_ns - start_ns_) / 1e9,
+            static_cast<double>(end - g.cycling_since_ns) / 1e9, 100 * cycled,
+            static_cast<double>(g.cycling_since_ns - start_ns_) / 1e9, cycled > 0 ? 1 / cycled : 0.0));
+      }
     }
   }
   if (poller_.joinable()) poller_.join();
@@ -366,9 +298,9 @@ void UprobeTracer::release(const std::function<void(size_t done, size_t total)>&
       g.sets.clear();
     }
   }
-  for (ProbeFamily* f : std::initializer_list<ProbeFamily*>{pystack_.get(), proc_.get()})
+  for (ProbeFamily* f : std::initializer_list<ProbeFamily*>{pystack_, proc_})
     if (f) {  // the sampler's and the lifecycle tracepoints' too: each detach waits for the kernel
-      auto more = f == proc_.get() ? proc_->take_links() : pystack_->take_links();
+      auto more = f == proc_ ? proc_->take_links() : pystack_->take_links();
       links.insert(links.end(), more.begin(), more.end());
     }
   destroy_links(links, progress);
@@ -377,16 +309,15 @@ void UprobeTracer::release(const std::function<void(size_t done, size_t total)>&
   ring_ctx_.clear();
   {  // unloading a family also waits for the kernel: all at once
     std::vector<std::thread> unload;
-    for (int f = kCuda; f <= kPyStack; ++f)
+    for (int f = 0; f < kFamilies; ++f)
       if (ProbeFamily* fam = family(f)) unload.emplace_back([fam] { fam->destroy(); });
     for (auto& t : unload) t.join();
   }
-  cuda_.reset();
-  nccl_.reset();
-  torch_.reset();
-  python_.reset();
-  proc_.reset();
-  pystack_.reset();
+  cuda_ = nullptr;
+  torch_ = nullptr;
+  proc_ = nullptr;
+  pystack_ = nullptr;
+  for (auto& fam : families_) fam.reset();
 }
 
 // Destroying a link waits for the kernel's RCU grace periods (~50-100 ms for a uprobe_multi link here); links are
@@ -609,118 +540,17 @@ void UprobeTracer::note_rank_environment(uint32_t pid) {
   if (!env.empty()) sink_->add_note("process", fmt::format("pid {}: {}", pid, env));
 }
 
-ProbeFamily* UprobeTracer::family(int f) const {
-  switch (f) {
-    case kCuda: return cuda_.get();
-    case kNccl: return nccl_.get();
-    case kTorch: return torch_.get();
-    case kPython: return python_.get();
-    case kProc: return proc_.get();
-    case kPyStack: return pystack_.get();
-  }
-  return nullptr;
-}
+const char* UprobeTracer::family_name(int f) const { return family(f) ? family(f)->name() : "?"; }
 
 FamilyProgs UprobeTracer::progs_of(int f) const { return family(f) ? family(f)->progs() : FamilyProgs{}; }
 const bpf_map* UprobeTracer::counters_of(int f) const { return family(f) ? family(f)->counters() : nullptr; }
 uint32_t* UprobeTracer::capture_flag_of(int f) const { return family(f) ? family(f)->capture_flag() : nullptr; }
 bpf_map* UprobeTracer::thread_map_of(int f) const { return family(f) ? family(f)->thread_map() : nullptr; }
 
-// Return probes first: a call entered between the two attachments then has a return without an entry (counted,
-// ignored) rather than an entry that no return ever closes. detach_set() removes entries first for the same reason.
-bool UprobeTracer::attach_set(int family, ProbeSet& set) {
-  const FamilyProgs progs = progs_of(family);
-  const char* path = set.host_path.c_str();
-  if (use_multi_ && progs.entry_multi && progs.ret_multi) {
-    bpf_link* ret = nullptr;
-    if (!set.ret_offsets.empty()) {
-      auto ro = uprobe_multi_opts(set.ret_offsets, &set.ret_cookies, true);
-      ret = bpf_program__attach_uprobe_multi(progs.ret_multi, set.pid_filter, path, nullptr, &ro);
-    }
-    if (ret || set.ret_offsets.empty()) {
-      auto eo = uprobe_multi_opts(set.offsets, &set.cookies, false);
-      if (bpf_link* entry = bpf_program__attach_uprobe_multi(progs.entry_multi, set.pid_filter, path, nullptr, &eo)) {
-        if (ret) set.links.push_back(ret);
-        set.links.push_back(entry);
-        return true;
-      }
-    }
-    const int e = errno;
-    if (ret) bpf_link__destroy(ret);
-    if (e == ENOENT || e == ESRCH) return false;  // the process (its /proc/PID/root) is gone
-    note_once(fmt::format("{}: uprobe_multi link refused ({}): one uprobe per probe there", set.host_path,
-                          std::strerror(e)));
-    if (e == EOPNOTSUPP || e == ENOSYS) use_multi_ = false;
-  }
-  int failures = 0;
-  for (size_t i = 0; i < set.ret_offsets.size(); ++i) {
-    auto ro = uprobe_opts(set.ret_cookies[i], true);
-    if (bpf_link* l = bpf_program__attach_uprobe_opts(progs.ret, set.pid_filter, path, set.ret_offsets[i], &ro))
-      set.links.push_back(l);
-    else
-      ++failures;
-  }
-  size_t attached = 0;
-  for (size_t i = 0; i < set.offsets.size(); ++i) {
-    auto eo = uprobe_opts(set.cookies[i], false);
-    if (bpf_link* l = bpf_program__attach_uprobe_opts(progs.entry, set.pid_filter, path, set.offsets[i], &eo)) {
-      set.links.push_back(l);
-      ++attached;
-    } else {
-      ++failures;
-    }
-  }
-  if (failures)
-    note_once(fmt::format("{}: {} probe(s) failed to attach (pid filter {}): {}", set.host_path, failures,
-                          set.pid_filter, std::strerror(errno)));
-  return attached > 0;
-}
-
-void UprobeTracer::detach_set(ProbeSet& set) {
-  destroy_links({set.links.rbegin(), set.links.rend()}, {});
-  set.links.clear();
-}
-
-// The series that says when a family's probes were attached: 1 from now while they are, 0 while detached.
-// Called with gate_mu_ held.
-void UprobeTracer::add_watching_series(int family) {
-  auto& g = gates_[static_cast<size_t>(family)];
-  if (g.has_watching || g.watching_name.empty()) return;
-  SeriesInfo w;
-  w.name = g.watching_name;
-  w.subsystem = Subsystem::software;
-  w.unit = "ratio";
-  w.kind = SeriesKind::gauge;
-  w.category = SeriesCategory::static_value;  // says when calls were watched, not a signal
-  w.host = copts_.host;
-  w.source = "ebpf";
-  g.watching = sink_->add_series(w);
-  g.has_watching = true;
-  g.first_ns = monotonic_ns();
-  if (g.on) {
-    g.on_since_ns = g.first_ns;  // watched time counts from the family's first probes
-    Sample s{g.watching, g.first_ns, 1.0};
-    sink_->append_samples({&s, 1});
-  }
-}
-
-bool UprobeTracer::add_probe_set(int family, ProbeSet set) {
-  if (set.offsets.empty()) return false;
-  std::lock_guard<std::mutex> lock(gate_mu_);
-  auto& g = gates_[static_cast<size_t>(family)];
-  add_watching_series(family);
-  if ((g.on || set.steady) && !attach_set(family, set)) {
-    detach_set(set);  // a partial attach (return probes without their entries) must not trap calls until exit
-    return false;
-  }
-  g.sets.push_back(std::move(set));
-  return true;
-}
-
 unsigned UprobeTracer::attach_library(int pid_filter, const MappedLibrary& lib,
                                       const std::shared_ptr<ElfImage>& img) {
   // One probe per address (aliases: weak nccl* and pnccl*, versioned names), entry-only where the cookie says so.
-  auto make_set = [&](const std::vector<std::pair<uint64_t, uint64_t>>& probes, bool steady) {
+  auto make_set = [&](const std::vector<Probe>& probes, bool steady) {
     ProbeSet set;
     set.pid_filter = pid_filter;
     set.host_path = lib.host_path;
@@ -737,88 +567,41 @@ unsigned UprobeTracer::attach_library(int pid_filter, const MappedLibrary& lib,
     }
     return set;
   };
-  auto spec_probes = [&](Layer layer) {
-    std::vector<std::pair<uint64_t, uint64_t>> probes;
-    for (uint32_t id = 0; id < specs_.size(); ++id) {
-      auto& spec = specs_[id];
-      if (spec.layer != layer || std::find(spec.libs.begin(), spec.libs.end(), lib.kind) == spec.libs.end()) continue;
-      for (auto& sym_name : spec.symbols)
-        if (const ElfSymbol* sym = img->find(sym_name))
-          if (auto off = img->vaddr_to_offset(sym->vaddr)) {
-            uint64_t cookie = call_cookie(spec, id, topts_.full_detail);
-            // Under the budget, the CUDA family's blocking calls are never duty-cycled (see SS_COOKIE_STEADY).
-            if (budgeted() && layer == Layer::cuda && !spec.entry_only) cookie |= SS_COOKIE_STEADY;
-            probes.emplace_back(*off, cookie);
-          }
-    }
-    return probes;
-  };
-  int family = kCuda;
-  Layer layer = Layer::cuda;
-  std::vector<std::pair<uint64_t, uint64_t>> probes;
-  switch (lib.kind) {
-    case LibraryKind::cudart:
-    case LibraryKind::cuda_driver:
-      if (!cuda_) return 0;
-      probes = spec_probes(Layer::cuda);
-      break;
-    case LibraryKind::nccl:
-      if (!nccl_) return 0;
-      family = kNccl;
-      layer = Layer::nccl;
-      probes = spec_probes(Layer::nccl);
-      break;
-    case LibraryKind::torch_cpu: {
-      if (!torch_) return 0;
-      family = kTorch;
-      layer = Layer::torch;
-      probes = torch_->probes_for(*img, copts_.torch_ops.empty() ? default_torch_ops() : copts_.torch_ops);
-      if (probes.empty())
-        note_once(fmt::format("{}: no at::_ops::<op>::call symbol matched the operator list", lib.path));
-      break;
-    }
-    case LibraryKind::torch_cuda:
-      return 0;  // kernel host stubs are named from it on demand; operators enter through libtorch_cpu
-    case LibraryKind::python: {
-      if (!python_) return 0;  // off, or stack mode (register_python_stack)
-      family = kPython;
-      layer = Layer::python;
-      if (!img->find("Py_Initialize") && !img->find("_PyEval_EvalFrameDefault")) return 0;  // not an interpreter
-      bool usdt = img->has_usdt("python", "function__entry") && img->has_usdt("python", "function__return");
-      // Without USDT, timing C-API entry points hits a uprobe on nearly every Python call: measured at 4-14%
-      // of a GPT-2 step on the GPU machine (docs/BENCHMARKS.md), so "auto" leaves it off and says how to opt in.
-      if ((topts_.python_mode == "usdt" || topts_.python_mode == "auto") && !usdt) {
-        // Under auto, stack sampling was tried first and said why it could not register (its own note).
-        note_once(lib.path + ": no python:function__entry USDT probes" +
-                  (topts_.python_mode == "auto" ? std::string(" and no stack sampling (see above)") : std::string()) +
-                  "; python layer not traced there (--python-mode stack for CPython 3.11/3.12, or --python-mode "
-                  "capi to time C-API calls, at several % of step time)");
-        return 0;
-      }
-      if (usdt && topts_.python_mode != "capi") {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (!attached_.insert({pid_filter, lib.dev, lib.inode, 0, kPython}).second) return 0;
-        if (python_->attach_usdt(pid_filter, lib.host_path, links_[pid_filter]))
-          return 1u << static_cast<unsigned>(layer);
-        attached_.erase({pid_filter, lib.dev, lib.inode, 0, kPython});
-        note_once(fmt::format("{}: python USDT probes failed to attach (pid filter {}): {}", lib.path, pid_filter,
-                              std::strerror(errno)));
-        return 0;
-      }
-      if (!duty_cycled()) note_once(lib.path + ": no function-level USDT probes; timing C-API entry points instead");
-      probes = spec_probes(Layer::python);
-      break;
-    }
-    default:
-      return 0;
+  ProbeContext ctx;
+  ctx.specs = &specs_;
+  ctx.full_detail = topts_.full_detail;
+  ctx.budgeted = budgeted();
+  ctx.note_once = [this](const std::string& text) { note_once(text); };
+  // Each library kind is one family's: the first that finds probes in it takes it.
+  for (int f = 0; f < kUprobeFamilies; ++f) {
+    ProbeFamily* fam = family(f);
+    if (!fam) continue;
+    LibraryProbes found = fam->probes_for(lib, *img, ctx);
+    const unsigned bit = 1u << static_cast<unsigned>(fam->layer());
+    if (found.usdt) return attach_usdt(f, pid_filter, lib) ? bit : 0u;
+    if (found.probes.empty()) continue;
+    // Steady probes (blocking calls of a budgeted family) are their own set, outside the duty cycle.
+    std::vector<Probe> steady, cycled;
+    for (auto& p : found.probes) ((p.second & SS_COOKIE_STEADY) ? steady : cycled).push_back(p);
+    bool added = false;
+    if (!steady.empty()) added |= add_probe_set(f, make_set(steady, true));
+    if (!cycled.empty()) added |= add_probe_set(f, make_set(cycled, false));
+    return added ? bit : 0u;
   }
-  // Steady probes (blocking calls of a budgeted family) are their own set, outside the duty cycle.
-  std::vector<std::pair<uint64_t, uint64_t>> steady, cycled;
-  for (auto& p : probes) ((p.second & SS_COOKIE_STEADY) ? steady : cycled).push_back(p);
-  bool added = false;
-  if (!steady.empty()) added |= add_probe_set(family, make_set(steady, true));
-  if (!cycled.empty()) added |= add_probe_set(family, make_set(cycled, false));
-  return added ? 1u << static_cast<unsigned>(layer) : 0u;
+  return 0;
+}
+
+bool UprobeTracer::attach_usdt(int f, int pid_filter, const MappedLibrary& lib) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!attached_.insert({pid_filter, lib.dev, lib.inode, 0, f}).second) return false;
+    if (family(f)->attach_usdt(pid_filter, lib.host_path, links_[pid_filter])) return true;
+    attached_.erase({pid_filter, lib.dev, lib.inode, 0, f});
+  }
+  const int e = errno;
+  note_once(fmt::format("{}: {} USDT probes failed to attach (pid filter {}): {}", lib.path, family_name(f),
+                        pid_filter, std::strerror(e)));  // note_once takes mu_: not held here
+  return false;
 }
 
 void UprobeTracer::note_once(const std::string& text) {
@@ -843,300 +626,6 @@ unsigned UprobeTracer::register_python_stack(uint32_t pid, const std::vector<Map
   return sampled ? 1u << static_cast<unsigned>(Layer::python) : 0u;
 }
 
-// The watched interval must contain every reported call's start: its opening time is read before capture is
-// enabled, and its closing time after capture is disabled (a call that saw the flag set started in between).
-// Called with gate_mu_ held.
-void UprobeTracer::set_watching(int family, bool on) {
-  auto& g = gates_[static_cast<size_t>(family)];
-  int64_t t = 0;
-  if (on) t = monotonic_ns();
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (uint32_t* flag = capture_flag_of(family)) *flag = on ? 1 : 0;
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (!on) t = monotonic_ns();
-  if (on) {
-    g.on_since_ns = t;
-    g.window_hits0 = g.window_mark = read_counter(counters_of(family), SS_CNT_HITS);
-  } else if (g.on) {
-    const uint64_t hits = read_counter(counters_of(family), SS_CNT_HITS);
-    g.period_window_hits += hits - std::min(hits, g.window_mark);
-    g.window_mark = hits;
-    g.watched_ns += t - g.on_since_ns;
-    g.period_watched_ns += t - std::max(g.on_since_ns, budget_mark_ns_);
-    if (g.cycling && t > g.on_since_ns) {  // this window's hit rate: how steady the sampled family is
-      const double rate = static_cast<double>(hits - g.window_hits0) /
-                          (static_cast<double>(t - g.on_since_ns) / 1e9);
-      if (g.windows++) g.rate_ssd += (rate - g.last_rate) * (rate - g.last_rate);
-      g.rate_sum += rate;
-      g.last_rate = rate;
-    }
-  }
-  g.on = on;
-  if (g.has_watching) {
-    Sample s{g.watching, t, on ? 1.0 : 0.0};
-    sink_->append_samples({&s, 1});
-  }
-}
-
-// Attaches (on) or detaches (off) every probe set of a family. Calls are reported only between set_watching(true),
-// once all are attached, and set_watching(false), before any is detached. Called with gate_mu_ held.
-void UprobeTracer::switch_gate(int family, bool on) {
-  auto& g = gates_[static_cast<size_t>(family)];
-  if (on == g.on) return;
-  int64_t t0 = monotonic_ns();
-  if (on) {
-    bool returns = false;
-    for (auto& set : g.sets) {
-      if (set.steady) continue;
-      attach_set(family, set);
-      returns |= !set.ret_offsets.empty();
-    }
-    // Calls in flight at the last detach, or entered while attaching, never return through a probe: forget every
-    // thread's stack of calls. Not where the cycled probes are all entry-only: the stacks then hold only steady
-    // calls, whose probes stayed attached (a synchronisation in progress keeps its entry).
-    if (bpf_map* m = returns ? thread_map_of(family) : nullptr) {
-      int fd = bpf_map__fd(m);
-      for (uint32_t tid; bpf_map_get_next_key(fd, nullptr, &tid) == 0;)
-        if (bpf_map_delete_elem(fd, &tid) != 0) break;
-    }
-    set_watching(family, true);
-    g.attach_ns += monotonic_ns() - t0;
-  } else {
-    set_watching(family, false);
-    // Every link of the family at once: while the entry link's detach waits for the kernel, the return link's
-    // breakpoint would still trap every call (a return probe traps at the entry too).
-    std::vector<bpf_link*> links;
-    for (auto& set : g.sets) {
-      if (set.steady) continue;
-      links.insert(links.end(), set.links.rbegin(), set.links.rend());
-      set.links.clear();
-    }
-    destroy_links(links, {});
-    g.detach_ns += monotonic_ns() - t0;
-    ++g.period_cycles;
-    ++g.cycles;
-  }
-}
-
-double UprobeTracer::watched_fraction(Layer layer) const {
-  int family = layer == Layer::cuda ? kCuda : layer == Layer::nccl ? kNccl : layer == Layer::torch ? kTorch : kPython;
-  std::lock_guard<std::mutex> lock(gate_mu_);
-  auto& g = gates_[static_cast<size_t>(family)];
-  int64_t now = monotonic_ns(), watched = g.watched_ns + (g.on ? now - g.on_since_ns : 0);
-  const int64_t since = g.first_ns ? g.first_ns : start_ns_;
-  return now > since ? static_cast<double>(watched) / static_cast<double>(now - since) : 1.0;
-}
-
-// Every interval: torch operator series; every budget period: the families' shares; at each window edge: attach
-// or detach a duty-cycled family.
-void UprobeTracer::control_loop() {
-  using clock = std::chrono::steady_clock;
-  const auto interval = std::chrono::milliseconds(std::max(1, copts_.interval_ms));
-  // The budget is rebalanced every second (or every period, if shorter), whatever the duty cycle's period: a family
-  // that turns hot is cycled within a second.
-  const auto budget_period = std::chrono::milliseconds(std::clamp(topts_.budget_period_ms, 10, 1000));
-  // The first look comes early: a hot family costs its full price until then.
-  auto next_sample = clock::now() + interval,
-       next_budget = clock::now() + std::min<clock::duration>(budget_period, std::chrono::milliseconds(200));
-  auto last_budget = clock::now();
-  job_cpu_seconds();  // the baseline
-  while (!stopping_) {
-    auto wake = next_sample;
-    if (budgeted()) wake = std::min(wake, next_budget);
-    {
-      std::lock_guard<std::mutex> lock(gate_mu_);
-      for (auto& g : gates_)
-        if (g.cycling) wake = std::min(wake, g.next_toggle);
-    }
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_until(lock, wake, [&] { return stopping_.load(); });
-    }
-    if (stopping_) break;
-    auto now = clock::now();
-    if (now >= next_sample) {
-      if (torch_ && !topts_.full_detail) torch_->sample_ops(*sink_, copts_.host);
-      next_sample += interval;
-      if (next_sample < now) next_sample = now + interval;
-    }
-    if (budgeted() && now >= next_budget) {
-      rebalance_budget(std::chrono::duration<double>(now - last_budget).count());
-      last_budget = now;
-      next_budget = now + budget_period;
-    }
-    std::lock_guard<std::mutex> lock(gate_mu_);
-    for (int f = kCuda; f <= kPython; ++f) {
-      auto& g = gates_[static_cast<size_t>(f)];
-      if (!g.cycling || clock::now() < g.next_toggle) continue;
-      const auto period = std::chrono::milliseconds(g.period_ms);
-      if (g.on) {
-        switch_gate(f, false);
-        g.next_toggle = g.window_start + period;
-        if (g.next_toggle < clock::now()) g.next_toggle = clock::now() + period / 2;  // detaching overran it
-      } else {
-        g.window_start = clock::now();
-        switch_gate(f, true);
-        g.next_toggle = g.window_start + std::chrono::milliseconds(g.on_ms);
-      }
-    }
-  }
-}
-
-// The job's CPU time since the last call, in seconds: its processes' (the traced ones), or the machine's (--all).
-double UprobeTracer::job_cpu_seconds() {
-  static const double hz = static_cast<double>(::sysconf(_SC_CLK_TCK));
-  if (copts_.all_processes) {
-    uint64_t busy = system_busy_ticks(), prev = system_busy_ticks_;
-    system_busy_ticks_ = busy;
-    return prev && busy > prev ? static_cast<double>(busy - prev) / hz : 0;
-  }
-  uint64_t delta = 0;
-  std::map<uint32_t, uint64_t> now;
-  for (auto pid : traced_pids()) {
-    uint64_t ticks = process_cpu_ticks(pid);
-    now[pid] = ticks;
-    auto it = cpu_ticks_.find(pid);
-    uint64_t before = it != cpu_ticks_.end() ? it->second : 0;
-    if (ticks > before) delta += ticks - before;
-  }
-  cpu_ticks_.swap(now);
-  return static_cast<double>(delta) / hz;
-}
-
-// Each family's cost at full attachment is its hit rate while attached times the price of a hit. When they add up
-// to more than budget_pct of the job's own CPU time, the budget is shared out water-filling: the cheap families
-// stay attached, the hot ones get equal shares and are attached for that fraction of each period.
-void UprobeTracer::rebalance_budget(double period_s) {
-  constexpr double kNegligibleCores = 0.005;
-  if (period_s <= 0) return;
-  const double job_cores = job_cpu_seconds() / period_s;
-  std::lock_guard<std::mutex> lock(gate_mu_);
-  const int64_t now = monotonic_ns();
-  std::vector<std::pair<double, int>> costs;  // cores at full attachment, family
-  double overhead = 0, steady_cost = 0;  // steady: probes never cycled, paid first out of the budget
-  for (int f = kCuda; f <= kPython; ++f) {
-    auto& g = gates_[static_cast<size_t>(f)];
-    if (g.fixed || g.watching_name.empty() || g.sets.empty()) continue;
-    const uint64_t steady_hits = read_counter(counters_of(f), SS_CNT_STEADY_HITS);
-    steady_cost += static_cast<double>(steady_hits - g.steady_hits_prev) * hit_cost_ns_ / 1e9 / period_s;
-    g.steady_hits_prev = steady_hits;
-    const uint64_t hits = read_counter(counters_of(f), SS_CNT_HITS);
-    if (g.on) {
-      g.period_window_hits += hits - std::min(hits, g.window_mark);
-      g.window_mark = hits;
-    }
-    // Hits inside the watched windows give the family's rate; the rest trapped while its links were being attached
-    // or detached: the toggles' price, paid whatever the watched share.
-    const uint64_t period_hits = hits - std::min(hits, g.hits_prev);
-    const uint64_t in_windows = std::min(g.period_window_hits, period_hits), off = period_hits - in_windows;
-    g.period_window_hits = 0;
-    g.off_hits += off;
-    const int64_t watched = g.period_watched_ns + (g.on ? now - std::max(g.on_since_ns, budget_mark_ns_) : 0);
-    g.period_watched_ns = 0;
-    if (watched > 5'000'000) g.full_rate = static_cast<double>(in_windows) / (static_cast<double>(watched) / 1e9);
-    g.hits_prev = hits;
-    const double off_s = static_cast<double>(off) * hit_cost_ns_ / 1e9;
-    g.pending_off_s += off_s;  // a cycle's hits may fall in two rebalances: priced once a cycle has ended
-    if (g.period_cycles > 0) {
-      const double per_cycle = g.pending_off_s / g.period_cycles;
-      g.cycle_cost_s = g.cycle_cost_s > 0 ? (g.cycle_cost_s + per_cycle) / 2 : per_cycle;
-      g.pending_off_s = 0;
-    }
-    g.period_cycles = 0;
-    const double cost = g.full_rate * hit_cost_ns_ / 1e9;
-    overhead += cost * (g.cycling ? g.fraction : 1.0) + off_s / period_s;
-    costs.emplace_back(cost, f);
-  }
-  budget_mark_ns_ = now;
-  if (costs.empty()) return;
-  overhead += steady_cost;
-  double budget = std::max(0.0, topts_.budget_pct / 100.0 * std::max(0.0, job_cores - overhead) - steady_cost);
-  std::sort(costs.begin(), costs.end());
-  size_t left = costs.size();
-  const double base_period_s = std::max(10, topts_.budget_period_ms) / 1000.0,
-               max_period_s = std::max(base_period_s, topts_.budget_max_period_ms / 1000.0);
-  for (auto& [cost, f] : costs) {
-    auto& g = gates_[static_cast<size_t>(f)];
-    const double share = budget / static_cast<double>(left--);
-    // A family costing under 5 ms of CPU a second is never sampled, however idle the job: its calls are too few
-    // to matter and too few to estimate from a sample. Otherwise it is watched >= 0.5 % of the time, so rates are
-    // still seen. Its toggles cost cycle_cost_s each: the period grows until they take at most a quarter of the
-    // share, and the watched share is what is left.
-    double fraction = 1.0, cycle_s = base_period_s;
-    if (cost > std::max(share, kNegligibleCores)) {
-      if (g.cycle_cost_s > 0)
-        cycle_s = share > 0 ? std::clamp(4 * g.cycle_cost_s / share, base_period_s, max_period_s) : max_period_s;
-      fraction = std::clamp((share - g.cycle_cost_s / cycle_s) / cost, 0.005, 1.0);
-    }
-    if (fraction > 0.95) fraction = 1.0;
-    budget -= std::min(cost, share);
-    const bool was_cycling = g.cycling;
-    g.fraction = fraction;
-    g.cycling = fraction < 1.0;
-    if (g.cycling) {
-      g.period_ms = static_cast<int>(std::lround(cycle_s * 1000));
-      g.on_ms = std::max(5, static_cast<int>(std::lround(fraction * g.period_ms)));
-      if (!was_cycling) {
-        g.window_start = std::chrono::steady_clock::now();
-        g.next_toggle = g.window_start + std::chrono::milliseconds(g.on_ms);
-        if (!g.ever_cycled)
-          sink_->add_note("trace", fmt::format("{}: probes would cost {:.1f}% of the job's CPU ({:.0f} hits/s x {:.0f} "
-                                               "ns): attached {:.1f}% of each {} ms to stay within the {}% budget",
-                                               family_name(f), job_cores > 0 ? 100 * cost / job_cores : 0.0,
-                                               g.full_rate, hit_cost_ns_, 100 * fraction, g.period_ms,
-                                               topts_.budget_pct));
-        g.ever_cycled = true;
-      }
-    } else if (was_cycling && !g.on) {
-      switch_gate(f, true);
-    }
-  }
-}
-
-// The price of one probe hit here: a function of this binary called with and without the calibration probe (a
-// program that only counts). Falls back to 5 us, what a hit costs on the GPU machines (docs/BENCHMARKS.md).
-void UprobeTracer::measure_hit_cost() {
-  hit_cost_ns_ = topts_.hit_cost_ns > 0 ? topts_.hit_cost_ns : 5000.0;
-  if (topts_.hit_cost_ns > 0 || !proc_) return;
-  auto addr = reinterpret_cast<uint64_t>(&stackscope_uprobe_calibration_target);
-  std::string path;
-  uint64_t offset = 0;
-  for (auto& m : read_proc_maps(static_cast<uint32_t>(::getpid())))
-    if (addr >= m.start && addr < m.end && m.exec && !m.path.empty() && m.path[0] == '/') {
-      path = m.path;
-      offset = addr - m.start + m.offset;
-    }
-  if (path.empty()) return;
-  int (*volatile fn)(int) = &stackscope_uprobe_calibration_target;
-  // The quickest of many short batches: a batch that the scheduler interrupted says nothing of the probe.
-  constexpr int kBatch = 100, kBatches = 40, kCalls = kBatch * kBatches;
-  auto run = [&] {
-    int64_t best = INT64_MAX;
-    int x = 0;
-    for (int b = 0; b < kBatches; ++b) {
-      int64_t t0 = monotonic_ns();
-      for (int i = 0; i < kBatch; ++i) x = fn(x);
-      best = std::min(best, monotonic_ns() - t0);
-    }
-    return best;
-  };
-  const int64_t bare = run();
-  bpf_link* link = nullptr;
-  if (use_multi_) {
-    std::vector<uint64_t> offsets{offset};
-    auto o = uprobe_multi_opts(offsets, nullptr, false);
-    link = bpf_program__attach_uprobe_multi(proc_->calibrate_multi(), ::getpid(), path.c_str(), nullptr, &o);
-  }
-  if (!link) link = bpf_program__attach_uprobe_opts(proc_->calibrate(), ::getpid(), path.c_str(), offset, nullptr);
-  if (!link) return;
-  const uint64_t hits0 = read_counter(proc_->counters(), SS_CNT_HITS);
-  const int64_t probed = run();
-  const uint64_t hits = read_counter(proc_->counters(), SS_CNT_HITS) - hits0;
-  bpf_link__destroy(link);
-  if (hits >= static_cast<uint64_t>(kCalls) && probed > bare)
-    hit_cost_ns_ = static_cast<double>(probed - bare) / kBatch;
-}
-
 bool UprobeTracer::wait_until_attached(uint32_t pid, Layer layer, std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
   unsigned bit = 1u << static_cast<unsigned>(layer);
@@ -1154,12 +643,12 @@ std::vector<uint32_t> UprobeTracer::traced_pids() const {
 UprobeTracer::Stats UprobeTracer::stats() const {
   Stats s;
   s.events = events_;
-  for (int f = kCuda; f <= kPyStack; ++f) {
+  for (int f = 0; f < kFamilies; ++f) {
     const bpf_map* m = counters_of(f);
     s.lost += read_counter(m, SS_CNT_RB_FULL);
     s.nested += read_counter(m, SS_CNT_NESTED);
     s.unmatched += read_counter(m, SS_CNT_UNMATCHED);
-    if (f <= kPython) {
+    if (f < kUprobeFamilies) {
       s.hits += read_counter(m, SS_CNT_HITS) + read_counter(m, SS_CNT_STEADY_HITS);
       s.gated += read_counter(m, SS_CNT_GATED);
     }
@@ -1176,8 +665,8 @@ UprobeTracer::Stats UprobeTracer::stats() const {
 }
 
 void UprobeTracer::report_counters(bool final_report) {
-  std::array<const bpf_map*, kPyStack + 1> maps{};
-  for (int f = kCuda; f <= kPyStack; ++f) maps[static_cast<size_t>(f)] = counters_of(f);
+  std::array<const bpf_map*, kFamilies> maps{};
+  for (int f = 0; f < kFamilies; ++f) maps[static_cast<size_t>(f)] = counters_of(f);
   for (int f = 0; f < static_cast<int>(std::size(maps)); ++f) {
     if (!maps[f]) continue;
     uint64_t lost = read_counter(maps[f], SS_CNT_RB_FULL);
@@ -1216,7 +705,7 @@ void UprobeTracer::report_counters(bool final_report) {
 // is on, also how often the probe programs ran: entries against returns.
 void UprobeTracer::report_program_runs() {
   std::string misses, runs;
-  for (int f = kCuda; f <= kPyStack; ++f) {
+  for (int f = 0; f < kFamilies; ++f) {
     const bpf_object* obj = family(f) ? family(f)->object() : nullptr;
     if (!obj) continue;
     bpf_program* prog = nullptr;
@@ -1227,7 +716,7 @@ void UprobeTracer::report_program_runs() {
       if (info.recursion_misses)
         misses += fmt::format("{}{}/{}: {}", misses.empty() ? "" : ", ", family_name(f), bpf_program__name(prog),
                               info.recursion_misses);
-      if (info.run_cnt && f <= kPython)
+      if (info.run_cnt && f < kUprobeFamilies)
         runs += fmt::format("{}{}/{}: {}", runs.empty() ? "" : ", ", family_name(f), bpf_program__name(prog),
                             info.run_cnt);
     }

@@ -1,20 +1,21 @@
 // The eBPF uprobe tracer: owns one probe family object per BPF program (cuda, nccl, torch, python, python-stack,
 // proc), finds the libraries in /proc/PID/maps, attaches per pid (or pid -1 for --all), follows new processes and
 // late-loaded libraries, and turns ring-buffer records into Events. It keeps what is common to every family:
-// discovery and process lifecycle, the ring buffer, the probe gates and their cost budget, and the sink.
+// discovery and process lifecycle, the ring buffer, the probe gates and their cost budget (probe_gates.cpp), and the
+// sink.
 // A family's probes in one library of one process are one uprobe_multi link per program (entry, return), so
 // attaching and detaching them is one call each; that makes stopping fast and lets the cost budget duty-cycle a
 // hot family (ProbeGate).
 //
 // Each family is the libbpf-tools trio: bpf/<family>.bpf.c (with the record layouts it shares in bpf/events.h),
 // and src/trace/<family>_probes.{h,cpp}, a ProbeFamily (trace/probe_family.h) that opens, configures, loads and
-// destroys its skeleton and holds what only it does (torch operator ids and series, the python stack sampler's
-// registration, the CUDA fold ranges). To add a family:
+// destroys its skeleton, says which probes a library holds for it (probes_for: the call catalog's symbols, torch
+// operators, python USDT or C-API entry points) and holds what only it does (torch operator ids and series, the
+// python stack sampler's registration, the CUDA fold ranges). To add a uprobe family:
 //   1. bpf/<family>.bpf.c (its skeleton is generated from it: bpf/CMakeLists.txt globs *.bpf.c);
-//   2. src/trace/<family>_probes.{h,cpp}: a ProbeFamily subclass (uprobe families implement progs(),
-//      capture_flag() and thread_map() so the gates can duty-cycle them);
-//   3. uprobe_tracer.{h,cpp}: a member, an entry in the Family enum and family(), its load in start(), and the
-//      LibraryKind case in attach_library() that turns a library into its probes.
+//   2. src/trace/<family>_probes.{h,cpp}: a ProbeFamily subclass with progs(), capture_flag() and thread_map() (so
+//      the gates can duty-cycle it), layer() and probes_for();
+//   3. uprobe_tracer.{h,cpp}: its index in Family (before kUprobeFamilies) and its load in start().
 #pragma once
 #include <array>
 #include <atomic>
@@ -93,8 +94,11 @@ class UprobeTracer final : public Collector {
   void note_rank_environment(uint32_t pid);
   void process_exited(uint32_t pid);
   void destroy_links(const std::vector<bpf_link*>& links, const std::function<void(size_t done, size_t total)>& progress);
-  // Returns the bit of the layer it attached probes for (0: none).
+  // Asks each loaded uprobe family for its probes in `lib` and attaches them. Returns the bit of the layer it
+  // attached probes for (0: none).
   unsigned attach_library(int pid_filter, const MappedLibrary& lib, const std::shared_ptr<ElfImage>& img);
+  // A family's USDT probes in `lib`, once per (pid filter, file): kept with the pid filter's links.
+  bool attach_usdt(int family, int pid_filter, const MappedLibrary& lib);
   // One family's probes in one library of one process filter.
   struct ProbeSet {
     int pid_filter = -1;
@@ -120,6 +124,8 @@ class UprobeTracer final : public Collector {
     SeriesId watching = 0;
     bool has_watching = false;
     int64_t first_ns = 0;  // when its first probes were added (its watching series starts)
+    // When the budget first duty-cycled it, and its watched time until then (fully attached: every call counted).
+    int64_t cycling_since_ns = 0, watched_before_cycling_ns = 0;
     int64_t on_since_ns = 0, watched_ns = 0, period_watched_ns = 0;
     uint64_t hits_prev = 0, window_hits0 = 0, steady_hits_prev = 0;
     // Hits outside the watched windows: the probes trapping while their links are attached or detached (a
@@ -137,8 +143,13 @@ class UprobeTracer final : public Collector {
     int64_t attach_ns = 0, detach_ns = 0;
     std::chrono::steady_clock::time_point next_toggle, window_start;
   };
-  // The loaded family of index `family` (Family in uprobe_tracer.cpp), or null.
-  ProbeFamily* family(int family) const;
+  // Probe families by index: the uprobe families first (one ProbeGate each), then the others.
+  enum Family : int { kCuda = 0, kNccl, kTorch, kPython, kUprobeFamilies, kProc = kUprobeFamilies, kPyStack, kFamilies };
+  // The loaded family of index `family`, or null.
+  ProbeFamily* family(int family) const {
+    return family >= 0 && family < kFamilies ? families_[static_cast<size_t>(family)].get() : nullptr;
+  }
+  const char* family_name(int family) const;
   FamilyProgs progs_of(int family) const;
   const bpf_map* counters_of(int family) const;
   uint32_t* capture_flag_of(int family) const;
@@ -152,6 +163,7 @@ class UprobeTracer final : public Collector {
   void add_watching_series(int family);
   void control_loop();
   void rebalance_budget(double period_s);
+  bool budget_overrun(double since_s);
   double job_cpu_seconds();
   void measure_hit_cost();
   std::string kernel_name(uint32_t pid, uint64_t address);
@@ -176,13 +188,13 @@ class UprobeTracer final : public Collector {
   TelemetrySink* sink_ = nullptr;
   std::vector<CallSpec> specs_;
 
-  // The families loaded (null: not requested). Loaded in start(), destroyed in release().
-  std::unique_ptr<CudaProbes> cuda_;
-  std::unique_ptr<NcclProbes> nccl_;
-  std::unique_ptr<TorchProbes> torch_;
-  std::unique_ptr<PythonProbes> python_;
-  std::unique_ptr<ProcProbes> proc_;
-  std::unique_ptr<PyStackProbes> pystack_;
+  // The families loaded (null: not requested), by Family index. Loaded in start(), destroyed in release(). The
+  // typed pointers are to those with calls of their own (fold ranges, operator series, stack sampling, lifecycle).
+  std::array<std::unique_ptr<ProbeFamily>, kFamilies> families_;
+  CudaProbes* cuda_ = nullptr;
+  TorchProbes* torch_ = nullptr;
+  ProcProbes* proc_ = nullptr;
+  PyStackProbes* pystack_ = nullptr;
   ring_buffer* rb_ = nullptr;
   std::vector<std::unique_ptr<RingCtx>> ring_ctx_;
 
@@ -208,11 +220,12 @@ class UprobeTracer final : public Collector {
 
   // Probe gates of the uprobe families (cuda, nccl, torch, python C-API) and the thread that duty-cycles them.
   mutable std::mutex gate_mu_;  // gates_; taken before mu_ where both are
-  std::array<ProbeGate, 4> gates_;
+  std::array<ProbeGate, kUprobeFamilies> gates_;
   bool use_multi_ = true;
   double hit_cost_ns_ = 0;
   std::thread control_;
   int64_t start_ns_ = 0, budget_mark_ns_ = 0;  // recording start; last budget period's end
+  double last_job_cores_ = 0;                  // the job's CPU (cores) over the last budget period
   std::map<uint32_t, uint64_t> cpu_ticks_;  // job CPU: pid -> utime+stime at the last budget period
   uint64_t system_busy_ticks_ = 0;
 
@@ -220,7 +233,7 @@ class UprobeTracer final : public Collector {
   std::unique_ptr<RecordDecoder> decoder_;
   std::map<std::pair<uint32_t, uint64_t>, std::string> kernel_names_;  // (pid, host stub address) -> name
   std::atomic<uint64_t> events_{0};
-  std::array<uint64_t, 6> lost_reported_{};  // per family, already sent to the sink
+  std::array<uint64_t, kFamilies> lost_reported_{};  // per family, already sent to the sink
 };
 
 }  // namespace stackscope::trace

@@ -1,0 +1,63 @@
+"""A CPU loop of tiny PyTorch operators (8x8 matmul, tanh, add: issue 14's tiny-operator loop) whose operator calls
+torch.profiler counts while stackscope's torch probes watch the same process (tests/trace_cost_test.cpp).
+
+  python3 torch_op_counts.py profile N   every one of N iterations under torch.profiler
+  python3 torch_op_counts.py timed S     20 iterations under torch.profiler (calls per iteration), then S seconds
+                                         of iterations without it
+
+Prints "ready" once warm, waits for a line on stdin, runs, then prints "done {json}": the iterations run, and the
+profiler's counts (profile) or its counts per iteration (timed), for aten::matmul, aten::mm, aten::tanh, aten::add."""
+import json
+import sys
+import time
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+OPS = ("aten::matmul", "aten::mm", "aten::tanh", "aten::add")
+CHAIN = 10
+torch.set_num_threads(1)
+torch.manual_seed(0)
+w = torch.randn(8, 8) * 0.3
+b = torch.randn(8, 8) * 0.1
+x0 = torch.randn(8, 8)
+
+
+def step():
+    x = x0
+    for _ in range(CHAIN):
+        x = torch.tanh(x @ w) + b
+    return x
+
+
+def profiled(iterations):
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(iterations):
+            step()
+    counts = {op: 0 for op in OPS}
+    for e in prof.events():  # nested calls included, as the probes see them
+        if e.name in counts:
+            counts[e.name] += 1
+    return counts
+
+
+def main():
+    mode, arg = sys.argv[1], float(sys.argv[2])
+    step()  # warm, before the probes are attached
+    print("ready", flush=True)
+    sys.stdin.readline()
+    if mode == "profile":
+        n = int(arg)
+        out = {"iterations": n, "counts": profiled(n)}
+    else:
+        per = {op: c / 20 for op, c in profiled(20).items()}
+        n, end = 20, time.monotonic() + arg
+        while time.monotonic() < end:
+            step()
+            n += 1
+        out = {"iterations": n, "per_iteration": per}
+    print("done " + json.dumps(out), flush=True)
+
+
+if __name__ == "__main__":
+    main()
