@@ -215,9 +215,9 @@ TEST(HostSeriesDetector, CoolDownAndNewNormalAreBoundedInTime) {
     SeriesNoveltyDetector d(o);
     return std::pair{d.cooldown_bins(), d.hold_bins()};
   };
-  EXPECT_EQ(sized(0), (std::pair<size_t, size_t>{200, 2000}));      // bin width unknown: bins only
-  EXPECT_EQ(sized(1), (std::pair<size_t, size_t>{200, 2000}));      // per second
-  EXPECT_EQ(sized(300), (std::pair<size_t, size_t>{200, 2000}));    // NAB's 5 minutes
+  EXPECT_EQ(sized(0), (std::pair<size_t, size_t>{100, 2000}));      // bin width unknown: bins only
+  EXPECT_EQ(sized(1), (std::pair<size_t, size_t>{100, 2000}));      // per second
+  EXPECT_EQ(sized(300), (std::pair<size_t, size_t>{100, 2000}));    // NAB's 5 minutes
   EXPECT_EQ(sized(3600), (std::pair<size_t, size_t>{24, 168}));     // hourly: a day, a week
   EXPECT_EQ(sized(86400), (std::pair<size_t, size_t>{1, 100}));     // daily: the next day; 100 days
   // Daily values 10 +- 1, one noise spike on day 187, a +8 step on days 280-299: the step is found, whole.

@@ -35,7 +35,7 @@ from collections import deque
 # explore.py "legacy=True,KNOB=..." starts from these and applies the knobs given over them.
 # The detector of session 9 (after its fixes; explore.py "s9=True"): range of 2,000 bins, the day view against the
 # same bins a day earlier only, findings never learnt, the cool-down override in thresholds, threshold 0.05.
-S9 = dict(threshold=0.05, history=2000, season_w=0, learn_close=False, lc_clip=None, override_abs=None)
+S9 = dict(threshold=0.05, history=2000, cooldown=200, season_w=0, learn_close=False, lc_clip=None, override_abs=None)
 LEGACY = dict(S9, threshold=0.065, max_hold=100, fix_season=False, cap=float('inf'), cooldown_s=0.0, hold_s=0.0, hold_min=0,
               learn_after=None, warm_season=False)
 
@@ -50,7 +50,7 @@ class SlidingRange:
         while self.high[0][0] + cap <= idx: self.high.popleft()
 
 class Novelty:
-    def __init__(self, threshold=0.08, history=4000, short=6, warmup=100, cooldown=200, override=40,
+    def __init__(self, threshold=0.08, history=4000, short=6, warmup=100, cooldown=100, override=40,
                  close_after=3, max_hold=2000, floor=0.0, season=0, season_weight=0.3, adapt=0.0, adapt_hist=2000, adapt_q=0.99, clip=10.0, w=(1, 1, 1), persist=0, spike=1e9, learn_close=None, ov_last=True, ov_clip=float('inf'), rel=1e-12, cd_extend=0, cd_dir=False, long_bins=0, long_w=1.0, g=0.0, gH=2000, cd_on_report=False, gstart=0, fix_season=True, winsor=False, relv=0.0, cd_close=-1, bw=0.0, cooldown_s=86400.0, hold_s=604800.0, hold_min=100, cap=1000.0, season_warm=None, learn_after=100, warm_season=True, yield_new=False, sg_days=0, sg_w=3, sg_agg='max', sg_views=(0, 1), season_w=2, tailq=0.0, tail_thr=1.0, tail_views=(0, 1), lc_clip=0.5, lc_views=(3,), override_abs=2.0):
         self.__dict__.update(locals()); del self.__dict__['self']
         # Durations bounded in time where the bin width is known (as the C++ does with bin_seconds).

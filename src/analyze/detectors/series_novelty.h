@@ -31,9 +31,10 @@ struct SeriesNoveltyOptions {
   size_t history_bins = 4000;   // the recent past the range spans
   size_t short_bins = 6;        // bins the level and spread views average over
   size_t warmup_bins = 100;     // bins of history before anything is judged (and a season, where one is given)
-  // After a finding opens, no new one opens for cooldown_bins bins, and for at most cooldown_max_seconds where
-  // the bin width is known (a day: on daily data 200 bins would be 200 days) ...
-  size_t cooldown_bins = 200;
+  // After a finding opens, no new one opens for cooldown_bins bins (100 since session 10: docs/BENCHMARKS.md), and
+  // for at most cooldown_max_seconds where the bin width is known (a day: on daily data 100 bins would be 100
+  // days) ...
+  size_t cooldown_bins = 100;
   double cooldown_max_seconds = 86400;
   // ... unless its excess is this many range widths (whatever the threshold: a far larger excess, not a multiple of
   // the sensitivity) and above the last one's.
