@@ -27,6 +27,15 @@ Knobs beyond the C++ options (each an experiment of issue 18, results in docs/BE
                                     while value or level stay outside the range it left (None: ends at max_hold)
   cap                               the largest excess (C++ kMaxExcess)
   season_warm, warm_season          defined day-view values before it is judged; warm-up of at least a day
+Session 10 (the C++ defaults now: season_w=2, learn_close on the day view with lc_clip=0.5, override_abs=2.0,
+history=4000, cooldown=100, threshold=0.08; "s9=True" in explore.py gives session 9's detector; checked against the
+CLI on all 45 files: the same A / B / all figures, windows and false positives at every threshold of the grid):
+  season_w                          the day view against the levels a day earlier shifted by up to season_w bins
+  learn_close, lc_clip, lc_views    a short finding's values of lc_views join those ranges when it closes, clipped to
+                                    lc_clip range widths beyond them (None: the day view only, where there is one)
+  override_abs                      the cool-down override in range widths (None: override x threshold, as before)
+  sg_days, sg_w, sg_agg, sg_views   (not kept) views also judged against the same time of day on sg_days days before
+  tailq, tail_thr, tail_views       (not kept) an excess counts only if also beyond the view's own tail
 """
 import math
 from collections import deque
