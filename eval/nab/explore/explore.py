@@ -11,7 +11,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from nab_data import files, groups, get, labels, normalized, null, part, score_file  # noqa: E402
-from series_novelty_port import LEGACY, Novelty  # noqa: E402
+from series_novelty_port import LEGACY, S9, Novelty  # noqa: E402
 
 
 def run_detector(make, f):
@@ -60,9 +60,12 @@ def summary(per, label=''):
 def make_with(**kw):
     if kw.pop('legacy', False):
         kw = {**LEGACY, **kw}  # the detector before the session-9 fixes, the knobs given applied over it
+    elif kw.pop('s9', False):
+        kw = {**S9, **kw}  # the detector of session 9 (after its fixes)
     def make(d):
         day = int(86400 // d['bw'])
-        return Novelty(season=day if 2 <= day <= 2000 else 0, bw=d['bw'], **kw)  # as scan_host_series sizes the season
+        hist = kw.get('history', 4000)
+        return Novelty(season=day if 2 <= day <= hist else 0, bw=d['bw'], **kw)  # as scan_host_series sizes the season
     return make
 
 

@@ -27,13 +27,25 @@ Knobs beyond the C++ options (each an experiment of issue 18, results in docs/BE
                                     while value or level stay outside the range it left (None: ends at max_hold)
   cap                               the largest excess (C++ kMaxExcess)
   season_warm, warm_season          defined day-view values before it is judged; warm-up of at least a day
+Session 10 (the C++ defaults now: season_w=2, learn_close on the day view with lc_clip=0.5, override_abs=2.0,
+history=4000, cooldown=100, threshold=0.08; "s9=True" in explore.py gives session 9's detector; checked against the
+CLI on all 45 files: the same A / B / all figures, windows and false positives at every threshold of the grid):
+  season_w                          the day view against the levels a day earlier shifted by up to season_w bins
+  learn_close, lc_clip, lc_views    a short finding's values of lc_views join those ranges when it closes, clipped to
+                                    lc_clip range widths beyond them (None: the day view only, where there is one)
+  override_abs                      the cool-down override in range widths (None: override x threshold, as before)
+  sg_days, sg_w, sg_agg, sg_views   (not kept) views also judged against the same time of day on sg_days days before
+  tailq, tail_thr, tail_views       (not kept) an excess counts only if also beyond the view's own tail
 """
 import math
 from collections import deque
 
 # The detector before the session-9 fixes (the rows of BENCHMARKS.md "Session 9: ... tried" are relative to it):
 # explore.py "legacy=True,KNOB=..." starts from these and applies the knobs given over them.
-LEGACY = dict(threshold=0.065, max_hold=100, fix_season=False, cap=float('inf'), cooldown_s=0.0, hold_s=0.0, hold_min=0,
+# The detector of session 9 (after its fixes; explore.py "s9=True"): range of 2,000 bins, the day view against the
+# same bins a day earlier only, findings never learnt, the cool-down override in thresholds, threshold 0.05.
+S9 = dict(threshold=0.05, history=2000, cooldown=200, season_w=0, learn_close=False, lc_clip=None, override_abs=None)
+LEGACY = dict(S9, threshold=0.065, max_hold=100, fix_season=False, cap=float('inf'), cooldown_s=0.0, hold_s=0.0, hold_min=0,
               learn_after=None, warm_season=False)
 
 class SlidingRange:
@@ -47,18 +59,19 @@ class SlidingRange:
         while self.high[0][0] + cap <= idx: self.high.popleft()
 
 class Novelty:
-    def __init__(self, threshold=0.05, history=2000, short=6, warmup=100, cooldown=200, override=40,
-                 close_after=3, max_hold=2000, floor=0.0, season=0, season_weight=0.3, adapt=0.0, adapt_hist=2000, adapt_q=0.99, clip=10.0, w=(1, 1, 1), persist=0, spike=1e9, learn_close=False, ov_last=True, ov_clip=float('inf'), rel=1e-12, cd_extend=0, cd_dir=False, long_bins=0, long_w=1.0, g=0.0, gH=2000, cd_on_report=False, gstart=0, fix_season=True, winsor=False, relv=0.0, cd_close=-1, bw=0.0, cooldown_s=86400.0, hold_s=604800.0, hold_min=100, cap=1000.0, season_warm=None, learn_after=100, warm_season=True, yield_new=False):
+    def __init__(self, threshold=0.08, history=4000, short=6, warmup=100, cooldown=100, override=40,
+                 close_after=3, max_hold=2000, floor=0.0, season=0, season_weight=0.3, adapt=0.0, adapt_hist=2000, adapt_q=0.99, clip=10.0, w=(1, 1, 1), persist=0, spike=1e9, learn_close=None, ov_last=True, ov_clip=float('inf'), rel=1e-12, cd_extend=0, cd_dir=False, long_bins=0, long_w=1.0, g=0.0, gH=2000, cd_on_report=False, gstart=0, fix_season=True, winsor=False, relv=0.0, cd_close=-1, bw=0.0, cooldown_s=86400.0, hold_s=604800.0, hold_min=100, cap=1000.0, season_warm=None, learn_after=100, warm_season=True, yield_new=False, sg_days=0, sg_w=3, sg_agg='max', sg_views=(0, 1), season_w=2, tailq=0.0, tail_thr=1.0, tail_views=(0, 1), lc_clip=0.5, lc_views=(3,), override_abs=2.0):
         self.__dict__.update(locals()); del self.__dict__['self']
         # Durations bounded in time where the bin width is known (as the C++ does with bin_seconds).
         if bw > 0 and cooldown_s > 0: self.cooldown = max(1, min(cooldown, int(cooldown_s // bw)))
         if bw > 0 and hold_s > 0: self.max_hold = max(hold_min, min(max_hold, int(hold_s // bw)))
         if season_warm is None: self.season_warm = warmup
+        if learn_close is None: self.learn_close = season > 0  # the C++ learns the day view only, where there is one
         if warm_season and season > 0: self.warmup = max(warmup, season)
         self.ranges = [SlidingRange() for _ in range(5)]; self.lrecent = deque()
         self.pushed = 0; self.npushed_season = 0; self.alarms = deque(); self.nb = 0; self.last_above = None; self.pending = []; self.shist = deque(); self.bar = 0; self.recent = deque(); self.past = deque(); self.pastd = {}
         self.cd = 0; self.quiet = 0; self.held = 0; self.open = None; self.last_value_bin = None; self.learning = False; self.ref = None
-        self.last_score = 0; self.last_bin = 0; self.spans = []
+        self.last_score = 0; self.last_bin = 0; self.spans = []; self.tails = {}
 
     def _out_ref(self, k, v):
         """The value (k 0) or level (k 1) outside the range the open finding left, once the range learns again."""
@@ -85,12 +98,18 @@ class Novelty:
             if self.winsor and self.pushed >= self.warmup:
                 sv = min(max(value, self.ranges[0].low[0][1]), self.ranges[0].high[0][1])
             p = [b, sv]; self.past.append(p); self.pastd[b] = p
-            keep = self.season + self.short + self.max_hold + self.close_after
+            keep = max(self.season + self.short + self.season_w + self.max_hold + self.close_after, self.sg_days * self.season + self.sg_w + 1)
             while self.past[0][0] + keep < b: del self.pastd[self.past.popleft()[0]]
-            if b + 1 >= self.season + self.short:
+            if b + 1 >= self.season + self.short + self.season_w:
                 hi = b - self.season; lo = hi + 1 - self.short
-                then = self._past_level(lo, hi)
-                if then is not None: season = level - then; season_ok = True
+                if self.season_w > 0:
+                    lv = [self._past_level(lo + j, hi + j) for j in range(-self.season_w, self.season_w + 1)]
+                    lv = [x for x in lv if x is not None]
+                    if lv:
+                        season = level - min(max(level, min(lv)), max(lv)); season_ok = True
+                else:
+                    then = self._past_level(lo, hi)
+                    if then is not None: season = level - then; season_ok = True
         views = [value, level, spread, season]
         used = 4 if self.season > 0 else 3
         if self.long_bins:
@@ -98,12 +117,22 @@ class Novelty:
             if len(self.lrecent) > self.long_bins: self.lrecent.popleft()
             views.append(sum(self.lrecent) / len(self.lrecent))
         score = 0; here = None; value_outside = False
+        sg = self._seasonal_bounds(b) if (self.sg_days and self.season > 0) else None
         if self.pushed >= self.warmup:
             for k in list(range(used)) + ([4] if self.long_bins else []):
                 if k == 3 and (not season_ok or self.npushed_season < self.season_warm): continue
                 lo = self.ranges[k].low[0][1]; hi = self.ranges[k].high[0][1]
                 vlo = self.ranges[0].low[0][1]; vhi = self.ranges[0].high[0][1]
                 width = max(hi - lo, self.floor, self.rel * max(abs(lo), abs(hi)), self.relv * max(vhi - vlo, abs(vhi), abs(vlo)), 1e-300)
+                if self.tailq and k in self.tail_views and k in self.tails:
+                    srt = self.tails[k][1]; nq = len(srt)
+                    qhi = srt[min(nq - 1, int(self.tailq * nq))]; qlo = srt[max(0, int((1 - self.tailq) * nq))]
+                    if views[k] > hi: tex = (views[k] - hi) / max(hi - qhi, 1e-12 * abs(hi), 1e-300)
+                    elif views[k] < lo: tex = (lo - views[k]) / max(qlo - lo, 1e-12 * abs(lo), 1e-300)
+                    else: tex = 0.0
+                    if tex <= self.tail_thr: continue
+                if self.sg_days and k in self.sg_views and sg is not None:
+                    lo = min(lo, sg[0]); hi = max(hi, sg[1])
                 ex = min(self.cap, max(views[k] - hi, lo - views[k], 0.0) / width) * (self.season_weight if k == 3 else (self.long_w if k == 4 else self.w[k]))
                 if k == 0 and ex > self.threshold: value_outside = True
                 if ex > score:
@@ -123,11 +152,11 @@ class Novelty:
             if len(self.shist) > self.adapt_hist: self.shist.popleft()
         if self.cd > 0: self.cd -= 1
         if self.open is not None and self.learning and self.yield_new and outside and (
-                self.cd == 0 or (score > self.override * self.threshold and score > self.last_score)) and (
+                self.cd == 0 or (score > self._override() and score > self.last_score)) and (
                 self.yield_new != 2 or not (self._out_ref(0, value) or self._out_ref(1, level))):
             self.close()  # yield_new: a departure from the learnt range ends the extended finding
         if self.open is None:
-            overrides = score > self.override * self.threshold and (not self.ov_last or score > min(self.last_score, self.ov_clip))
+            overrides = score > self._override() and (not self.ov_last or score > min(self.last_score, self.ov_clip))
             if outside and self.cd > 0 and not overrides and self.cd_extend > 0:
                 self.cd = max(self.cd, self.cd_extend)
             other_dir = self.cd_dir and here is not None and self.last_above is not None and here['above'] != self.last_above
@@ -160,11 +189,18 @@ class Novelty:
                 self.ref = [(self.ranges[k].low[0][1], self.ranges[k].high[0][1]) for k in (0, 1)]
             if self.held > self.max_hold:
                 self.open['absorbed'] = True; self.close()
-        if self.open is not None and not self.open.get('absorbed') and self.learn_close:
-            self.pending.append(views)
+        if self.open is not None and not self.open.get('absorbed') and self.learn_close and not self.learning:
+            self.pending.append([v if (k != 3 or season_ok) else None for k, v in enumerate(views)])
         if self.open is None and self.pending:
+            bounds = [(self.ranges[k].low[0][1], self.ranges[k].high[0][1]) if self.ranges[k].low else None for k in range(used)]
             for vv in self.pending:
-                for k in list(range(used)) + ([4] if self.long_bins else []): self.ranges[k].push(self.pushed, vv[k], self.history)
+                for k in list(range(used)) + ([4] if self.long_bins else []):
+                    x = vv[k]
+                    if x is None or k not in self.lc_views: continue
+                    if self.lc_clip is not None and k < used and bounds[k] is not None:
+                        lo, hi = bounds[k]; w = max(hi - lo, self.floor)
+                        x = min(max(x, lo - self.lc_clip * w), hi + self.lc_clip * w)
+                    self.ranges[k].push(self.pushed, x, self.history)
                 self.pushed += 1
             self.pending = []
         if self.open is None or self.open.get('absorbed') or self.learning:
@@ -172,9 +208,39 @@ class Novelty:
             for k in list(range(used)) + ([4] if self.long_bins else []):
                 if k == 3 and not season_ok: continue
                 self.ranges[k].push(self.pushed, views[k], self.history)
+                if self.tailq and k in self.tail_views: self._tail_push(k, views[k])
             if used == 4 and season_ok: self.npushed_season += 1
             self.pushed += 1
         return score
+
+    def _override(self):
+        """The excess that opens a finding during a cool-down: override_abs range widths (the C++), or, where None
+        (the detector before session 10), override thresholds."""
+        return self.override_abs if self.override_abs is not None else self.override * self.threshold
+
+    def _tail_push(self, k, v):
+        import bisect
+        if not hasattr(self, 'tails_init'): self.tails_init = True
+        q, srt = self.tails.setdefault(k, (deque(), []))
+        q.append(v); bisect.insort(srt, v)
+        if len(q) > self.history:
+            o = q.popleft(); del srt[bisect.bisect_left(srt, o)]
+
+    def _seasonal_bounds(self, b):
+        """What this time of day has seen: per previous day d (1..sg_days) the min/max of the values within sg_w bins of
+        the same time; aggregated over the days (max: seen on any day; median; min: seen on every day)."""
+        los = []; his = []
+        for d in range(1, self.sg_days + 1):
+            c = b - d * self.season
+            vals = [self.pastd[j][1] for j in range(c - self.sg_w, c + self.sg_w + 1) if j in self.pastd]
+            if vals: los.append(min(vals)); his.append(max(vals))
+        if not his: return None
+        los.sort(); his.sort()
+        if self.sg_agg == 'max': return (los[0], his[-1])
+        if self.sg_agg == 'min':
+            return (los[-1], his[0]) if len(his) == self.sg_days else None
+        if len(his) < self.sg_days: return None
+        return (los[len(los) // 2], his[len(his) // 2])
 
     def close(self):
         if self.open is None: return

@@ -25,7 +25,7 @@ std::string novelty_view_description(NoveltyView v, size_t short_bins) {
     case NoveltyView::value: return "value";
     case NoveltyView::level: return "level (mean of the last " + std::to_string(short_bins) + " bins)";
     case NoveltyView::spread: return "spread (of the last " + std::to_string(short_bins) + " bins)";
-    case NoveltyView::season: return "level's change from a day earlier";
+    case NoveltyView::season: return "level's change from the same time a day earlier";
   }
   return "value";
 }
@@ -81,16 +81,28 @@ double SeriesNoveltyDetector::add(size_t bin, double value) {
   last_bin_ = bin;
   if (opt_.season_bins > 0) {
     past_.emplace_back(bin, value);
-    const size_t keep = opt_.season_bins + opt_.short_bins + hold_len_ + opt_.close_after_bins;
+    const size_t tol = opt_.season_tolerance_bins;
+    const size_t keep = opt_.season_bins + opt_.short_bins + tol + hold_len_ + opt_.close_after_bins;
     while (past_.front().first + keep < bin) past_.pop_front();
-    if (bin + 1 >= opt_.season_bins + opt_.short_bins) {
-      // The level view's bins one season earlier.
-      const size_t hi = bin - opt_.season_bins, lo = hi + 1 - opt_.short_bins;
-      double then = 0;
-      size_t m = 0;
-      for (auto it = bin_at_or_after(lo); it != past_.end() && it->first <= hi; ++it, ++m) then += it->second;
-      if (m > 0) {
-        season = level - then / static_cast<double>(m);
+    if (bin + 1 >= opt_.season_bins + opt_.short_bins + tol) {
+      // The level view's bins one season earlier, shifted by up to `tol` bins either way: the day's pattern
+      // jitters (a daily job starts a few minutes early or late), and a level within the levels of that neighbourhood
+      // has not changed from a day earlier. Beyond them, the change is the distance to the nearest.
+      double then_low = 0, then_high = 0;
+      bool any = false;
+      for (size_t shift = 0; shift <= 2 * tol; ++shift) {
+        const size_t hi = bin + tol - shift - opt_.season_bins, lo = hi + 1 - opt_.short_bins;
+        double then = 0;
+        size_t m = 0;
+        for (auto it = bin_at_or_after(lo); it != past_.end() && it->first <= hi; ++it, ++m) then += it->second;
+        if (m == 0) continue;
+        then /= static_cast<double>(m);
+        then_low = any ? std::min(then_low, then) : then;
+        then_high = any ? std::max(then_high, then) : then;
+        any = true;
+      }
+      if (any) {
+        season = level - std::clamp(level, then_low, then_high);
         season_defined = true;
       }
     }
@@ -125,7 +137,7 @@ double SeriesNoveltyDetector::add(size_t bin, double value) {
   if (cooldown_ > 0) --cooldown_;
   // A noise finding's cool-down must not hide a real episode that follows it: a far larger excess opens anyway.
   const bool opens =
-      outside && (cooldown_ == 0 || (score > opt_.cooldown_override * opt_.threshold && score > last_score_));
+      outside && (cooldown_ == 0 || (score > opt_.cooldown_override_excess && score > last_score_));
   if (!open_) {
     if (opens) {
       open_ = here;
@@ -173,7 +185,24 @@ double SeriesNoveltyDetector::add(size_t bin, double value) {
       close();
     }
   }
+  // A short finding's day-view values join that view's range once it closed, clipped (season_learn_clip); each of
+  // its bins counts as a bin of history for every view.
+  const bool season_learns = opt_.season_bins > 0 && opt_.season_learn_clip >= 0;
+  if (season_learns && open_ && !learning_)
+    season_pending_.push_back(season_defined ? std::optional<double>(season) : std::nullopt);
+  if (!open_ && !season_pending_.empty()) {
+    SlidingRange& r = range_[kSeason];
+    const bool bounded = !r.empty();
+    const double lo = bounded ? r.low() : 0, hi = bounded ? r.high() : 0;
+    const double reach = opt_.season_learn_clip * std::max(hi - lo, opt_.range_floor);
+    for (const std::optional<double>& v : season_pending_) {
+      if (v) r.push(pushed_, bounded ? std::clamp(*v, lo - reach, hi + reach) : *v, opt_.history_bins);
+      ++pushed_;
+    }
+    season_pending_.clear();
+  }
   if (!open_ || learning_) {
+    season_pending_.clear();
     for (size_t k = 0; k < used_views; ++k)
       if (k != kSeason || season_defined) range_[k].push(pushed_, views[k], opt_.history_bins);
     season_pushed_ += season_defined;

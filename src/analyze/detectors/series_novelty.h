@@ -1,11 +1,13 @@
 // A causal detector for one series at a time (imported tables, host telemetry): each new bin is compared with
 // the range its recent past spanned, on three views -- the bin's value (spikes, bursts), the mean of the last
 // few bins (level shifts) and their spread (a series that goes flat or turns noisy) -- and, where a day holds few
-// enough bins, a fourth: the level's change since the same time a day earlier (judged only once a day has passed
-// and the view's own range has warmup_bins real values: before that it has no history to be compared with). A
+// enough bins, a fourth: the level's change since the same time a day earlier, give or take season_tolerance_bins
+// (judged only once a day has passed and the view's own range has warmup_bins real values: before that it has no
+// history to be compared with). A
 // finding opens when one view leaves the range by more than `threshold` of its width, and stays open while any
 // view is outside, so a level shift is one finding for as long as it lasts, not two at its edges. The range is not
-// updated while a finding is open (the anomaly must not become its own baseline) unless it stays open for a week
+// updated while a finding is open (the anomaly must not become its own baseline; only the day view learns a short
+// finding's values once it closed, clipped: season_learn_clip) unless it stays open for a week
 // (within 100 .. 2000 bins; see hold_bins()): then it is taken as the new normal and the finding ends there,
 // saying so. Counters that sit at zero get a range of at least range_floor (the series' resolution), so one stray
 // event is not a burst but a hundred are. A range with (almost) no width never yields an excess above
@@ -24,16 +26,19 @@ namespace stackscope::analyze {
 
 struct SeriesNoveltyOptions {
   // Excess beyond the recent range, as a share of its width, that opens a finding. Chosen on half of NAB's
-  // files (eval/nab/run_cli.sh, docs/BENCHMARKS.md "Host series nobody tuned for").
-  double threshold = 0.05;
-  size_t history_bins = 2000;   // the recent past the range spans
+  // files (eval/nab/run_cli.sh, docs/BENCHMARKS.md "Host series nobody tuned for", session 10).
+  double threshold = 0.08;
+  size_t history_bins = 4000;   // the recent past the range spans
   size_t short_bins = 6;        // bins the level and spread views average over
   size_t warmup_bins = 100;     // bins of history before anything is judged (and a season, where one is given)
-  // After a finding opens, no new one opens for cooldown_bins bins, and for at most cooldown_max_seconds where
-  // the bin width is known (a day: on daily data 200 bins would be 200 days) ...
-  size_t cooldown_bins = 200;
+  // After a finding opens, no new one opens for cooldown_bins bins (100 since session 10: docs/BENCHMARKS.md), and
+  // for at most cooldown_max_seconds where the bin width is known (a day: on daily data 100 bins would be 100
+  // days) ...
+  size_t cooldown_bins = 100;
   double cooldown_max_seconds = 86400;
-  double cooldown_override = 40;  // ... unless its excess is this many thresholds and above the last one's
+  // ... unless its excess is this many range widths (whatever the threshold: a far larger excess, not a multiple of
+  // the sensitivity) and above the last one's.
+  double cooldown_override_excess = 2.0;
   size_t close_after_bins = 3;  // a finding closes after this many bins back inside the range
   // A finding open for new_normal_seconds (a week) where the bin width is known, but at least min_hold_bins and at
   // most max_hold_bins, has become the new normal (a change of regime): its level becomes the baseline. Without
@@ -51,6 +56,15 @@ struct SeriesNoveltyOptions {
   // counts season_weight as much as the others' (it is the noisiest view).
   size_t season_bins = 0;
   double season_weight = 0.3;
+  // The season view compares the level with the levels of the same time a day earlier shifted by up to this many
+  // bins either way (a daily pattern that runs a little early or late has not changed): its value is the distance
+  // to the nearest of them, 0 within them.
+  size_t season_tolerance_bins = 2;
+  // A short finding (closed before learn_after_bins) is not learnt by the value, level and spread ranges (the next
+  // anomaly of its size must still be found), but its day-view values are, clipped to this many range widths
+  // beyond the day view's range: a daily shape that changed once (a job moved to another hour) is then new for a
+  // day or two, not every day for a week. Negative: never.
+  double season_learn_clip = 0.5;
 };
 
 enum class NoveltyView : uint8_t { value = 0, level, spread, season };
@@ -112,6 +126,8 @@ class SeriesNoveltyDetector {
   std::pair<double, double> reference_[2];  // then: the value and level ranges it left
   // Excess of `v` beyond lo .. hi in range widths (the width floored, the excess at most kMaxExcess).
   double excess_over(double v, double lo, double hi) const;
+  // The open finding's day-view values (none where the view is undefined) until it closes or the range learns.
+  std::vector<std::optional<double>> season_pending_;
   std::optional<size_t> last_value_bin_;  // the open span's last bin where the value itself was outside
   double last_score_ = 0;  // the last finding's score (cool-down override)
   size_t last_bin_ = 0;  // the latest bin added
