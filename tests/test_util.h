@@ -1,8 +1,14 @@
-// Small helpers shared by tests: a temporary directory and whole-file I/O.
+// Small helpers shared by tests: a temporary directory, whole-file I/O, commands, waiting, a free port.
 #pragma once
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <functional>
+#include <thread>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -85,3 +91,26 @@ inline bool running_under_ci() {
       GTEST_SKIP() << reason;                                                                          \
     }                                                                                                  \
   } while (0)
+
+// Polls `cond` every 200 ms until it holds or `timeout` passes; its last answer.
+inline bool wait_for(const std::function<bool()>& cond, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return cond();
+}
+
+// A TCP port on loopback that was free a moment ago (for a server a test starts).
+inline int free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}

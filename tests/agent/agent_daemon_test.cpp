@@ -37,27 +37,6 @@ const std::string kWorkload = std::string(STACKSCOPE_SOURCE_DIR) + "/workloads/c
 
 bool have_torch() { return run_command("/usr/bin/python3 -c 'import torch'") == 0; }
 
-bool wait_for(const std::function<bool()>& cond, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(200ms);
-  }
-  return cond();
-}
-
-int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
 // A plain HTTP/1.0 GET on loopback; the status (0: no answer) and the body.
 int http_get(int port, const std::string& path, std::string* body) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);

@@ -33,15 +33,6 @@ using clickhouse_test::Server;
 const std::string kAgent = STACKSCOPE_AGENT_BIN;
 const std::string kSchema = std::string(STACKSCOPE_SOURCE_DIR) + "/deploy/clickhouse/schema.sql";
 
-bool wait_for(const std::function<bool()>& cond, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(200ms);
-  }
-  return cond();
-}
-
 // Where the node's samplers would write: series ids, nothing kept.
 class NullSink final : public stackscope::TelemetrySink {
  public:
