@@ -296,11 +296,24 @@ JobProgress JobProgressCounter::finish(size_t windows) {
       if (!main || w.ops.size() > main->ops.size()) main = &w;
     if (main) {
       for (size_t i = 0; i < main->ops.size() && i < 20000; ++i) main_ops_.push_back(main->ops[i].name);
+      // The main process's most frequent synchronisation, in order (a few others -- an autotuner's device syncs
+      // at start-up -- are left out: the loop's own repeats).
+      std::map<uint32_t, size_t> syncs_by_name;
       for (const auto& op : main->ops)
-        if (op.kind == OpKind::sync) {
-          main_sync_start_.push_back(op.start_ns);
-          main_sync_duration_.push_back(op.duration_ns);
-        }
+        if (op.kind == OpKind::sync) ++syncs_by_name[op.name];
+      if (!syncs_by_name.empty()) {
+        main_sync_name_ = std::max_element(syncs_by_name.begin(), syncs_by_name.end(), [](auto& a, auto& b) {
+                            return a.second < b.second;
+                          })->first;
+        for (const auto& op : main->ops)
+          if (op.kind == OpKind::sync && op.name == main_sync_name_) {
+            main_sync_start_.push_back(op.start_ns);
+            main_sync_duration_.push_back(op.duration_ns);
+          }
+      }
+      for (const auto& w : ops_.workers)
+        if (&w != main && std::any_of(w.ops.begin(), w.ops.end(), [](const TimelineOp& o) { return o.kind == OpKind::sync; }))
+          other_workers_sync_ = true;
       for (const auto& [pid, wi] : worker_of_pid_)
         if (&ops_.workers[wi] == main) main_pid_ = pid;
     }
@@ -392,17 +405,13 @@ JobProgress JobProgressCounter::finish(size_t windows) {
       }
     }
   }
-  // Still no step, and the main process's synchronisations (never duty-cycled: exact) are of one name and repeat
-  // their timing every m >= 2 (sync_period): a step is m of them.
-  if (!steps && main_pid_ != 0) {
-    std::set<uint32_t> sync_names;
-    for (const auto& w : ops_.workers)
-      if (w.worker == "pid" + std::to_string(main_pid_))
-        for (const auto& op : w.ops)
-          if (op.kind == OpKind::sync) sync_names.insert(op.name);
-    const auto counted = ops_per_window_.find({main_pid_, Layer::cuda});
-    const int m = sync_names.size() == 1 ? sync_period(main_sync_start_, main_sync_duration_) : 1;
-    if (m >= 2 && counted != ops_per_window_.end()) {
+  // Still no step, and the main process's most frequent synchronisation (never duty-cycled: exact) repeats its
+  // timing every m >= 2 calls (sync_period): a step is m of them. Counted per window by its name, so only where no
+  // other process of the job synchronises (their calls of that name would be counted too).
+  if (!steps && main_pid_ != 0 && !other_workers_sync_) {
+    const auto counted = name_counts_.find(main_sync_name_);
+    const int m = counted != name_counts_.end() ? sync_period(main_sync_start_, main_sync_duration_) : 1;
+    if (m >= 2) {
       ProgressSignal sig{"steps", std::vector<double>(grid_.count)};
       double total = 0;
       for (size_t w = 0; w < grid_.count && w < counted->second.size(); ++w) {
