@@ -4,7 +4,7 @@
 // (analyze/incidents/incident_input_builder.h, as `analyze` does from a file) and re-runs the engine on the
 // windows so far (a rolling horizon: at most 2 x horizon of windows are kept). It prints a line on stderr when an
 // incident opens, when its cause changes and when it closes, and writes the same moments as JSON lines (one
-// incident object of docs/INCIDENTS.md each, with detected_at_s / cause_at_s and "online": open|cause|close) to
+// incident object of docs/INCIDENTS.md each, with detected_at_s / cause_at_s and "online": open|cause|close|withdrawn) to
 // --detect-log. At the end the incidents are stored in the recording as findings of detector "incident-online".
 #pragma once
 #include <cstdint>
