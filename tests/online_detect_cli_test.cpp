@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <set>
 #include <sstream>
 
 #include "store/recording_reader.h"
@@ -37,6 +38,37 @@ TEST(OnlineDetectCli, HealthyRunReportsNoIncident) {
   ASSERT_EQ(run_prioritised(dir, record_cmd(rec, log, 12) + "\n", &out), 0) << out;
   EXPECT_EQ(out.find("incident #"), std::string::npos) << out;
   EXPECT_TRUE(json_lines(log).empty()) << read_file(log);
+}
+
+// A clean CPU job as users record it (every layer this machine has, the default cost budget; 30 s): no incident
+// while recording, none stored. A few Python stack samples a second are its only progress signal here, mostly
+// noise. Run prioritised (a session of its own with a raised autogroup nice), so that the shared VM's other work
+// does not really slow the job. The thresholds this guards (IncidentEngine.NoiseOfAFewUnitsAWindowIsNoEpisode...)
+// were measured on this VM without the priority: before, 5 of 5 unprioritised runs opened 2-4 "unexplained" or
+// "storage_stall" incidents; after, 0 of 2 side by side with 2 of the old binary that opened 2 each (docs/
+// BENCHMARKS.md). With the priority the old binary opened none either (2 runs): this test keeps the clean case
+// clean, the unit test shows the fix. A withdrawn incident (the job's end, seen while it happened) is allowed in
+// the log, as withdrawn; nothing else.
+TEST(OnlineDetectCli, CleanJobWithEveryLayerReportsNoIncident) {
+  STACKSCOPE_REQUIRE(::geteuid() == 0, "needs root (eBPF layers)");
+  STACKSCOPE_REQUIRE(have_torch(), "python3-torch missing");
+  TempDir dir;
+  const std::string rec = dir.file("clean.sdb"), log = dir.file("online.jsonl");
+  std::string out;
+  ASSERT_EQ(run_prioritised(dir,
+                            kBin + " record -q --detect --detect-log " + log + " -o " + rec + " -- /usr/bin/python3 " +
+                                kWorkload + " --seconds 30\n",
+                            &out),
+            0)
+      << out;
+  std::set<int> withdrawn;
+  const auto lines = json_lines(log);
+  for (const auto& l : lines)
+    if (l.value("online", "") == "withdrawn") withdrawn.insert(l.value("id", 0));
+  for (const auto& l : lines)
+    EXPECT_TRUE(withdrawn.count(l.value("id", 0))) << "an incident on a clean job: " << l.dump() << "\n" << out;
+  const stackscope::RecordingReader reader(rec);
+  for (const auto& f : reader.findings()) EXPECT_NE(f.detector, "incident-online") << f.subject << "\n" << out;
 }
 
 TEST(OnlineDetectCli, CpuHogsAreReportedWithinFiveSecondsAndCausedWithinEight) {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Incident benchmark v2 on two GPUs, one device-tool command (about 9 min): cnn and transformer as 2-rank DDP jobs
-# (torchrun; NCCL forced onto TCP sockets on loopback), 3 min each with 5 fault episodes, one of them
-# collective_slowdown (netfault drops NCCL's loopback packets), the rest dealt from the one-GPU classes; recorded and
+# (torchrun; NCCL forced onto TCP sockets on loopback), 3 min each with 5 fault episodes, one of them packet loss
+# on NCCL's path (nccl_network: netfault drops NCCL's loopback packets; scored as network, see schedule.py
+# CLASS_OF_KIND), the rest dealt from the one-GPU classes; recorded and
 # analysed with stackscope's defaults, then scored. Results under OUT: run.log, score.md, score.json and
 # v2_2gpu_sSEED.tgz (fault logs, analyses, workload logs; no recordings).
 # Usage (2-GPU device machine, repo root, stripped binaries at .carry/stackscope and .carry/netfault, as root):

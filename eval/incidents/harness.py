@@ -29,7 +29,7 @@ import torch.distributed as dist
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from schedule import FAULT_OF_CLASS, make_schedule  # noqa: E402
+from schedule import FAULT_OF_CLASS, class_of, make_schedule  # noqa: E402
 
 DATA_PORTS = 64
 
@@ -250,7 +250,8 @@ def run(workload_name, args, ctx, loader, stall, step):
                               "planned_end_ns": end_ns, "device": str(ctx.device), "ranks": ctx.world,
                               "host": socket.gethostname(), "warm_step_ms": median_ms(warm),
                               "stall_ms": round(stall_s * 1e3, 1),
-                              "plan": [{"class": c, "start_s": a, "end_s": b} for c, a, b in plan]}) + "\n")
+                              "plan": [{"class": class_of(c), "kind": c, "start_s": a, "end_s": b}
+                                       for c, a, b in plan]}) + "\n")
         out.flush()
     log(f"{workload_name}: rank {ctx.rank}: {len(plan)} episodes over {args.seconds:.0f} s; warm step "
         f"{median_ms(warm)} ms")
@@ -374,7 +375,7 @@ def write_episode(out, episode, times, normal_since):
     # the medians show whether every step slowed or a few stalled.
     params.update(step_ms_before=b, step_ms_during=d, steps_during=len(during),
                   slowdown=round(mean_d / mean_b, 3) if mean_b and mean_d else None)
-    out.write(json.dumps({"fault": FAULT_OF_CLASS[cls], "class": cls, "start_ns": start_ns, "end_ns": end_ns,
+    out.write(json.dumps({"fault": FAULT_OF_CLASS[cls], "class": class_of(cls), "start_ns": start_ns, "end_ns": end_ns,
                           "culprits": on_reply.get("culprits", []), "params": params}) + "\n")
     out.flush()
 

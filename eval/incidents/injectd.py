@@ -10,8 +10,8 @@ the Unix socket: {"cmd": "on"|"off", "class": C} or {"cmd": "quit"}; the answer 
 (kind, name, pid) and what the injector measured.
 
 The loader's data server listens on 127.0.0.1:DATA_PORT and its clients bind source ports DATA_PORT+1..+63, so the
-network class (netfault on those ports) hits the loader's path only, and collective_slowdown (netfault on the
-kernel's ephemeral port range, where NCCL's sockets live) hits NCCL only.
+network class (netfault on those ports) hits the loader's path only, and nccl_network (netfault on the kernel's
+ephemeral port range, where NCCL's sockets live) hits NCCL only (scored as network: schedule.CLASS_OF_KIND says why).
 """
 import argparse
 import json
@@ -150,7 +150,7 @@ class Injectors:
             if not self.second:
                 raise RuntimeError("gpu_contention needs --gpu and the class in --classes at start")
             self.second.send("gpu_contention")
-        elif cls in ("network", "collective_slowdown"):
+        elif cls in ("network", "nccl_network"):
             if cls == "network":
                 ports = f"{a.data_port}-{a.data_port + DATA_PORTS - 1}"
             else:
@@ -162,12 +162,12 @@ class Injectors:
             raise RuntimeError(f"no injector for class {cls!r}")
         self.active[cls] = procs
         culprits = [{"kind": "process", "name": comm_of(p.pid), "pid": p.pid} for p in procs
-                    if cls not in ("network", "collective_slowdown")]
+                    if cls not in ("network", "nccl_network")]
         if cls == "pcie_pressure":
             culprits = [{"kind": "process", "name": comm_of(self.h2d.pid), "pid": self.h2d.pid}]
         if cls == "gpu_contention":
             culprits = [{"kind": "process", "name": comm_of(self.second.p.pid), "pid": self.second.p.pid}]
-        if cls in ("network", "collective_slowdown"):
+        if cls in ("network", "nccl_network"):
             culprits = [{"kind": "link", "name": "lo"}]
         for c in culprits:  # the name the hog gives itself (prctl) once its interpreter is up
             if c.get("pid") and cls in ("cpu_interference", "memory_pressure", "storage_stall"):
@@ -232,7 +232,7 @@ def main():
     # Loopback recovers a lost segment within milliseconds (tail-loss probes, fast retransmit at microsecond RTTs),
     # so the loader's request-sized transfers need heavy loss to stall; NCCL's long streams suffer at a few %.
     ap.add_argument("--loader-loss-percent", type=float, default=15.0, help="network: loss on the loader's path")
-    ap.add_argument("--nccl-loss-percent", type=float, default=5.0, help="collective_slowdown: loss on NCCL's ports")
+    ap.add_argument("--nccl-loss-percent", type=float, default=5.0, help="nccl_network: loss on NCCL's ports")
     ap.add_argument("--cpu-procs", type=int, default=0, help="cpu_interference spinners (default: one per CPU)")
     ap.add_argument("--fsync-procs", type=int, default=2)
     ap.add_argument("--mem-floor-mib", type=int, default=0, help="memory_pressure: MemAvailable to leave (default "

@@ -75,11 +75,11 @@ if [[ -z $workloads ]]; then
   if [[ $gpus == 2 ]]; then workloads=cnn,transformer; else workloads=cnn,transformer,infer; fi
 fi
 each=""
-[[ $gpus == 2 && ,$classes, == *,collective_slowdown,* ]] && each=collective_slowdown
+[[ $gpus == 2 && ,$classes, == *,nccl_network,* ]] && each=nccl_network
 if [[ -z $netfault ]]; then
   for c in "$root/.carry/netfault" "$root/build/eval/netfault/netfault"; do [[ -x $c ]] && { netfault=$c; break; }; done
 fi
-if [[ ,$classes, == *,network,* || ,$classes, == *,collective_slowdown,* ]] && [[ -z $netfault ]]; then
+if [[ ,$classes, == *,network,* || ,$classes, == *,nccl_network,* ]] && [[ -z $netfault ]]; then
   echo "run_v2.sh: the network classes need netfault (--netfault BIN, or build/eval/netfault/netfault)" >&2; exit 2
 fi
 data_dir=${DATA_DIR:-/var/tmp/stackscope-v2}

@@ -114,7 +114,7 @@ def delays_summary(values):
 def load_online(path):
     """Incidents that `record --detect` printed as it went (JSON lines: an incident each, or an object holding
     "incidents" or "recordings"); only their detection and cause times are used."""
-    out = []
+    out, withdrawn = [], set()
     with open(path) as f:
         for line in f:
             try:
@@ -123,13 +123,16 @@ def load_online(path):
                 continue
             if not isinstance(rec, dict):
                 continue
+            if rec.get("online") == "withdrawn":  # the job's end, seen as a drop while it happened: not an incident
+                withdrawn.add(rec.get("id"))
+                continue
             found = [rec]
             if isinstance(rec.get("incidents"), list):
                 found = rec["incidents"]
             elif isinstance(rec.get("recordings"), list):
                 found = [i for r in rec["recordings"] for i in r.get("incidents", [])]
             out += [i for i in found if isinstance(i.get("start_ns"), int) and isinstance(i.get("end_ns"), int)]
-    return out
+    return [i for i in out if i.get("id") is None or i.get("id") not in withdrawn]
 
 
 def origin_of(incidents):

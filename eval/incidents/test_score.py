@@ -193,9 +193,9 @@ class Schedules(unittest.TestCase):
         dealt = [c for cs in plan.values() for c in cs]
         self.assertEqual(len(dealt), 12)
         self.assertEqual(set(dealt), set(schedule.GPU_CLASSES))  # 7 classes in 12 slots: each at least once
-        both = schedule.deal(3, schedule.MULTI_GPU_CLASSES, ["cnn", "transformer"], 5, each=["collective_slowdown"])
+        both = schedule.deal(3, schedule.MULTI_GPU_CLASSES, ["cnn", "transformer"], 5, each=["nccl_network"])
         for cs in both.values():
-            self.assertEqual(cs.count("collective_slowdown"), 1)
+            self.assertEqual(cs.count("nccl_network"), 1)
             self.assertEqual(len(cs), 5)
 
 

@@ -54,7 +54,9 @@ struct Reported {
 Reported report_recording(const std::string& path, const AnalyzeOptions& opt) {
   const RecordingReader reader(path);
   const RecordingIncidentInput rin = read_incident_input(reader, opt.incident_window_s);
-  const IncidentReport rep = find_incidents(rin.input);
+  IncidentOptions io;
+  io.episodes.v1_thresholds = opt.episodes_v1;
+  const IncidentReport rep = find_incidents(rin.input, io);
   const int64_t t0 = rin.start_ns;
   const double seconds = static_cast<double>(rin.end_ns - rin.start_ns) * 1e-9;
   auto rel = [&](int64_t t) { return static_cast<double>(t - t0) * 1e-9; };

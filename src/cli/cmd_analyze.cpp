@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "cli/analyze.h"
+#include "cli/online_detect.h"
 #include "cli/registry.h"
 #include "store/errors.h"
 #include "store/recording_reader.h"
@@ -37,6 +38,10 @@ int run_analyze(AnalyzeOptions opt) {
     if (!opt.json) std::cout << out.text;
     if (out.status) status = out.status;
   };
+  if (!opt.online_log.empty()) {  // hidden: what record --detect would have said (online_detect.h)
+    if (opt.recordings.size() != 1) throw std::invalid_argument("--online-log takes one recording");
+    replay_online(RecordingReader(opt.recordings[0]), opt.online_log, opt.episodes_v1);
+  }
   if (opt.detector == "incidents" || opt.detector == "all") run_one("incidents", analyze_incidents);
   // --verbose: the host-telemetry detail behind the incidents (Reveal reads samples only), in the text report.
   // The per-layer GMM decodes every event into memory (gigabytes for an hour of a busy job), so it runs only
@@ -86,6 +91,11 @@ RegisterCommand reg("analyze", 30, [](CLI::App& app, int& exit_code) {
   cmd->add_flag("--json", opt->json, "Print one JSON object instead of the report (schema: docs/INCIDENTS.md)");
   cmd->add_flag("!--no-store", opt->store, "Do not write findings back into the recording");
   cmd->add_flag("-q,--quiet", opt->quiet, "No progress on stderr");
+  cmd->add_option("--online-log", opt->online_log,
+                  "Replay the recording through record --detect's engine first; its JSON lines to FILE ('-': stderr)")
+      ->group("");
+  cmd->add_flag("--episodes-v1", opt->episodes_v1, "The incident engine's episode thresholds before session 10")
+      ->group("");
   cmd->callback([opt, cmd, &exit_code] {
     opt->detector_given = cmd->count("--detector") > 0;
     try {

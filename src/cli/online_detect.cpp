@@ -82,10 +82,12 @@ struct OnlineDetector::Engine {
   struct Tracked {
     Incident last;  // as the engine last reported it, with detected_at / cause_at
     bool open = true;
+    bool withdrawn = false;  // the job's end, seen as a drop while it was going on (see run_engine)
   };
   std::vector<Tracked> tracked;
   int next_id = 1;
   std::thread thread;
+  int64_t replay_now = 0;  // replay mode: the time of the last pass
 
   // The last value of each tracer watching series (0/1 steps written only when a family is attached or
   // detached): a generation started mid-run is told the state at its start, or it would read a detached family's
@@ -157,6 +159,9 @@ struct OnlineDetector::Engine {
     else if (std::string_view(what) == "cause")
       line = fmt::format("stackscope: incident #{} from {:.1f} s: cause now {}, {}", inc.id, rel(inc.start_ns),
                          cause_class_name(inc.cause.cls), culprit_text(inc));
+    else if (std::string_view(what) == "withdrawn")
+      line = fmt::format("stackscope: incident #{} withdrawn: {:.1f}-{:.1f} s was the job ending (a shutdown phase), "
+                         "not a slowdown", inc.id, rel(inc.start_ns), rel(inc.end_ns));
     else
       line = fmt::format("stackscope: incident #{} closed: {:.1f}-{:.1f} s, {}, {}, {:.1f} s of job time lost", inc.id,
                          rel(inc.start_ns), rel(inc.end_ns), cause_class_name(inc.cause.cls), culprit_text(inc),
@@ -181,6 +186,7 @@ struct OnlineDetector::Engine {
     if (n < kMinWindows) return;
     analyze::incidents::IncidentOptions io;
     io.episodes.open_end = !ended;
+    io.episodes.v1_thresholds = opt.episodes_v1;
     // The start-up lasts until the job first runs at its steady pace (up to max_edge_windows), however short the
     // run so far: a slow start seen 8 windows in is not an incident.
     io.episodes.max_edge_fraction = 1.0;
@@ -219,6 +225,18 @@ struct OnlineDetector::Engine {
     for (size_t i = 0; i < tracked.size(); ++i) {
       Tracked& t = tracked[i];
       if (!t.open) continue;
+      // The last pass, made once the recording has ended, knows the end: an open incident it no longer reports that
+      // reaches into the shutdown phase was the job winding down (its interpreter exiting, say) while it was seen as
+      // a drop still going on, a few windows before the job had exited. Withdrawn, not closed as an incident.
+      const bool ending = ended && !seen[i] && std::any_of(rep.phases.begin(), rep.phases.end(), [&](const Phase& p) {
+        return p.kind == PhaseKind::shutdown && t.last.end_ns > p.start_ns;
+      });
+      if (ending) {
+        t.open = false;
+        t.withdrawn = true;
+        emit(t, "withdrawn");
+        continue;
+      }
       // Closed when it ended a merge gap ago, or when the engine no longer sees it (its baseline moved).
       if (!seen[i] || t.last.end_ns + open_gap <= complete_end) {
         t.open = false;
@@ -264,8 +282,8 @@ OnlineDetector::OnlineDetector(TelemetrySink& next, std::set<uint32_t> job_pids,
   e.width = static_cast<int64_t>(e.opt.window_s * 1e9);
   e.horizon = static_cast<size_t>(e.opt.horizon_s / e.opt.window_s);
   e.job_pids = std::move(job_pids);
-  e.t0 = monotonic_ns();
-  e.realtime_offset = realtime_offset_ns();
+  e.t0 = e.opt.replay_start_ns ? *e.opt.replay_start_ns : monotonic_ns();
+  e.realtime_offset = e.opt.replay_start_ns ? e.opt.replay_realtime_offset_ns : realtime_offset_ns();
   if (e.opt.log_path == "-") {
     e.log = stderr;
   } else if (!e.opt.log_path.empty()) {
@@ -275,6 +293,7 @@ OnlineDetector::OnlineDetector(TelemetrySink& next, std::set<uint32_t> job_pids,
     e.own_log = true;
   }
   e.start_generation(0);
+  if (e.opt.replay_start_ns) return;  // replay: the passes are made by replay_pass
   e.thread = std::thread([&e] {
     name_this_thread("ss-detect");
     e.loop();
@@ -344,6 +363,69 @@ void OnlineDetector::append_samples(std::span<const Sample> samples) {
   next_.append_samples(samples);
 }
 
+void OnlineDetector::replay_pass(int64_t now_ns) {
+  Engine& e = *engine_;
+  if (!e.opt.replay_start_ns) throw std::logic_error("replay_pass: not a replay");
+  e.replay_now = now_ns;
+  e.pass(now_ns);
+}
+
+namespace {
+
+// Where a replay's events and samples go after the engine has seen them: nowhere (series keep their ids).
+class DiscardSink final : public TelemetrySink {
+ public:
+  SeriesId add_series(const SeriesInfo& info) override { return info.id; }
+  void append_event(Event&&) override {}
+  void append_samples(std::span<const Sample>) override {}
+  void add_drops(std::string_view, uint64_t) override {}
+  void add_note(std::string_view, std::string_view) override {}
+};
+
+}  // namespace
+
+void replay_online(const RecordingReader& r, const std::string& log_path, bool episodes_v1) {
+  const auto span = r.data_span();
+  if (!span) return;
+  const RecordingSummary summary = r.summary();
+  std::set<uint32_t> job_pids;
+  try {
+    if (const std::string pid = r.meta_or("pid"); !pid.empty()) job_pids.insert(static_cast<uint32_t>(std::stoul(pid)));
+  } catch (const std::exception&) {
+    // a recording of the whole host: no job pid
+  }
+  DiscardSink discard;
+  OnlineDetectOptions o;
+  o.log_path = log_path;
+  o.host = r.meta_or("host");
+  o.replay_start_ns = summary.start_ns > 0 ? summary.start_ns : span->first;
+  o.replay_realtime_offset_ns = summary.realtime_offset_ns;
+  o.episodes_v1 = episodes_v1;
+  OnlineDetector det(discard, job_pids, o);
+  for (const SeriesInfo& s : r.series()) det.add_series(s);
+  // Each event arrives when it has ended (a call is recorded at its return); samples at their time.
+  std::vector<std::pair<int64_t, Event>> events;
+  r.for_each_event({{Layer::cuda, Layer::nccl, Layer::torch, Layer::python, Layer::kernel}}, [&](const Event& e) {
+    events.emplace_back(e.start_ns + std::max<int64_t>(0, e.duration_ns), e);
+  });
+  std::stable_sort(events.begin(), events.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<Sample> samples;
+  r.for_each_sample_run([&](const SeriesInfo& s, std::span<const int64_t> t, std::span<const double> v) {
+    for (size_t i = 0; i < t.size() && i < v.size(); ++i) samples.push_back({s.id, t[i], v[i]});
+  });
+  std::stable_sort(samples.begin(), samples.end(), [](const Sample& a, const Sample& b) { return a.t_ns < b.t_ns; });
+  const auto width = static_cast<int64_t>(o.window_s * 1e9);
+  size_t ei = 0, si = 0;
+  for (int64_t now = *o.replay_start_ns + width + kLateNs; now <= span->second + width; now += width) {
+    for (; ei < events.size() && events[ei].first <= now; ++ei) det.append_event(std::move(events[ei].second));
+    const size_t s0 = si;
+    while (si < samples.size() && samples[si].t_ns <= now) ++si;
+    if (si > s0) det.append_samples(std::span(samples).subspan(s0, si - s0));
+    det.replay_pass(now);
+  }
+  det.finish();
+}
+
 void OnlineDetector::add_drops(std::string_view source, uint64_t n) { next_.add_drops(source, n); }
 void OnlineDetector::add_note(std::string_view source, std::string_view text) { next_.add_note(source, text); }
 
@@ -356,11 +438,12 @@ std::vector<Finding> OnlineDetector::finish() {
   e.cv.notify_all();
   if (e.thread.joinable()) e.thread.join();
   // The last pass: every window that ended before now (the recording is closed: nothing more comes).
-  const int64_t now = monotonic_ns();
+  const int64_t now = e.opt.replay_start_ns ? e.replay_now : monotonic_ns();
   e.take_and_feed();
   e.run_engine(now, e.complete_windows(now + kLateNs), true);
   std::vector<Finding> out;
   for (auto& t : e.tracked) {
+    if (t.withdrawn) continue;
     if (t.open) {
       t.open = false;
       e.emit(t, "close");

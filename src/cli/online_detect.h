@@ -4,17 +4,19 @@
 // (analyze/incidents/incident_input_builder.h, as `analyze` does from a file) and re-runs the engine on the
 // windows so far (a rolling horizon: at most 2 x horizon of windows are kept). It prints a line on stderr when an
 // incident opens, when its cause changes and when it closes, and writes the same moments as JSON lines (one
-// incident object of docs/INCIDENTS.md each, with detected_at_s / cause_at_s and "online": open|cause|close) to
+// incident object of docs/INCIDENTS.md each, with detected_at_s / cause_at_s and "online": open|cause|close|withdrawn) to
 // --detect-log. At the end the incidents are stored in the recording as findings of detector "incident-online".
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "model/finding.h"
 #include "model/sink.h"
+#include "store/recording_reader.h"
 
 namespace stackscope::cli {
 
@@ -23,6 +25,11 @@ struct OnlineDetectOptions {
   double horizon_s = 1800;  // windows the engine looks back over (at least; at most twice this)
   std::string log_path;     // JSON lines; "-": stderr; "": none
   std::string host;
+  // Replay of a recording (replay_online): the recording's start as the origin, no engine thread; the passes are
+  // made by replay_pass at the times given.
+  std::optional<int64_t> replay_start_ns = std::nullopt;
+  int64_t replay_realtime_offset_ns = 0;
+  bool episodes_v1 = false;  // the episode thresholds before session 10 (EpisodeOptions::v1_thresholds)
 };
 
 class OnlineDetector final : public TelemetrySink {
@@ -42,10 +49,21 @@ class OnlineDetector final : public TelemetrySink {
   // incidents found, as findings (detector "incident-online") for the recording.
   std::vector<Finding> finish();
 
+  // Replay mode only: what has been appended so far is taken in and the engine makes its pass at `now_ns`.
+  void replay_pass(int64_t now_ns);
+
  private:
   struct Engine;
   TelemetrySink& next_;
   std::unique_ptr<Engine> engine_;
 };
+
+// `record --detect` replayed on a finished recording: its events (each as it would have arrived, at its end) and
+// samples are fed in time order, and the engine makes its pass every window at the time it would have made it live
+// (a window complete 0.5 s after its end), writing the same stderr lines and JSON lines to `log_path`. What the
+// live engine would have said, without the recorder's own CPU load or late arrivals; for re-scoring detection and
+// cause delays of recordings made without --detect, or with another engine (eval/incidents/score.py reads the
+// JSON lines as X.online.jsonl).
+void replay_online(const RecordingReader& recording, const std::string& log_path, bool episodes_v1 = false);
 
 }  // namespace stackscope::cli

@@ -56,13 +56,18 @@ const std::vector<CauseRule>& cause_rules() {
        {{"cuda", R"(^cu(da)?Memcpy.*\.log10_bytes$)", +1, 0.3, 0, 1, false, "log10(1+bytes)", 7.0},
         {"cuda", R"(^cu(da)?Memcpy.*\.log10_count$)", +1, 0.3, 0, 0.5, false, "log10(1+calls)", 2.0},
         {"nvml", R"(^gpu\d+\.gpu\.pcie\.(rx|tx)\.mean$)", +1, 1e8, 0.5, 1, false, "bytes/s"}}},
+      // The network's own signals are the keys: lower NCCL bandwidth alone is how every collective slowdown looks
+      // (the same bytes in more time), so it supports the network only beside packet loss or a busy NIC;
+      // without them the episode is a collective slowdown (claimed when nothing else explains it).
       {C::network,
-       {{"host", R"(^net\.Tcp\.RetransSegs\.rate_per_s$)", +1, 1.0, 0, 1, false, "1/s"},
-        {"kernel", R"(^kernel\.net\.tcp\.retransmits\.rate_per_s$)", +1, 1.0, 0, 1, false, "1/s"},
+       {{"host", R"(^net\.Tcp\.RetransSegs\.rate_per_s$)", +1, 1.0, 0, 1, false, "1/s", -INFINITY, true},
+        {"kernel", R"(^kernel\.net\.tcp\.retransmits\.rate_per_s$)", +1, 1.0, 0, 1, false, "1/s", -INFINITY, true},
         {"host", R"(^net\.TcpExt\.(TCPLostRetransmit|TCPTimeouts|TCPFastRetrans|TCPSlowStartRetrans)\.rate_per_s$)",
-         +1, 1.0, 0, 0.5, false, "1/s"},
-        {"host", R"(^(?!lo\.)[^.]+\.net\.(rx|tx)\.(drop|errs)\.rate_per_s$)", +1, 1.0, 0, 0.5, false, "1/s"},
-        {"host", R"(^(?!lo\.)[^.]+\.net\.(rx|tx)\.bytes\.rate_per_s$)", +1, 1e6, 1.0, 0.5, false, "bytes/s"},
+         +1, 1.0, 0, 0.5, false, "1/s", -INFINITY, true},
+        {"host", R"(^(?!lo\.)[^.]+\.net\.(rx|tx)\.(drop|errs)\.rate_per_s$)", +1, 1.0, 0, 0.5, false, "1/s", -INFINITY,
+         true},
+        {"host", R"(^(?!lo\.)[^.]+\.net\.(rx|tx)\.bytes\.rate_per_s$)", +1, 1e6, 1.0, 0.5, false, "bytes/s", -INFINITY,
+         true},
         {"nccl", R"(\.median_log10_bw_Bps$)", -1, 0.1, 0, 0.5, false, "log10(B/s)"}}},
       {C::memory_pressure,
        {{"host", R"(^pressure\.memory\.some\.total\.rate_per_s$)", +1, 1e4, 0, 1, false, "us/s"},

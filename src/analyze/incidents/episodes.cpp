@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numbers>
 #include <fmt/format.h>
 
 #include "analyze/incidents/robust_stats.h"
@@ -38,6 +39,13 @@ std::vector<size_t> periodic_stretches(const std::vector<Stretch>& s, size_t min
   return similar;
 }
 
+// z such that a standard normal exceeds it with probability p (0 < p <= 0.5): Abramowitz & Stegun 26.2.23,
+// absolute error below 4.5e-4.
+double upper_normal_quantile(double p) {
+  const double t = std::sqrt(-2 * std::log(p));
+  return t - (2.515517 + 0.802853 * t + 0.010328 * t * t) / (1 + 1.432788 * t + 0.189269 * t * t + 0.001308 * t * t * t);
+}
+
 }  // namespace
 
 double impact_seconds(const std::vector<double>& progress, double steady, const WindowGrid& grid, size_t first,
@@ -67,14 +75,37 @@ ProgressAnalysis analyze_progress(const std::vector<double>& p, const WindowGrid
   out.steady = steady_windows.empty() ? first_guess : median(steady_windows);
   if (!(out.steady > 0)) return out;  // no progress at all: nothing to measure against
   out.steady_sd = std::max(robust_sd(steady_windows, out.steady), 0.01 * out.steady);
+  // The windows kept for the level are those above (1 - material_drop) of it: where the window-to-window noise is
+  // as large as the material drop (a count of a few samples a window), that cut trims the noise itself and its
+  // spread looks small. The differences of neighbouring windows measure the noise without any cut, and a level
+  // shift (an episode) moves only the two at its edges: their robust spread / sqrt(2) is a floor.
+  if (central.size() >= 3 && !opt.v1_thresholds) {
+    std::vector<double> step;
+    for (size_t i = 1; i < central.size(); ++i) step.push_back(std::abs(central[i] - central[i - 1]) / std::numbers::sqrt2);
+    out.steady_sd = std::max(out.steady_sd, 1.4826 * median(std::move(step)));
+  }
+  // The steady level is itself an estimate, from the steady windows seen: a median of n of them is off by about
+  // sd x sqrt(pi / 2n). A window (or the mean of k) is compared with it, so the deviations add: early in a run
+  // online (a few windows so far) a drop must be larger to be told from the level's own error; over a whole
+  // recording (hundreds of windows) the term is small.
+  const double level_var =
+      opt.v1_thresholds ? 0.0 : std::numbers::pi / 2 / static_cast<double>(std::max<size_t>(1, steady_windows.size()));
+  // A run of n windows is tested in about 5n places (each window, and the runs of 3, 5, 9 and 17 windows ending at
+  // each): z is raised so that noise alone makes a low stretch somewhere in the whole run with a chance of about
+  // 5 % (Bonferroni), and never below the configured z. About 3.7 at 100 windows, 4.5 at an hour of them.
+  const double z =
+      opt.v1_thresholds ? opt.z : std::max(opt.z, upper_normal_quantile(0.05 / (5.0 * static_cast<double>(n))));
   for (size_t w = 0; w < n; ++w)
-    out.low[w] = p[w] < (1 - opt.material_drop) * out.steady && out.steady - p[w] >= opt.z * out.steady_sd;
+    out.low[w] = p[w] < (1 - opt.material_drop) * out.steady &&
+                 out.steady - p[w] >= z * out.steady_sd * std::sqrt(1 + level_var);
   // A sustained moderate drop in a noisy signal (an inference loop's requests vary): the mean of k windows in a
   // row has a deviation sqrt(k) times smaller, so a run whose mean is materially low at z of those deviations is
   // low, in its windows that are themselves below steady by half the material drop (the run's edges stay tight).
-  for (size_t k : {3, 5, 9}) {
+  // Runs of 17 give a long moderate drop (a second process on the GPU: 20 % for 20 s) its power under the raised z.
+  for (size_t k : {3, 5, 9, 17}) {
+    if (k == 17 && opt.v1_thresholds) break;
     if (n < k) break;
-    const double need = opt.z * out.steady_sd / std::sqrt(static_cast<double>(k));
+    const double need = z * out.steady_sd * std::sqrt(1 / static_cast<double>(k) + level_var);
     double sum = 0;
     for (size_t w = 0; w < n; ++w) {
       sum += p[w];

@@ -30,6 +30,49 @@ double regularity(const std::vector<double>& v) {
   return robust_sd(mid, m) / m;
 }
 
+// The loop's period in synchronisations of one name, from their timing (1: none found). A loop that syncs m times
+// a step (loss.item(), then a stop flag's .item()) repeats one name, so the names cannot show its step; its timing
+// can: the wait for the step's GPU work is long and the others short, and the gaps between them repeat. The step
+// is the smallest m in 2..8 at which the log durations and log gaps together repeat (mean autocorrelation >= 0.5)
+// clearly more (by 0.3) than at every shorter lag; a loop that syncs once a step shows no such lag and keeps its
+// synchronisations as its progress. Taken over the middle of the sample (start-up and the end are not the loop).
+int sync_period(const std::vector<int64_t>& start_ns, const std::vector<int64_t>& duration_ns) {
+  constexpr int kMaxPeriod = 8;
+  constexpr size_t kMaxSample = 4000;
+  const size_t n = std::min(start_ns.size(), duration_ns.size());
+  if (n < 16 * kMaxPeriod) return 1;
+  const size_t first = std::max<size_t>(1, n / 10);
+  const size_t last = std::min(n - n / 10, first + kMaxSample);
+  std::vector<double> dur, gap;
+  for (size_t i = first; i < last; ++i) {
+    dur.push_back(std::log(static_cast<double>(std::max<int64_t>(0, duration_ns[i])) + 1e3));  // 1 us floor
+    gap.push_back(std::log(static_cast<double>(std::max<int64_t>(start_ns[i] - start_ns[i - 1], 1000))));
+  }
+  auto autocorrelation = [](const std::vector<double>& x) {
+    double mean = 0;
+    for (double v : x) mean += v;
+    mean /= static_cast<double>(x.size());
+    double var = 0;
+    for (double v : x) var += (v - mean) * (v - mean);
+    std::vector<double> out(kMaxPeriod + 1, 0.0);
+    if (!(var > 0)) return out;
+    for (int lag = 1; lag <= kMaxPeriod; ++lag) {
+      double c = 0;
+      for (size_t i = 0; i + static_cast<size_t>(lag) < x.size(); ++i) c += (x[i] - mean) * (x[i + lag] - mean);
+      out[static_cast<size_t>(lag)] = c / var;
+    }
+    return out;
+  };
+  const auto a = autocorrelation(dur), b = autocorrelation(gap);
+  double best_shorter = -INFINITY;
+  for (int m = 1; m <= kMaxPeriod; ++m) {
+    const double r = (a[static_cast<size_t>(m)] + b[static_cast<size_t>(m)]) / 2;
+    if (m >= 2 && r >= 0.5 && r >= best_shorter + 0.3) return m;
+    best_shorter = std::max(best_shorter, r);
+  }
+  return 1;
+}
+
 }  // namespace
 
 JobProgress choose_progress(std::vector<ProgressSignal> candidates, std::optional<StepStats> steps,
@@ -253,6 +296,24 @@ JobProgress JobProgressCounter::finish(size_t windows) {
       if (!main || w.ops.size() > main->ops.size()) main = &w;
     if (main) {
       for (size_t i = 0; i < main->ops.size() && i < 20000; ++i) main_ops_.push_back(main->ops[i].name);
+      // The main process's most frequent synchronisation, in order (a few others -- an autotuner's device syncs
+      // at start-up -- are left out: the loop's own repeats).
+      std::map<uint32_t, size_t> syncs_by_name;
+      for (const auto& op : main->ops)
+        if (op.kind == OpKind::sync) ++syncs_by_name[op.name];
+      if (!syncs_by_name.empty()) {
+        main_sync_name_ = std::max_element(syncs_by_name.begin(), syncs_by_name.end(), [](auto& a, auto& b) {
+                            return a.second < b.second;
+                          })->first;
+        for (const auto& op : main->ops)
+          if (op.kind == OpKind::sync && op.name == main_sync_name_) {
+            main_sync_start_.push_back(op.start_ns);
+            main_sync_duration_.push_back(op.duration_ns);
+          }
+      }
+      for (const auto& w : ops_.workers)
+        if (&w != main && std::any_of(w.ops.begin(), w.ops.end(), [](const TimelineOp& o) { return o.kind == OpKind::sync; }))
+          other_workers_sync_ = true;
       for (const auto& [pid, wi] : worker_of_pid_)
         if (&ops_.workers[wi] == main) main_pid_ = pid;
     }
@@ -339,6 +400,34 @@ JobProgress JobProgressCounter::finish(size_t windows) {
         st.median_ms = median(step_ms);
         st.p95_ms = quantile(step_ms, 0.95);
         st.from_prefix = false;
+        candidates.push_back(std::move(sig));
+        steps = st;
+      }
+    }
+  }
+  // Still no step, and the main process's most frequent synchronisation (never duty-cycled: exact) repeats its
+  // timing every m >= 2 calls (sync_period): a step is m of them. Counted per window by its name, so only where no
+  // other process of the job synchronises (their calls of that name would be counted too).
+  if (!steps && main_pid_ != 0 && !other_workers_sync_) {
+    const auto counted = name_counts_.find(main_sync_name_);
+    const int m = counted != name_counts_.end() ? sync_period(main_sync_start_, main_sync_duration_) : 1;
+    if (m >= 2) {
+      ProgressSignal sig{"steps", std::vector<double>(grid_.count)};
+      double total = 0;
+      for (size_t w = 0; w < grid_.count && w < counted->second.size(); ++w) {
+        sig.per_window[w] = counted->second[w] / m;
+        total += sig.per_window[w];
+      }
+      std::vector<double> step_ms;
+      for (size_t i = 0; i + static_cast<size_t>(m) < main_sync_start_.size(); ++i)
+        step_ms.push_back(static_cast<double>(main_sync_start_[i + static_cast<size_t>(m)] - main_sync_start_[i]) * 1e-6);
+      if (total >= kMinSteps) {
+        StepStats st;
+        st.steps = static_cast<int>(std::round(total));
+        st.source = "sync_period";
+        st.median_ms = median(step_ms);
+        st.p95_ms = quantile(step_ms, 0.95);
+        st.from_prefix = capped_;
         candidates.push_back(std::move(sig));
         steps = st;
       }

@@ -85,6 +85,9 @@ class JobProgressCounter {
   // (pid, layer) -> that process's operations of that layer per window
   std::map<std::pair<uint32_t, Layer>, std::vector<float>> ops_per_window_;
   std::vector<uint64_t> main_ops_;  // the main process's first operation names, in order
+  std::vector<int64_t> main_sync_start_, main_sync_duration_;  // its most frequent synchronisation (prefix), in order
+  uint32_t main_sync_name_ = 0;
+  bool other_workers_sync_ = false;  // another process of the job synchronises too
   uint32_t main_pid_ = 0;
 };
 
