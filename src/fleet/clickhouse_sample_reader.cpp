@@ -106,6 +106,11 @@ std::vector<FleetHost> read_fleet_samples(const ClickHouseSource& source, const 
       hosts.empty() ? std::string() : " AND host IN (" + hosts + ")", query.max_rows + 1);
   ClickHouseHttp http(source.url, query.timeout_s);
   const ClickHouseReply reply = http.post(sql);
+  if (reply.status == 0) {  // the transport's error starts with the URL
+    const size_t colon = reply.error.find(": ");
+    throw std::runtime_error("cannot reach ClickHouse at " + source.url + ": " +
+                             (colon == std::string::npos ? reply.error : reply.error.substr(colon + 2)));
+  }
   if (!reply.ok()) throw std::runtime_error("ClickHouse at " + source.url + ": " + reply.describe());
 
   std::vector<FleetHost> out;
