@@ -9,11 +9,16 @@
 #include <prometheus/gauge.h>
 #include <prometheus/registry.h>
 
-#include "agent/clickhouse_http.h"
+#include "fleet/clickhouse_http.h"
 #include "agent/clickhouse_spool.h"
 #include "model/clock.h"
 
 namespace stackscope::agent {
+
+using fleet::clickhouse_identifier;
+using fleet::clickhouse_string;
+using fleet::ClickHouseHttp;
+using fleet::ClickHouseReply;
 
 namespace {
 

@@ -33,11 +33,13 @@
 namespace prometheus {
 class Registry;
 }
+namespace stackscope::fleet {
+class ClickHouseHttp;
+}
 
 namespace stackscope::agent {
 
 class ClickHouseSpool;
-class ClickHouseHttp;
 struct ClickHouseMetrics;
 
 class ClickHouseSink {
@@ -95,7 +97,7 @@ class ClickHouseSink {
   ClickHouseSettings settings_;
   std::string host_;
   std::unique_ptr<ClickHouseSpool> spool_;  // the sending thread's only (and the destructor's after the join)
-  std::unique_ptr<ClickHouseHttp> http_;
+  std::unique_ptr<fleet::ClickHouseHttp> http_;
   std::unique_ptr<ClickHouseMetrics> metrics_;
   std::atomic<int64_t> clock_offset_ns_;  // realtime - monotonic
 

@@ -34,6 +34,11 @@ struct AnalyzeOptions {
   std::string reveal_baseline;
   // series: the excess beyond the series' recent range, as a share of that range, that opens a finding.
   double series_threshold = -1;  // < 0: the detector's default
+  // --source clickhouse://HOST:PORT/DB: the fleet store instead of recordings (analyze_fleet.cpp): the node series
+  // of --hosts (empty: all) from --since to --until (a duration back from now, or a UTC time).
+  std::string source;
+  std::string since, until;
+  std::vector<std::string> hosts;
 };
 
 struct AnalysisOutput {
@@ -50,6 +55,9 @@ nlohmann::json incident_json(const Incident& incident, int64_t t0_ns, int64_t re
 Finding incident_finding(const Incident& incident, const std::string& host);
 AnalysisOutput analyze_gmm(const AnalyzeOptions& options);
 AnalysisOutput analyze_reveal(const AnalyzeOptions& options);
+// `analyze --source clickhouse://...` (analyze_fleet.cpp): Reveal's per-host analysis and cross-host comparison
+// over the hosts' node series in the fleet store.
+AnalysisOutput analyze_fleet(const AnalyzeOptions& options);
 // Each host series alone, causally (analyze_series.cpp): level shifts, spikes, bursts for as long as they last.
 AnalysisOutput analyze_series(const AnalyzeOptions& options);
 // "2014-02-14T14:30:00.000Z" for a CLOCK_REALTIME time in ns.

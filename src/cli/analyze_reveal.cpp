@@ -18,6 +18,7 @@
 #include "analyze/reveal/metric_pruning.h"
 #include "analyze/reveal/reveal_recording.h"
 #include "cli/analyze.h"
+#include "cli/reveal_hosts.h"
 #include "cli/series_sizing.h"
 #include "store/errors.h"
 #include "store/output_file.h"
@@ -87,15 +88,61 @@ void save_metric_list(const std::string& path, const PruningResult& pruning, dou
   out.commit();
 }
 
+// One host's samples under the name the report gives them (l.path: the recording, or where they were read).
 struct Loaded {
   std::string path, host;
-  std::unique_ptr<RecordingReader> reader;
   RecordingSpan span;
+  SampleStream stream;
+  std::optional<int64_t> interval_ns;
+  bool storable = false;  // a recording the findings can be written back into
 };
+
+AnalysisOutput reveal_over(const std::vector<Loaded>& recs, const AnalyzeOptions& options);
 
 }  // namespace
 
+AnalysisOutput analyze_reveal_hosts(std::vector<RevealHostInput> inputs, const AnalyzeOptions& options) {
+  std::vector<Loaded> recs;
+  for (RevealHostInput& in : inputs) {
+    Loaded l;
+    l.path = std::move(in.label);
+    l.host = std::move(in.host);
+    l.span = {in.stream.begin_ns, in.stream.end_ns, in.realtime_offset_ns};
+    l.stream = std::move(in.stream);
+    l.interval_ns = in.sampling_interval_ns;
+    recs.push_back(std::move(l));
+  }
+  return reveal_over(recs, options);
+}
+
 AnalysisOutput analyze_reveal(const AnalyzeOptions& options) {
+  // Open every recording; name hosts, disambiguating recordings of one host by their file name.
+  std::vector<std::unique_ptr<RecordingReader>> readers;
+  std::vector<Loaded> recs;
+  std::map<std::string, int> host_uses;
+  for (const std::string& path : options.recordings) {
+    Loaded l;
+    l.path = path;
+    readers.push_back(std::make_unique<RecordingReader>(path));
+    const RecordingReader& reader = *readers.back();
+    l.host = reader.meta_or("host", "");
+    if (l.host.empty() && !reader.series().empty()) l.host = reader.series().front().host;
+    if (l.host.empty()) l.host = std::filesystem::path(path).stem().string();
+    l.span = span_of(reader);
+    l.stream = sample_stream(reader, l.span);
+    l.interval_ns = recording_sampling_interval(reader);
+    l.storable = true;
+    ++host_uses[l.host];
+    recs.push_back(std::move(l));
+  }
+  for (Loaded& l : recs)
+    if (host_uses[l.host] > 1) l.host += "/" + std::filesystem::path(l.path).stem().string();
+  return reveal_over(recs, options);
+}
+
+namespace {
+
+AnalysisOutput reveal_over(const std::vector<Loaded>& recs, const AnalyzeOptions& options) {
   AnalysisOutput out;
   WindowSpec spec;
   std::optional<int64_t> baseline_ns;
@@ -110,29 +157,12 @@ AnalysisOutput analyze_reveal(const AnalyzeOptions& options) {
     }
   }
 
-  // Open every recording; name hosts, disambiguating recordings of one host by their file name.
-  std::vector<Loaded> recs;
-  std::map<std::string, int> host_uses;
-  for (const std::string& path : options.recordings) {
-    Loaded l;
-    l.path = path;
-    l.reader = std::make_unique<RecordingReader>(path);
-    l.host = l.reader->meta_or("host", "");
-    if (l.host.empty() && !l.reader->series().empty()) l.host = l.reader->series().front().host;
-    if (l.host.empty()) l.host = std::filesystem::path(path).stem().string();
-    l.span = span_of(*l.reader);
-    ++host_uses[l.host];
-    recs.push_back(std::move(l));
-  }
-  for (Loaded& l : recs)
-    if (host_uses[l.host] > 1) l.host += "/" + std::filesystem::path(l.path).stem().string();
-
   // Window and stride: as given, else sized from the sampling interval (cli/series_sizing.h); a warning when a
   // window holds too few samples for its features.
   std::optional<int64_t> interval_ns;
   int64_t longest_span = 0;
   for (const Loaded& l : recs) {
-    if (auto i = recording_sampling_interval(*l.reader); i && (!interval_ns || *i < *interval_ns)) interval_ns = i;
+    if (auto i = l.interval_ns; i && (!interval_ns || *i < *interval_ns)) interval_ns = i;
     longest_span = std::max(longest_span, l.span.end - l.span.begin);
   }
   std::string window_warning;
@@ -155,7 +185,7 @@ AnalysisOutput analyze_reveal(const AnalyzeOptions& options) {
   std::set<std::string> firing_counters;  // event counters that moved in some recording
   size_t candidates = 0;
   for (const Loaded& l : recs) {
-    RecordingSurvey survey = survey_recording(sample_stream(*l.reader, l.span), spec, l.host, l.path, !reuse, baseline_ns);
+    RecordingSurvey survey = survey_recording(l.stream, spec, l.host, l.path, !reuse, baseline_ns);
     std::move(survey.levels.begin(), survey.levels.end(), std::back_inserter(levels));
     if (reuse) continue;
     firing_counters.insert(survey.firing_counters.begin(), survey.firing_counters.end());
@@ -203,7 +233,7 @@ AnalysisOutput analyze_reveal(const AnalyzeOptions& options) {
     // Passes 2 and 3: the kept series' window features, the detectors fitted on every window (or those of the
     // --reveal-baseline prefix, or a uniform sample of a long recording), every window scored.
     RecordingAnalysis analysis =
-        analyze_recording(sample_stream(*l.reader, l.span), spec, kept, baseline_ns, pipeline_options);
+        analyze_recording(l.stream, spec, kept, baseline_ns, pipeline_options);
     const RevealPipelineResult& res = analysis.result;
     auto window = [&](size_t w) { return window_at(l.span.begin, w, spec); };
     const auto detector_columns = std::count_if(analysis.columns.begin(), analysis.columns.end(),
@@ -339,7 +369,7 @@ AnalysisOutput analyze_reveal(const AnalyzeOptions& options) {
                        {"end_utc", utc_iso(f.t_end_ns + l.span.realtime_offset)},
                        {"score", f.score}, {"summary", f.summary}, {"evidence", ev}});
     }
-    if (options.store) store_findings(l.path, "reveal", fs);
+    if (options.store && l.storable) store_findings(l.path, "reveal", fs);
   }
   text += fmt::format("\nreveal findings: {}\n", jfind.size());
   out.text = text;
@@ -351,4 +381,5 @@ AnalysisOutput analyze_reveal(const AnalyzeOptions& options) {
   return out;
 }
 
+}  // namespace
 }  // namespace stackscope::cli

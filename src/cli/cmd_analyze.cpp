@@ -25,6 +25,14 @@ bool all_imported(const std::vector<std::string>& recordings) {
 }
 
 int run_analyze(AnalyzeOptions opt) {
+  if (!opt.source.empty()) {  // the fleet store: Reveal's host analysis over its hosts (analyze_fleet.cpp)
+    if (!opt.recordings.empty()) throw std::invalid_argument("give recordings or --source, not both");
+    AnalysisOutput out = analyze_fleet(opt);
+    std::cout << (opt.json ? out.json.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n" : out.text);
+    if (out.status && opt.json) std::fprintf(stderr, "stackscope analyze: %s", out.text.c_str());
+    return out.status;
+  }
+  if (opt.recordings.empty()) throw std::invalid_argument("no recording given (or --source clickhouse://...)");
   if (!opt.detector_given && all_imported(opt.recordings)) opt.detector = "series";
   for (const std::string& path : opt.recordings)  // analysed all the same (store_findings skips it)
     if (opt.store && !opt.quiet && ::access(path.c_str(), W_OK) != 0)
@@ -62,8 +70,14 @@ RegisterCommand reg("analyze", 30, [](CLI::App& app, int& exit_code) {
   auto opt = std::make_shared<AnalyzeOptions>();
   auto* cmd = app.add_subcommand("analyze", "Find incidents in recordings: when the job slowed down, by how much, and why");
   cmd->add_option("recordings", opt->recordings, "Recording file(s); several for cross-host analysis")
-      ->required()
       ->check(CLI::ExistingFile);
+  cmd->add_option("--source", opt->source,
+                  "Read the hosts' series from the fleet store instead: clickhouse://HOST[:PORT]/DB (Reveal's "
+                  "per-host and cross-host analysis)");
+  cmd->add_option("--since", opt->since, "--source: start of the span, a duration back from now (2h) or a UTC time");
+  cmd->add_option("--until", opt->until, "--source: end of the span (default now), as --since");
+  cmd->add_option("--hosts", opt->hosts, "--source: the hosts to compare (default: every host in the span)")
+      ->delimiter(',');
   cmd->add_option("--layers", opt->layers, "gmm: layers to analyse (cuda,nccl,torch,python,nvml,host)")->delimiter(',');
   cmd->add_option("--detector", opt->detector,
                   "incidents (default: episodes of lost progress with root cause), gmm (eACGM, per layer), reveal "

@@ -1,4 +1,4 @@
-#include "agent/clickhouse_http.h"
+#include "fleet/clickhouse_http.h"
 
 #include <curl/curl.h>
 #include <dlfcn.h>
@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-namespace stackscope::agent {
+namespace stackscope::fleet {
 
 namespace {
 
@@ -156,4 +156,4 @@ ClickHouseReply ClickHouseHttp::insert_json_rows(const std::string& database, co
               rows);
 }
 
-}  // namespace stackscope::agent
+}  // namespace stackscope::fleet

@@ -4,7 +4,7 @@
 #include <memory>
 #include <string>
 
-namespace stackscope::agent {
+namespace stackscope::fleet {
 
 struct ClickHouseReply {
   int status = 0;          // HTTP status; 0 when no answer came
@@ -41,4 +41,4 @@ std::string clickhouse_identifier(const std::string& name);
 // `text` as a ClickHouse string literal.
 std::string clickhouse_string(const std::string& text);
 
-}  // namespace stackscope::agent
+}  // namespace stackscope::fleet

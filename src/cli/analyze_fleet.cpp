@@ -1,0 +1,169 @@
+// `stackscope analyze --source clickhouse://HOST:PORT/DB --since ... [--until ...] [--hosts a,b]`: Reveal over
+// the node series that agents shipped to the fleet store. Wiring only: the store's reader (fleet/) fetches the
+// hosts' samples, they are put on one time base, and the Reveal host pipeline (analyze_reveal.cpp) runs over them
+// as over one recording per host: per-host incidents, and with 3+ hosts the cross-host comparison.
+#include <ctime>
+
+#include <algorithm>
+#include <chrono>
+#include <span>
+#include <string_view>
+
+#include <fmt/format.h>
+
+#include "analyze/reveal/window_sizing.h"
+#include "analyze/reveal/windows.h"
+#include "cli/analyze.h"
+#include "cli/reveal_hosts.h"
+#ifdef STACKSCOPE_HAVE_CLICKHOUSE
+#include "fleet/clickhouse_sample_reader.h"
+#endif
+
+namespace stackscope::cli {
+
+#ifdef STACKSCOPE_HAVE_CLICKHOUSE
+namespace {
+
+int64_t unix_now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// A duration back from now ("2h") or a UTC time ("2026-11-27T00:10:00Z", "2026-11-27 00:10:00"), as Unix ns.
+int64_t parse_time_arg(const std::string& flag, const std::string& text, int64_t now_ns) {
+  if (auto d = analyze::parse_duration_ns(text)) return now_ns - *d;
+  for (const char* format : {"%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d"}) {
+    std::tm tm{};
+    const char* end = ::strptime(text.c_str(), format, &tm);
+    if (!end) continue;
+    const std::string_view rest(end);
+    if (!rest.empty() && rest != "Z") continue;
+    return static_cast<int64_t>(::timegm(&tm)) * 1'000'000'000;
+  }
+  throw std::invalid_argument(fmt::format(
+      "bad {} '{}': a duration back from now (30m, 2h; units: {}) or a UTC time (2026-11-27T00:10:00Z)", flag, text,
+      analyze::duration_units()));
+}
+
+AnalysisOutput failure(const std::string& message) {
+  AnalysisOutput out;
+  out.text = "fleet: " + message + "\n";
+  out.json = {{"error", message}};
+  out.status = 2;
+  return out;
+}
+
+}  // namespace
+
+AnalysisOutput analyze_fleet(const AnalyzeOptions& options) {
+  const fleet::ClickHouseSource source = fleet::parse_clickhouse_source(options.source);
+  if (options.since.empty()) return failure("--source needs --since (a duration back from now or a UTC time)");
+  const int64_t now = unix_now_ns();
+  fleet::FleetSampleQuery query;
+  query.since_ns = parse_time_arg("--since", options.since, now);
+  query.until_ns = options.until.empty() ? now : parse_time_arg("--until", options.until, now);
+  query.hosts = options.hosts;
+  if (query.until_ns <= query.since_ns)
+    return failure(fmt::format("--until ({}) is not after --since ({})", utc_iso(query.until_ns), utc_iso(query.since_ns)));
+
+  std::vector<fleet::FleetHost> hosts = fleet::read_fleet_samples(source, query);
+  const std::string where = fmt::format("{}/{}", source.url, source.database);
+  if (hosts.empty())
+    return failure(fmt::format("no host samples in {} from {} to {}{}", where, utc_iso(query.since_ns),
+                               utc_iso(query.until_ns),
+                               options.hosts.empty() ? "" : " for the hosts given"));
+  std::vector<std::string> missing;
+  for (const std::string& h : options.hosts)
+    if (std::none_of(hosts.begin(), hosts.end(), [&h](const fleet::FleetHost& f) { return f.host == h; }))
+      missing.push_back(h);
+
+  // One time base: the rows carry Unix ns as each agent stamped them (its monotonic clock plus its realtime offset
+  // when it read the sample), so every host is cut into the same windows of wall-clock time over the span all hosts
+  // reported in; skew between the hosts' clocks (NTP: milliseconds) is not corrected and is far below a window.
+  const fleet::FleetSpan span = fleet::common_span(hosts);
+  if (span.end_ns <= span.begin_ns)
+    return failure("the hosts' samples do not overlap in time: no common span to compare them over");
+
+  std::string text = fmt::format("== fleet: {} ({} hosts, {} to {}) ==\n", where, hosts.size(), utc_iso(query.since_ns),
+                                 utc_iso(query.until_ns));
+  text += fmt::format(
+      "clock alignment: rows are Unix ns as each agent stamped them; all hosts cut into the same windows over the "
+      "common span {} to {} ({:.0f} s; samples outside it dropped); inter-host clock skew not corrected\n",
+      utc_iso(span.begin_ns), utc_iso(span.end_ns), (span.end_ns - span.begin_ns) / 1e9);
+  text += "series kinds inferred from the values (never falling and rising: counter, as a rate; else gauge)\n";
+  for (const std::string& h : missing) text += "warning: host " + h + " has no samples in the span\n";
+
+  nlohmann::json jhosts = nlohmann::json::array();
+  std::vector<RevealHostInput> inputs;
+  for (fleet::FleetHost& h : hosts) {
+    size_t counters = 0, outside = 0;
+    analyze::SamplingIntervalEstimator interval;
+    RevealHostInput in;
+    in.label = "clickhouse:" + h.host;
+    in.host = h.host;
+    in.stream.begin_ns = span.begin_ns;
+    in.stream.end_ns = span.end_ns + 1;  // the last common sample included
+    for (const fleet::FleetSeries& s : h.series) {
+      in.stream.series.push_back(s.info);
+      counters += s.info.kind == SeriesKind::counter;
+      const auto lo = std::lower_bound(s.t_ns.begin(), s.t_ns.end(), in.stream.begin_ns);
+      const auto hi = std::lower_bound(s.t_ns.begin(), s.t_ns.end(), in.stream.end_ns);
+      outside += s.t_ns.size() - static_cast<size_t>(hi - lo);
+      interval.add_run(s.info.id, std::span<const int64_t>(s.t_ns.data() + (lo - s.t_ns.begin()),
+                                                           static_cast<size_t>(hi - lo)));
+    }
+    in.sampling_interval_ns = interval.interval_ns();
+    const fleet::FleetHost* host = &h;
+    const int64_t begin = in.stream.begin_ns, end = in.stream.end_ns;
+    in.stream.replay = [host, begin, end](const analyze::SampleRunVisitor& visit) {
+      for (const fleet::FleetSeries& s : host->series) {
+        const size_t lo = static_cast<size_t>(std::lower_bound(s.t_ns.begin(), s.t_ns.end(), begin) - s.t_ns.begin());
+        const size_t hi = static_cast<size_t>(std::lower_bound(s.t_ns.begin(), s.t_ns.end(), end) - s.t_ns.begin());
+        if (hi > lo)
+          visit(s.info, std::span<const int64_t>(s.t_ns.data() + lo, hi - lo),
+                std::span<const double>(s.values.data() + lo, hi - lo));
+      }
+    };
+    text += fmt::format("  host {}: {} samples of {} series ({} counters), first {} last {}; {} outside the common "
+                        "span\n",
+                        h.host, h.rows, h.series.size(), counters, utc_iso(h.first_ns), utc_iso(h.last_ns), outside);
+    jhosts.push_back({{"host", h.host}, {"samples", h.rows}, {"series", h.series.size()}, {"counters", counters},
+                      {"first_utc", utc_iso(h.first_ns)}, {"last_utc", utc_iso(h.last_ns)},
+                      {"clock_offset_ns", 0}, {"samples_outside_common_span", outside}});
+    inputs.push_back(std::move(in));
+  }
+  if (hosts.size() < 3)
+    text += fmt::format("cross-host: {} host(s); 3 or more are needed to tell which one departs from its peers\n",
+                        hosts.size());
+
+  AnalysisOutput reveal = analyze_reveal_hosts(std::move(inputs), options);
+  AnalysisOutput out;
+  out.text = text + reveal.text;
+  out.status = reveal.status;
+  out.json = {{"source", options.source},
+              {"since_utc", utc_iso(query.since_ns)},
+              {"until_utc", utc_iso(query.until_ns)},
+              {"alignment",
+               {{"method", "unix_ns_as_stamped_common_windows"},
+                {"common_start_utc", utc_iso(span.begin_ns)},
+                {"common_end_utc", utc_iso(span.end_ns)},
+                {"skew_corrected", false}}},
+              {"hosts", jhosts},
+              {"missing_hosts", missing},
+              {"reveal", reveal.json}};
+  return out;
+}
+
+#else
+
+AnalysisOutput analyze_fleet(const AnalyzeOptions&) {
+  AnalysisOutput out;
+  out.text = "fleet: this stackscope was built without the ClickHouse client (libcurl's header was missing)\n";
+  out.json = {{"error", out.text}};
+  out.status = 2;
+  return out;
+}
+
+#endif
+
+}  // namespace stackscope::cli
