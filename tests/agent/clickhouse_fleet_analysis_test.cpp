@@ -150,7 +150,7 @@ TEST(ClickHouseFleetAnalysis, BadUrlUnreachableServerAndEmptySpanFailClearly) {
   EXPECT_NE(analyze("--source clickhouse://127.0.0.1 " + std::string(kSpan), &out), 0);
   EXPECT_NE(out.find("no database"), std::string::npos) << out;
 
-  const int closed = clickhouse_test::free_port();  // nothing listens there
+  const int closed = free_port();  // nothing listens there
   EXPECT_NE(analyze("--source clickhouse://127.0.0.1:" + std::to_string(closed) + "/fleet " + kSpan, &out), 0);
   EXPECT_NE(out.find("ClickHouse at http://127.0.0.1:" + std::to_string(closed)), std::string::npos) << out;
 
