@@ -21,6 +21,11 @@ namespace stackscope::cli {
 struct OnlineDetectOptions {
   double window_s = 1.0;
   double horizon_s = 1800;  // windows the engine looks back over (at least; at most twice this)
+  // The engine's pass every window evaluates at most twice this many windows (or twice the horizon, when shorter),
+  // so its cost does not grow with the job's age: an incident longer than that stays open, its earlier part kept.
+  double evaluated_s = 300;
+  // Tests: > 0 runs no thread; the detector's clock starts here and passes run only through pass_at().
+  int64_t manual_start_ns = 0;
   std::string log_path;     // JSON lines; "-": stderr; "": none
   std::string host;
 };
@@ -41,6 +46,14 @@ class OnlineDetector final : public TelemetrySink {
   // Once the collectors have stopped: one last pass, every open incident closed, the engine stopped. Returns the
   // incidents found, as findings (detector "incident-online") for the recording.
   std::vector<Finding> finish();
+
+  // Tests (manual_start_ns): one pass as the engine's thread makes it each window, at `now_ns`.
+  void pass_at(int64_t now_ns);
+  struct PassStats {
+    uint64_t passes = 0;               // passes that ran the engine
+    size_t last_windows = 0, max_windows = 0;  // windows the engine evaluated: in the last pass, at most
+  };
+  PassStats pass_stats() const;
 
  private:
   struct Engine;

@@ -10,6 +10,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <span>
@@ -86,6 +87,11 @@ class JobProgressCounter {
   std::map<std::pair<uint32_t, Layer>, std::vector<float>> ops_per_window_;
   std::vector<uint64_t> main_ops_;  // the main process's first operation names, in order
   uint32_t main_pid_ = 0;
+  // Online, finish() runs on a copy every window: once the prefix is full it no longer changes, so its sorted,
+  // step-numbered operations are kept here after the first such finish() (shared by the copies) and reused.
+  struct FullPrefixSteps;
+  std::shared_ptr<std::shared_ptr<const FullPrefixSteps>> full_prefix_steps_ =
+      std::make_shared<std::shared_ptr<const FullPrefixSteps>>();
 };
 
 }  // namespace stackscope::analyze::incidents
