@@ -220,9 +220,13 @@ struct OnlineDetector::Engine {
     const int64_t open_gap = static_cast<int64_t>(io.episodes.merge_gap + 1) * width;
     std::vector<bool> seen(tracked.size(), false);
     for (Incident inc : rep.incidents) {
+      // At a later builder's head: the windows before were judged by the older builder, so this is an incident
+      // already reported (ended up to a merge gap before), never a new one.
+      const bool at_head = g.first > 0 && inc.start_ns <= view_first;
       auto match = std::find_if(tracked.begin(), tracked.end(), [&](const Tracked& t) {
-        return t.last.start_ns < inc.end_ns && inc.start_ns < t.last.end_ns;
+        return t.last.start_ns < inc.end_ns && inc.start_ns < t.last.end_ns + (at_head ? open_gap : 0);
       });
+      if (match == tracked.end() && at_head) continue;
       if (match == tracked.end()) {
         Tracked t;
         inc.id = next_id++;
