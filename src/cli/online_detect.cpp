@@ -1,6 +1,7 @@
 #include "cli/online_detect.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -17,6 +18,7 @@
 
 #include "analyze/incidents/incident_engine.h"
 #include "analyze/incidents/incident_input_builder.h"
+#include "analyze/incidents/online_generations.h"
 #include "cli/analyze.h"
 #include "model/clock.h"
 #include "store/output_file.h"
@@ -56,6 +58,7 @@ struct OnlineDetector::Engine {
   OnlineDetectOptions opt;
   int64_t t0 = 0, width = 0, realtime_offset = 0;
   size_t horizon = 0;  // windows
+  size_t span = 0;     // windows between generations: min(horizon, evaluated_s); a pass evaluates < 2 x span
   std::set<uint32_t> job_pids;
   std::FILE* log = nullptr;
   bool own_log = false;
@@ -78,24 +81,41 @@ struct OnlineDetector::Engine {
     size_t first = 0;  // its first window on the recording's grid
     std::unique_ptr<IncidentInputBuilder> builder;
   };
-  std::deque<Generation> generations;  // oldest first; at most two
+  std::deque<Generation> generations;  // oldest first; at most two (three while the next one waits for its start)
+  analyze::incidents::OnlineGenerations plan{1};
   struct Tracked {
     Incident last;  // as the engine last reported it, with detected_at / cause_at
     bool open = true;
     bool withdrawn = false;  // the job's end, seen as a drop while it was going on (see run_engine)
+    double carried_s = 0;  // job time it lost before the windows the engine evaluates now (dropped generations)
   };
   std::vector<Tracked> tracked;
   int next_id = 1;
   std::thread thread;
   int64_t replay_now = 0;  // replay mode: the time of the last pass
+  std::atomic<uint64_t> passes{0};
+  std::atomic<size_t> last_windows{0}, max_windows{0};
+  // The last pass's progress per window and steady level, from window `last_first` on: the part of an open
+  // incident a dropped generation saw is measured on it.
+  std::vector<double> last_progress;
+  double last_steady = 0;
+  size_t last_first = 0;
 
   // The last value of each tracer watching series (0/1 steps written only when a family is attached or
   // detached): a generation started mid-run is told the state at its start, or it would read a detached family's
   // silence before the next toggle as the job stalling.
   std::map<SeriesId, double> watching_now;
 
+  // Starts the generations due with `complete` windows so far (the first one at once).
+  void start_generations(size_t complete) {
+    while (plan.start_due(complete)) {
+      start_generation(plan.next_first());
+      plan.started();
+    }
+  }
+
   void start_generation(size_t first) {
-    analyze::WindowGrid g{t0 + static_cast<int64_t>(first) * width, width, 2 * horizon};
+    analyze::WindowGrid g{t0 + static_cast<int64_t>(first) * width, width, plan.grid_windows()};
     generations.push_back({first, std::make_unique<IncidentInputBuilder>(g, job_pids, kMaxStepOps)});
     for (const auto& [id, value] : watching_now) {
       const int64_t at = g.first_ns;
@@ -182,7 +202,7 @@ struct OnlineDetector::Engine {
   void run_engine(int64_t now, size_t complete, bool ended = false) {
     if (generations.empty() || complete <= generations.front().first) return;
     const Generation& g = generations.front();
-    const size_t n = complete - g.first;
+    const size_t n = std::min(complete - g.first, plan.grid_windows());
     if (n < kMinWindows) return;
     analyze::incidents::IncidentOptions io;
     io.episodes.open_end = !ended;
@@ -190,15 +210,29 @@ struct OnlineDetector::Engine {
     // The start-up lasts until the job first runs at its steady pace (up to max_edge_windows), however short the
     // run so far: a slow start seen 8 windows in is not an incident.
     io.episodes.max_edge_fraction = 1.0;
-    const auto rep = analyze::incidents::find_incidents(g.builder->snapshot(n), io);
+    // A later generation starts mid-run: low windows at its head are an incident still in view, not start-up.
+    if (g.first > 0) io.episodes.max_edge_windows = 0;
+    const auto input = g.builder->snapshot(n);
+    const auto rep = analyze::incidents::find_incidents(input, io);
+    passes.fetch_add(1);
+    last_windows = n;
+    if (n > max_windows) max_windows = n;
+    last_progress = input.progress.signal.per_window;
+    last_steady = rep.steady_per_window;
+    last_first = g.first;
+    const int64_t view_first = t0 + static_cast<int64_t>(g.first) * width;
     const int64_t complete_end = t0 + static_cast<int64_t>(complete) * width;
     // Still open: the episode reaches the last windows (the engine merges low stretches across this gap).
     const int64_t open_gap = static_cast<int64_t>(io.episodes.merge_gap + 1) * width;
     std::vector<bool> seen(tracked.size(), false);
     for (Incident inc : rep.incidents) {
+      // At a later builder's head: the windows before were judged by the older builder, so this is an incident
+      // already reported (ended up to a merge gap before), never a new one.
+      const bool at_head = g.first > 0 && inc.start_ns <= view_first;
       auto match = std::find_if(tracked.begin(), tracked.end(), [&](const Tracked& t) {
-        return t.last.start_ns < inc.end_ns && inc.start_ns < t.last.end_ns;
+        return t.last.start_ns < inc.end_ns && inc.start_ns < t.last.end_ns + (at_head ? open_gap : 0);
       });
+      if (match == tracked.end() && at_head) continue;
       if (match == tracked.end()) {
         Tracked t;
         inc.id = next_id++;
@@ -212,6 +246,11 @@ struct OnlineDetector::Engine {
       }
       seen[static_cast<size_t>(match - tracked.begin())] = true;
       if (!match->open) continue;  // reported and closed: history the engine sees again
+      // Open since before the windows in view: its start and the time lost before them are kept.
+      if (inc.start_ns <= view_first && match->last.start_ns < inc.start_ns) {
+        inc.start_ns = match->last.start_ns;
+        inc.impact_s += match->carried_s;
+      }
       const bool changed = inc.cause.cls != match->last.cause.cls;
       inc.id = match->last.id;
       inc.detected_at_ns = match->last.detected_at_ns;
@@ -250,8 +289,32 @@ struct OnlineDetector::Engine {
     const size_t complete = complete_windows(now);
     run_engine(now, complete);
     // Rolling horizon: a younger generation from `horizon` windows on, the older one dropped when full.
-    if (complete >= generations.back().first + horizon) start_generation(generations.back().first + horizon);
-    while (generations.size() > 1 && complete >= generations.front().first + 2 * horizon) generations.pop_front();
+    start_generations(complete);
+    while (plan.drop_due(complete)) {
+      carry_open_incidents(generations[1].first);
+      generations.pop_front();
+      plan.dropped();
+    }
+  }
+
+  // The oldest generation goes, the next one's view starting at window `next_first`: an open incident that began
+  // before it keeps the job time it lost there (measured on the last pass, which saw it).
+  void carry_open_incidents(size_t next_first) {
+    const int64_t view_first = t0 + static_cast<int64_t>(next_first) * width;
+    const analyze::WindowGrid g{t0 + static_cast<int64_t>(last_first) * width, width, last_progress.size()};
+    for (Tracked& t : tracked) {
+      if (!t.open || t.last.start_ns >= view_first || next_first <= last_first) continue;
+      const int64_t from = std::max(t.last.start_ns, g.first_ns);
+      const size_t a = static_cast<size_t>((from - g.first_ns) / width), b = next_first - last_first - 1;
+      t.carried_s += analyze::incidents::impact_seconds(last_progress, last_steady, g, a, b);
+    }
+  }
+
+  void start_thread() {
+    thread = std::thread([this] {
+      name_this_thread("ss-detect");
+      loop();
+    });
   }
 
   void loop() {
@@ -276,12 +339,13 @@ struct OnlineDetector::Engine {
 OnlineDetector::OnlineDetector(TelemetrySink& next, std::set<uint32_t> job_pids, OnlineDetectOptions options)
     : next_(next), engine_(std::make_unique<Engine>()) {
   Engine& e = *engine_;
-  if (!(options.window_s > 0) || !(options.horizon_s >= options.window_s))
+  if (!(options.window_s > 0) || !(options.horizon_s >= options.window_s) || !(options.evaluated_s >= options.window_s))
     throw std::invalid_argument("--detect: the window must be > 0 and the horizon at least one window");
   e.opt = std::move(options);
   e.width = static_cast<int64_t>(e.opt.window_s * 1e9);
   e.horizon = static_cast<size_t>(e.opt.horizon_s / e.opt.window_s);
   e.job_pids = std::move(job_pids);
+  e.span = std::max<size_t>(1, std::min(e.horizon, static_cast<size_t>(e.opt.evaluated_s / e.opt.window_s)));
   e.t0 = e.opt.replay_start_ns ? *e.opt.replay_start_ns : monotonic_ns();
   e.realtime_offset = e.opt.replay_start_ns ? e.opt.replay_realtime_offset_ns : realtime_offset_ns();
   if (e.opt.log_path == "-") {
@@ -292,12 +356,13 @@ OnlineDetector::OnlineDetector(TelemetrySink& next, std::set<uint32_t> job_pids,
     if (!e.log) throw std::runtime_error("--detect-log: cannot write " + e.opt.log_path);
     e.own_log = true;
   }
-  e.start_generation(0);
-  if (e.opt.replay_start_ns) return;  // replay: the passes are made by replay_pass
-  e.thread = std::thread([&e] {
-    name_this_thread("ss-detect");
-    e.loop();
-  });
+  e.plan = analyze::incidents::OnlineGenerations(e.span);
+  e.start_generations(0);
+  if (!e.opt.replay_start_ns) e.start_thread();  // replay: the passes are made by replay_pass
+}
+
+OnlineDetector::PassStats OnlineDetector::pass_stats() const {
+  return {engine_->passes.load(), engine_->last_windows.load(), engine_->max_windows.load()};
 }
 
 OnlineDetector::~OnlineDetector() {

@@ -23,6 +23,9 @@ namespace stackscope::cli {
 struct OnlineDetectOptions {
   double window_s = 1.0;
   double horizon_s = 1800;  // windows the engine looks back over (at least; at most twice this)
+  // The engine's pass every window evaluates at most twice this many windows (or twice the horizon, when shorter),
+  // so its cost does not grow with the job's age: an incident longer than that stays open, its earlier part kept.
+  double evaluated_s = 300;
   std::string log_path;     // JSON lines; "-": stderr; "": none
   std::string host;
   // Replay of a recording (replay_online): the recording's start as the origin, no engine thread; the passes are
@@ -51,6 +54,12 @@ class OnlineDetector final : public TelemetrySink {
 
   // Replay mode only: what has been appended so far is taken in and the engine makes its pass at `now_ns`.
   void replay_pass(int64_t now_ns);
+  // Windows the engine evaluated, for benchmarks and replays (pass cost does not grow with the job's age).
+  struct PassStats {
+    uint64_t passes = 0;                       // passes that ran the engine
+    size_t last_windows = 0, max_windows = 0;  // windows the engine evaluated: in the last pass, at most
+  };
+  PassStats pass_stats() const;
 
  private:
   struct Engine;

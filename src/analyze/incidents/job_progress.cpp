@@ -10,6 +10,11 @@
 
 namespace stackscope::analyze::incidents {
 
+struct JobProgressCounter::FullPrefixSteps {
+  std::vector<WorkerTimeline> workers;  // sorted, steps assigned (the names table keeps growing: not kept)
+  StepDetection det;
+};
+
 namespace {
 
 constexpr size_t kMaxCountedNames = 1024;
@@ -287,9 +292,16 @@ JobProgress JobProgressCounter::finish(size_t windows) {
   std::vector<ProgressSignal> candidates;
   std::optional<StepStats> steps;
   if (buffered_ > 0) {
-    for (auto& w : ops_.workers)
-      std::stable_sort(w.ops.begin(), w.ops.end(), [](auto& a, auto& b) { return a.start_ns < b.start_ns; });
-    const StepDetection det = assign_steps(ops_);
+    StepDetection det;
+    if (const auto& kept = *full_prefix_steps_) {  // the full prefix, as a previous finish() numbered it
+      ops_.workers = kept->workers;
+      det = kept->det;
+    } else {
+      for (auto& w : ops_.workers)
+        std::stable_sort(w.ops.begin(), w.ops.end(), [](auto& a, auto& b) { return a.start_ns < b.start_ns; });
+      det = assign_steps(ops_);
+      if (buffered_ >= max_ops_) *full_prefix_steps_ = std::make_shared<const FullPrefixSteps>(FullPrefixSteps{ops_.workers, det});
+    }
     // The worker with the most operations is the job's main process.
     const WorkerTimeline* main = nullptr;
     for (const auto& w : ops_.workers)

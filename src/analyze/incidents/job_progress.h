@@ -10,6 +10,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <span>
@@ -89,6 +90,11 @@ class JobProgressCounter {
   uint32_t main_sync_name_ = 0;
   bool other_workers_sync_ = false;  // another process of the job synchronises too
   uint32_t main_pid_ = 0;
+  // Online, finish() runs on a copy every window: once the prefix is full it no longer changes, so its sorted,
+  // step-numbered operations are kept here after the first such finish() (shared by the copies) and reused.
+  struct FullPrefixSteps;
+  std::shared_ptr<std::shared_ptr<const FullPrefixSteps>> full_prefix_steps_ =
+      std::make_shared<std::shared_ptr<const FullPrefixSteps>>();
 };
 
 }  // namespace stackscope::analyze::incidents
