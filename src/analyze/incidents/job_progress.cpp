@@ -291,6 +291,18 @@ JobProgress JobProgressCounter::finish(size_t windows) {
   static const char* kNames[kKinds] = {"collectives", "syncs", "launches", "torch_ops", "python_samples"};
   std::vector<ProgressSignal> candidates;
   std::optional<StepStats> steps;
+  // A step signal found: the job's progress candidate, with the step count and times it was found with.
+  auto take_steps = [&](ProgressSignal sig, int count, std::string source, const std::vector<double>& step_ms,
+                        bool from_prefix) {
+    StepStats st;
+    st.steps = count;
+    st.source = std::move(source);
+    st.median_ms = median(step_ms);
+    st.p95_ms = quantile(step_ms, 0.95);
+    st.from_prefix = from_prefix;
+    candidates.push_back(std::move(sig));
+    steps = st;
+  };
   if (buffered_ > 0) {
     StepDetection det;
     if (const auto& kept = *full_prefix_steps_) {  // the full prefix, as a previous finish() numbered it
@@ -374,16 +386,10 @@ JobProgress JobProgressCounter::finish(size_t windows) {
       auto counted = name_counts_.find(boundary->first);
       if (m == 1 && boundary->second * 10 >= static_cast<int>(first.size()) * 8 && uses >= 1 &&
           counted != name_counts_.end()) {
-        StepStats st;
-        st.steps = static_cast<int>(first.size());
-        st.source = std::string(step_source_name(det.source));
-        st.median_ms = median(durations_ms);
-        st.p95_ms = quantile(durations_ms, 0.95);
-        st.from_prefix = capped_;
         ProgressSignal sig{"steps", std::vector<double>(grid_.count)};
         for (size_t w = 0; w < grid_.count; ++w) sig.per_window[w] = counted->second[w] / uses;
-        candidates.push_back(std::move(sig));
-        steps = st;
+        take_steps(std::move(sig), static_cast<int>(first.size()), std::string(step_source_name(det.source)),
+                   durations_ms, capped_);
       }
     }
   }
@@ -405,16 +411,8 @@ JobProgress JobProgressCounter::finish(size_t windows) {
         total += sig.per_window[w];
         if (sig.per_window[w] >= 1) step_ms.push_back(width_ms / sig.per_window[w]);
       }
-      if (total >= kMinSteps) {
-        StepStats st;
-        st.steps = static_cast<int>(std::round(total));
-        st.source = "autocorrelation";
-        st.median_ms = median(step_ms);
-        st.p95_ms = quantile(step_ms, 0.95);
-        st.from_prefix = false;
-        candidates.push_back(std::move(sig));
-        steps = st;
-      }
+      if (total >= kMinSteps)
+        take_steps(std::move(sig), static_cast<int>(std::round(total)), "autocorrelation", step_ms, false);
     }
   }
   // Still no step, and the main process's most frequent synchronisation (never duty-cycled: exact) repeats its
@@ -433,16 +431,8 @@ JobProgress JobProgressCounter::finish(size_t windows) {
       std::vector<double> step_ms;
       for (size_t i = 0; i + static_cast<size_t>(m) < main_sync_start_.size(); ++i)
         step_ms.push_back(static_cast<double>(main_sync_start_[i + static_cast<size_t>(m)] - main_sync_start_[i]) * 1e-6);
-      if (total >= kMinSteps) {
-        StepStats st;
-        st.steps = static_cast<int>(std::round(total));
-        st.source = "sync_period";
-        st.median_ms = median(step_ms);
-        st.p95_ms = quantile(step_ms, 0.95);
-        st.from_prefix = capped_;
-        candidates.push_back(std::move(sig));
-        steps = st;
-      }
+      if (total >= kMinSteps)
+        take_steps(std::move(sig), static_cast<int>(std::round(total)), "sync_period", step_ms, capped_);
     }
   }
   // A family watched for only part of some windows gives estimates, not counts.
