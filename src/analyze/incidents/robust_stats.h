@@ -18,6 +18,15 @@ inline double median(std::vector<double> v) {
   return (hi + *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid))) / 2;
 }
 
+// The mean of the finite values; NaN when there is none.
+inline double mean_of(const std::vector<double>& v) {
+  double sum = 0;
+  size_t n = 0;
+  for (double x : v)
+    if (std::isfinite(x)) sum += x, ++n;
+  return n ? sum / static_cast<double>(n) : NAN;
+}
+
 inline double quantile(std::vector<double> v, double q) {
   std::erase_if(v, [](double x) { return !std::isfinite(x); });
   if (v.empty()) return NAN;
