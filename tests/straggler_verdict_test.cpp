@@ -239,8 +239,9 @@ TEST(StragglerVerdict, ALateRankWithNoMoreCpuTimeNorBlockingWaitedForACpu) {
 
 // CPU contention with a lateness under 10 % of the step (issue 15, the CPU suite's `cpu` class: a spinner sharing
 // the slowed rank's CPU made it 5-7 ms late in an 80 ms step, called "none"). The kernel layer's scheduler
-// counters say why: its threads waited for a CPU out of proportion to their CPU time. Where they did not, or where
-// every rank waited alike, or where nobody was late, the verdict stays none.
+// counters say its threads waited for a CPU out of proportion to their CPU time. That is said, not named: clean
+// gloo runs on the shared VM had a rank as late (7-8 % of the step, t 4) with 2.5x the other's run-queue wait per
+// CPU time, and "none" on clean runs comes first.
 namespace {
 
 // Cumulative on-CPU and run-queue counters of each worker's process, sampled every 10 ms: worker w runs
@@ -258,37 +259,33 @@ void sched_counters(TimelineSet& set, const std::vector<double>& runq_per_cpu, d
 
 }  // namespace
 
-TEST(StragglerVerdict, ASmallLatenessWithItsThreadsWaitingForACpuIsCpuContention) {
-  auto set = job({0, 0.8});  // 0.8 ms late in an 11 ms step: under the 1.1 ms a lateness alone needs
-  EXPECT_EQ(verdict_of(set).kind, VerdictKind::none) << verdict_of(set).evidence;
+TEST(StragglerVerdict, ASmallLatenessWithCpuContentionIsSaidButNotNamed) {
+  auto set = job({0, 0.8});  // 0.8 ms late in an 11 ms step: under the 1.1 ms a lateness needs
   sched_counters(set, {0.3, 0.6});  // rank 1 waits twice as long per CPU time: ~3 ms a step beyond its share
-  set.workers[1].host_others_busy = {{"python3 pid 4242", 0.95}};
   const auto v = verdict_of(set);
-  EXPECT_EQ(v.kind, VerdictKind::one_straggler) << v.evidence;
-  ASSERT_EQ(v.workers.size(), 1u);
-  EXPECT_EQ(v.workers[0], 1);
-  EXPECT_EQ(v.cause, CauseClass::host) << v.cause_detail;
-  EXPECT_NE(v.cause_detail.find("CPU contention"), std::string::npos) << v.cause_detail;
-  EXPECT_NE(v.cause_detail.find("python3 pid 4242"), std::string::npos) << v.cause_detail;
-  EXPECT_GT(v.excess_ns, 0);
-  EXPECT_LE(v.excess_ns, v.recorded_ns);
-  EXPECT_LE(v.confidence, 0.7);  // a small lateness: less sure than a large one
+  EXPECT_EQ(v.kind, VerdictKind::none) << v.evidence;
+  EXPECT_TRUE(v.workers.empty());
+  EXPECT_NE(v.evidence.find("CPU contention"), std::string::npos) << v.evidence;
+  EXPECT_NE(v.evidence.find("rank1"), std::string::npos) << v.evidence;
   EXPECT_NEAR(v.per_worker[1].runq_ns / 1e6, 0.6 * 0.9 * v.step_ns / 1e6, 0.5);
+  EXPECT_NEAR(v.per_worker[1].oncpu_ns / 1e6, 0.9 * v.step_ns / 1e6, 0.5);
 }
 
-TEST(StragglerVerdict, ASmallLatenessWithoutOutOfProportionCpuWaitsStaysNone) {
-  // Every rank waits alike for a CPU (a loaded host): the lateness is under the threshold and nothing explains it.
+TEST(StragglerVerdict, CpuWaitsInProportionOrOfARankOnTimeAreNoContention) {
+  // Every rank waits alike for a CPU (a loaded host).
   auto alike = job({0, 0.8});
   sched_counters(alike, {0.6, 0.65});
   EXPECT_EQ(verdict_of(alike).kind, VerdictKind::none) << verdict_of(alike).evidence;
+  EXPECT_EQ(verdict_of(alike).evidence.find("CPU contention"), std::string::npos) << verdict_of(alike).evidence;
   // One rank's threads waited for a CPU, but it was not late: it did not hold anybody up.
   auto on_time = job({0, 0});
   sched_counters(on_time, {0.3, 0.9});
   EXPECT_EQ(verdict_of(on_time).kind, VerdictKind::none) << verdict_of(on_time).evidence;
-  // Its wait for a CPU is out of proportion, but far below its lateness's share: something else made it late.
+  EXPECT_EQ(verdict_of(on_time).evidence.find("CPU contention"), std::string::npos) << verdict_of(on_time).evidence;
+  // Out of proportion, but 0.03 ms a step: too little to matter.
   auto small = job({0, 0.8});
   sched_counters(small, {0.01, 0.013});
-  EXPECT_EQ(verdict_of(small).kind, VerdictKind::none) << verdict_of(small).evidence;
+  EXPECT_EQ(verdict_of(small).evidence.find("CPU contention"), std::string::npos) << verdict_of(small).evidence;
 }
 
 // A rank late by more than the threshold with no more CPU time but out-of-proportion CPU waits: the cause says so

@@ -227,10 +227,8 @@ struct VerdictOptions {
                                     // on a shared host differ by up to ~9 %)
   double min_late_ns = 500'000;     // nor under 0.5 ms (the recorder sees blocks from 0.2 ms)
   double min_t = 4;                 // paired t of the lateness difference across points
-  // A rank late by less than the share of the step above, or with a t under min_t, is still the straggler when
-  // its threads waited for a CPU far more than the others' (CPU contention on its cores: the kernel's run-queue
-  // wait per CPU time 1.2x every other rank's, beyond its lateness) and the lateness is real (t, 0.5 ms).
-  double contention_min_t = 2;
+  // CPU contention on a late rank's cores: the kernel's run-queue wait per CPU time of its threads at least this
+  // many times every other rank's (names the cause of a lateness above the threshold; under it, only said).
   double contention_ratio = 1.2;
 };
 
