@@ -100,9 +100,10 @@ TEST(StragglerRealRecordings, GlooBalancedStepsWithNoWaitRecordedAreStillCounted
   EXPECT_EQ(r.steps.source, StepSource::syncs);
   EXPECT_TRUE(within_one_percent(r.steps.steps, 100)) << r.steps.steps << " steps found";
   EXPECT_TRUE(within_one_percent(static_cast<int>(r.step_labels.size()), 100)) << r.step_labels.size() << " steps analysed";
-  // Where one rank always waits (a straggler), a long gap is a stall, not a step nobody saw: 100 points, 100 steps.
+  // Where one rank always waits (a straggler), a long gap is a stall, not a step nobody saw (100 points; 104 steps
+  // were counted from its 4 gaps near twice the step), and a second wait 4 ms after a step's point is no step.
   const auto slow = analyse_xz("stragglers/gloo_budget_cpu_rank0_imports.sdb.xz");
-  EXPECT_EQ(slow.steps.steps, 100);
+  EXPECT_TRUE(within_one_percent(slow.steps.steps, 100)) << slow.steps.steps << " steps found";
 }
 
 // Session 11's CPU suite (SEED=7, run 0): ranks pinned to a CPU each, a spinner on rank 0's, on the VM loaded by
