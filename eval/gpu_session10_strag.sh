@@ -11,5 +11,6 @@ set -u
 mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
 dir=$OUT/strag_${SEED:-21}
 MAX_S=${MAX_S:-470} SEED=${SEED:-21} timeout 580 bash eval/stragglers/gpu_ddp.sh "$dir" 2 600 4 > "$dir.log" 2>&1
-cat "$dir/score.txt" 2>/dev/null | head -40 || tail -20 "$dir.log"
+# The log's tail when no score was written (the batch cut by the timeout, or the harness failed)
+if [[ -s "$dir/score.txt" ]]; then head -40 "$dir/score.txt"; else tail -20 "$dir.log"; fi
 rm -f "$dir"/reports/*.info.txt

@@ -236,3 +236,68 @@ TEST(StragglerVerdict, ALateRankWithNoMoreCpuTimeNorBlockingWaitedForACpu) {
   EXPECT_EQ(c.cause, CauseClass::host);
   EXPECT_NE(c.cause_detail.find("CPU contention"), std::string::npos) << c.cause_detail;
 }
+
+// CPU contention with a lateness under 10 % of the step (issue 15, the CPU suite's `cpu` class: a spinner sharing
+// the slowed rank's CPU made it 5-7 ms late in an 80 ms step, called "none"). The kernel layer's scheduler
+// counters say its threads waited for a CPU out of proportion to their CPU time. That is said, not named: clean
+// gloo runs on the shared VM had a rank as late (7-8 % of the step, t 4) with 2.5x the other's run-queue wait per
+// CPU time, and "none" on clean runs comes first.
+namespace {
+
+// Cumulative on-CPU and run-queue counters of each worker's process, sampled every 10 ms: worker w runs
+// `oncpu_share` of the time and waits runq_per_cpu[w] ns per ns on a CPU.
+void sched_counters(TimelineSet& set, const std::vector<double>& runq_per_cpu, double oncpu_share = 0.9) {
+  for (size_t w = 0; w < set.workers.size(); ++w) {
+    set.workers[w].oncpu_ns.clear();
+    set.workers[w].runq_wait_ns.clear();
+    for (int64_t t = 0; t <= 2'000'000'000; t += 10'000'000) {
+      set.workers[w].oncpu_ns.emplace_back(t, oncpu_share * double(t));
+      set.workers[w].runq_wait_ns.emplace_back(t, runq_per_cpu[w] * oncpu_share * double(t));
+    }
+  }
+}
+
+}  // namespace
+
+TEST(StragglerVerdict, ASmallLatenessWithCpuContentionIsSaidButNotNamed) {
+  auto set = job({0, 0.8});  // 0.8 ms late in an 11 ms step: under the 1.1 ms a lateness needs
+  sched_counters(set, {0.3, 0.6});  // rank 1 waits twice as long per CPU time: ~3 ms a step beyond its share
+  const auto v = verdict_of(set);
+  EXPECT_EQ(v.kind, VerdictKind::none) << v.evidence;
+  EXPECT_TRUE(v.workers.empty());
+  EXPECT_NE(v.evidence.find("CPU contention"), std::string::npos) << v.evidence;
+  EXPECT_NE(v.evidence.find("rank1"), std::string::npos) << v.evidence;
+  EXPECT_NEAR(v.per_worker[1].runq_ns / 1e6, 0.6 * 0.9 * v.step_ns / 1e6, 0.5);
+  EXPECT_NEAR(v.per_worker[1].oncpu_ns / 1e6, 0.9 * v.step_ns / 1e6, 0.5);
+}
+
+TEST(StragglerVerdict, CpuWaitsInProportionOrOfARankOnTimeAreNoContention) {
+  // Every rank waits alike for a CPU (a loaded host).
+  auto alike = job({0, 0.8});
+  sched_counters(alike, {0.6, 0.65});
+  EXPECT_EQ(verdict_of(alike).kind, VerdictKind::none) << verdict_of(alike).evidence;
+  EXPECT_EQ(verdict_of(alike).evidence.find("CPU contention"), std::string::npos) << verdict_of(alike).evidence;
+  // One rank's threads waited for a CPU, but it was not late: it did not hold anybody up.
+  auto on_time = job({0, 0});
+  sched_counters(on_time, {0.3, 0.9});
+  EXPECT_EQ(verdict_of(on_time).kind, VerdictKind::none) << verdict_of(on_time).evidence;
+  EXPECT_EQ(verdict_of(on_time).evidence.find("CPU contention"), std::string::npos) << verdict_of(on_time).evidence;
+  // Out of proportion, but 0.03 ms a step: too little to matter.
+  auto small = job({0, 0.8});
+  sched_counters(small, {0.01, 0.013});
+  EXPECT_EQ(verdict_of(small).evidence.find("CPU contention"), std::string::npos) << verdict_of(small).evidence;
+}
+
+// A rank late by more than the threshold with no more CPU time but out-of-proportion CPU waits: the cause says so
+// with the kernel's figures, not the host-wide run queue's guess.
+TEST(StragglerVerdict, ALateRanksOutOfProportionCpuWaitIsNamedAsContention) {
+  auto set = job({0, 0, 6});
+  set.workers[2].cpu_samples = set.workers[0].cpu_samples;  // late, with the same CPU time as the others
+  sched_counters(set, {0.2, 0.2, 0.9});
+  const auto v = verdict_of(set);
+  EXPECT_EQ(v.kind, VerdictKind::one_straggler) << v.evidence;
+  ASSERT_EQ(v.workers.size(), 1u);
+  EXPECT_EQ(v.workers[0], 2);
+  EXPECT_EQ(v.cause, CauseClass::host) << v.cause_detail;
+  EXPECT_NE(v.cause_detail.find("run queue"), std::string::npos) << v.cause_detail;
+}

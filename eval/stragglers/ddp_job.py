@@ -38,8 +38,18 @@ def parse():
 
 
 def spin():
-    """The contending process of --fault cpu: spins on the CPU it inherited until its parent ends."""
+    """The contending process of --fault cpu: spins on the CPU it inherited until its parent ends. It runs in a
+    session of its own (started so) whose autogroup gets the job's nice value: in the job's autogroup, the kernel
+    would hand the group's CPU share to the CPU with two of its tasks (the slowed rank and this spinner), taking it
+    from the other ranks' CPUs, and on a loaded host the other ranks, not the slowed one, ended up waiting for a
+    CPU (seen in the run-queue waits of session 10's and 11's CPU runs)."""
     parent = os.getppid()
+    try:
+        nice = open(f"/proc/{parent}/autogroup").read().split("nice")[1].split()[0]
+        with open("/proc/self/autogroup", "w") as f:
+            f.write(nice)
+    except (OSError, IndexError):
+        pass  # no autogroup (kernel option) or not allowed: the spinner still shares the CPU
     while os.getppid() == parent:
         for _ in range(100000):
             pass
@@ -103,7 +113,8 @@ def worker(args):
         os.sched_setaffinity(0, {cpus[rank % len(cpus)]})
         if slow:  # a spinner sharing the slowed rank's CPU (no RANK: not a rank)
             env = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "GROUP_RANK")}
-            contender = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--spin"], env=env)
+            contender = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--spin"], env=env,
+                                         start_new_session=True)
     if slow and args.fault == "gpu" and dev.type == "cuda":
         # Not a rank: no RANK in its environment. Started before DDP's first broadcast, so that the others wait
         # for its start-up there, not in a step.

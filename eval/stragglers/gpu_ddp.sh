@@ -8,7 +8,8 @@
 # Usage (2-GPU device machine, repository root, as root; the stripped binary carried at .carry/stackscope):
 #   bash eval/stragglers/gpu_ddp.sh OUT [RUNS_PER_CLASS=3] [STEPS=600] [DELAY_MS=4]      (NPROC=4: 4 GPUs)
 # Writes OUT/results.jsonl (one line per run), OUT/score.txt, OUT/reports/*.txt|json (no recordings).
-# SEED=N: another shuffle and other slowed ranks (default 15); MAX_S=S: start no run after S seconds.
+# SEED=N: another shuffle and other slowed ranks (default 15); MAX_S=S: start no run after S seconds;
+# KEEP=DIR: keep the recordings there (DIR/runN.sdb) instead of deleting them.
 # The same on the CPU VM (gloo, Debian's torch 1.13, ranks started by ddp_job.py as torchrun would, run niced up):
 #   CPU=1 STACKSCOPE=build/src/cli/stackscope bash eval/stragglers/gpu_ddp.sh OUT 4 120 15
 # (LAYERS=defaults: record's default layers under the cost budget instead of python,host)
@@ -83,6 +84,7 @@ print(json.dumps({"run": int(i), "fault": fault, "slow_rank": int(slow), "job_rc
                   "ok_kind": ok_kind, "ok_rank": ok_kind and ok_rank, "ok_cause": ok_kind and ok_rank and ok_cause,
                   "kair_top": j["stragglers"][0] if j.get("stragglers") else None}))
 PYEOF
+  if [[ -n "${KEEP:-}" ]]; then mkdir -p "$KEEP"; mv -f "$rec" "$KEEP/run$i.sdb"; fi
   rm -f "$rec" "$rec"-*
   i=$((i + 1))
 done

@@ -105,6 +105,8 @@ nlohmann::json report_json(const analyze::StragglerReport& r, const analyze::Str
       if (pw.gpu_mem_used >= 0) x["gpu_mem_used_share"] = pw.gpu_mem_used;
       if (pw.allocs > 0) x["gpu_allocs_per_step"] = pw.allocs;
       if (pw.retransmits_per_s > 0) x["tcp_retransmits_per_s"] = pw.retransmits_per_s;
+      if (pw.runq_ns >= 0) x["runq_wait_ms_per_step"] = pw.runq_ns / 1e6;
+      if (pw.oncpu_ns >= 0) x["oncpu_ms_per_step"] = pw.oncpu_ns / 1e6;
     }
     if (r.stage1.episode_window[w] >= 0) {
       const auto& win = r.stage1.windows[r.stage1.episode_window[w]];

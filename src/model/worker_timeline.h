@@ -70,6 +70,12 @@ struct WorkerTimeline {
   // CPU contention, which delays a rank without adding to its CPU time.
   std::vector<std::pair<int64_t, double>> host_runnable;
   int host_cpus = 0;
+  // Its own process's threads, from the kernel layer's scheduler counters (cumulative ns samples): time runnable
+  // but waiting for a CPU (run queue), and time on a CPU. Empty: not recorded.
+  std::vector<std::pair<int64_t, double>> runq_wait_ns, oncpu_ns;
+  // Processes on its host that are not ranks of the job, with their mean CPU use (CPUs) while the job ran,
+  // busiest first ("python3 pid 850"): who it may have shared its CPUs with. Empty: not recorded.
+  std::vector<std::pair<std::string, double>> host_others_busy;
 };
 
 // All workers of one job, with one table of operation names shared by them (ids compare across workers).

@@ -148,6 +148,7 @@ void read_gpu_context(const RecordingReader& reader, int64_t shift, std::map<uin
   std::map<int, std::set<std::string>> others_names;
   std::map<uint32_t, std::string> comm_of;
   std::vector<std::pair<int64_t, double>> watching;
+  std::map<std::string, std::pair<double, int>> busy_others;  // "comm pid N" -> (sum of CPU samples, samples)
   // A process of the job has a rank (its own, or inherited by a data-loader worker); a process noted only for
   // its CUDA_VISIBLE_DEVICES is another user of the GPU.
   auto job_process = [&](uint32_t pid) {
@@ -157,6 +158,28 @@ void read_gpu_context(const RecordingReader& reader, int64_t shift, std::map<uin
   reader.for_each_sample_run([&](const SeriesInfo& info, std::span<const int64_t> t, std::span<const double> v) {
     if (info.name == "trace.cuda.watching") {
       for (size_t i = 0; i < t.size(); ++i) watching.emplace_back(t[i] + shift, v[i]);
+      return;
+    }
+    // The kernel layer's per-process scheduler counters ("pid123"): run-queue wait and on-CPU time of a rank.
+    if ((info.name == "kernel.sched.runq_wait_time" || info.name == "kernel.sched.oncpu_time") &&
+        info.device.rfind("pid", 0) == 0) {
+      const uint32_t pid = static_cast<uint32_t>(std::strtoul(info.device.c_str() + 3, nullptr, 10));
+      if (auto it = by_pid.find(pid); it != by_pid.end()) {
+        auto& dst = info.name == "kernel.sched.oncpu_time" ? it->second.oncpu_ns : it->second.runq_wait_ns;
+        for (size_t i = 0; i < t.size(); ++i) dst.emplace_back(t[i] + shift, v[i]);
+      }
+      return;
+    }
+    // The host layer's busiest processes ("pid:123:comm", CPUs): those that are not the job's.
+    if (info.name == "proc.cpu.util" && info.device.rfind("pid:", 0) == 0) {
+      const size_t colon = info.device.find(':', 4);
+      const uint32_t pid = static_cast<uint32_t>(std::strtoul(info.device.c_str() + 4, nullptr, 10));
+      if (colon == std::string::npos || by_pid.count(pid) || job_process(pid)) return;
+      auto& [sum, count] = busy_others[info.device.substr(colon + 1) + " pid " + std::to_string(pid)];
+      for (size_t i = 0; i < t.size(); ++i) {
+        sum += v[i];
+        ++count;
+      }
       return;
     }
     if (info.name == "proc.running" && info.device.empty()) {
@@ -210,8 +233,20 @@ void read_gpu_context(const RecordingReader& reader, int64_t shift, std::map<uin
   });
   std::sort(retransmits.begin(), retransmits.end());
   std::sort(runnable.begin(), runnable.end());
+  // Mean CPU use over the recording (a process sampled only while among the busiest counts 0 elsewhere: the
+  // recorder's samples of it are fewer, so its mean is over the samples of the busiest one).
+  int most_samples = 0;
+  for (auto& [name, sc] : busy_others) most_samples = std::max(most_samples, sc.second);
+  std::vector<std::pair<std::string, double>> others_busy;
+  for (auto& [name, sc] : busy_others)
+    if (most_samples > 0 && sc.first / most_samples >= 0.05) others_busy.emplace_back(name, sc.first / most_samples);
+  std::sort(others_busy.begin(), others_busy.end(), [](auto& a, auto& b) { return a.second > b.second; });
+  if (others_busy.size() > 5) others_busy.resize(5);
   for (auto& [pid, w] : by_pid) {
     std::sort(w.gpu_sm_util.begin(), w.gpu_sm_util.end());
+    std::sort(w.runq_wait_ns.begin(), w.runq_wait_ns.end());
+    std::sort(w.oncpu_ns.begin(), w.oncpu_ns.end());
+    w.host_others_busy = others_busy;
     w.tcp_retransmits = retransmits;
     w.host_runnable = runnable;
     w.host_cpus = cpus;

@@ -159,7 +159,10 @@ struct SyncPoints {
   std::vector<uint32_t> name;                   // [point] the most common wait name there
   std::vector<int32_t> step;                    // [point] the step its waits belong to (-1 unknown)
   int period = 1;                               // points per step
-  int steps = 0;                                // points / period
+  int steps = 0;                                // points / period, or step_ends' size
+  // When each step ended: every period-th point; with one point per step, also the ends of steps that passed
+  // with every wait under the recorder's threshold, evenly spaced in gaps of a whole number of steps.
+  std::vector<int64_t> step_ends;
 };
 
 // One point per step (its waits summed, its end the last one's), from the step numbers the waits carry: a
@@ -200,6 +203,9 @@ struct WorkerLateness {
   double allocs = 0;         // per step: device memory calls to the driver (cudaMalloc / cudaFree)
   double retransmits_per_s = 0;  // its host's TCP retransmissions per second
   double runnable_per_cpu = 0;   // its host's runnable threads per CPU, mean over the points (0: not recorded)
+  double runq_ns = -1;           // mean per step: its threads runnable but waiting for a CPU (kernel layer; -1: not
+                                 // recorded)
+  double oncpu_ns = -1;          // mean per step: its threads on a CPU (kernel layer; -1: not recorded)
 };
 
 struct StragglerVerdict {
@@ -221,6 +227,9 @@ struct VerdictOptions {
                                     // on a shared host differ by up to ~9 %)
   double min_late_ns = 500'000;     // nor under 0.5 ms (the recorder sees blocks from 0.2 ms)
   double min_t = 4;                 // paired t of the lateness difference across points
+  // CPU contention on a late rank's cores: the kernel's run-queue wait per CPU time of its threads at least this
+  // many times every other rank's (names the cause of a lateness above the threshold; under it, only said).
+  double contention_ratio = 1.2;
 };
 
 StragglerVerdict wait_verdict(const TimelineSet& set, const SyncPoints& points, const VerdictOptions& options = {});

@@ -46,8 +46,8 @@ StragglerReport analyze_stragglers(TimelineSet set, const StragglerOptions& opti
     r.steps.source = StepSource::syncs;
     r.steps.period = points.period;
     r.steps.steps = points.steps;
-    std::vector<int64_t> bounds;
-    for (size_t k = points.period - 1; k < points.end_ns.size(); k += points.period) bounds.push_back(points.end_ns[k]);
+    // The ends of steps nobody waited in (balanced steps) included: each step is numbered, not each point.
+    const std::vector<int64_t>& bounds = points.step_ends;
     // Step k ends at bound k. Before the first step (start-up) and after the last bound (the final barrier,
     // shutdown) nothing is a step: otherwise start-up counted as one more step.
     std::vector<double> lengths;
@@ -97,6 +97,13 @@ StragglerReport analyze_stragglers(TimelineSet set, const StragglerOptions& opti
       if (op.step >= 0 && cut.count(op.step)) op.step = -1;
   for (auto& [s, t0] : starts)
     if (ops_in_step.count(s) && !cut.count(s)) r.step_labels.push_back(s);
+  // Steps from the sync cadence that left no operation (balanced, every wait under the recorder's threshold, and
+  // the operator probes detached by the cost budget) are steps of the run all the same.
+  if (r.steps.source == StepSource::syncs && r.step_labels.size() >= 2) {
+    std::vector<int32_t> all;
+    for (int32_t s = r.step_labels.front(); s <= r.step_labels.back(); ++s) all.push_back(s);
+    r.step_labels = std::move(all);
+  }
   std::map<int32_t, size_t> step_index;
   for (size_t k = 0; k < r.step_labels.size(); ++k) step_index[r.step_labels[k]] = k;
 

@@ -92,6 +92,63 @@ double mean_within(const std::vector<std::pair<int64_t, double>>& v, int64_t t0,
   return c ? sum / c : none;
 }
 
+// Growth of a cumulative counter over [t0, t1] per step, from its samples inside the window (scaled up to the
+// whole window when they cover less of it); -1 when fewer than two samples lie there.
+double counter_per_step(const std::vector<std::pair<int64_t, double>>& v, int64_t t0, int64_t t1, double steps) {
+  auto a = std::lower_bound(v.begin(), v.end(), std::pair<int64_t, double>{t0, -1e300});
+  auto b = std::upper_bound(v.begin(), v.end(), std::pair<int64_t, double>{t1, 1e300});
+  if (b - a < 2) return -1;
+  --b;
+  const double covered = double(b->first - a->first);
+  if (covered <= 0) return -1;
+  return std::max(0.0, b->second - a->second) * (double(t1 - t0) / covered) / steps;
+}
+
+// CPU contention on one rank's cores, from the kernel's scheduler counters: its threads waited for a CPU
+// (run queue) for a larger share of their CPU time than every other rank's. On a loaded host every rank waits;
+// a rank that computes more also waits more, in proportion; a rank sharing its CPU with another busy process
+// waits out of proportion. excess_ns: its run-queue wait per step beyond what the others' wait per CPU time
+// would give its own CPU time.
+struct CpuContention {
+  bool stands_out = false;
+  double excess_ns = 0, ratio = 0, others_ratio = 0;
+};
+
+CpuContention cpu_contention(const std::vector<WorkerLateness>& pw, int w, const VerdictOptions& opt) {
+  CpuContention c;
+  if (pw[w].runq_ns < 0 || pw[w].oncpu_ns <= 0) return c;
+  for (size_t o = 0; o < pw.size(); ++o) {
+    if (static_cast<int>(o) == w) continue;
+    if (pw[o].runq_ns < 0 || pw[o].oncpu_ns <= 0) return c;
+    c.others_ratio = std::max(c.others_ratio, pw[o].runq_ns / pw[o].oncpu_ns);
+  }
+  c.ratio = pw[w].runq_ns / pw[w].oncpu_ns;
+  c.excess_ns = pw[w].runq_ns - pw[w].oncpu_ns * c.others_ratio;
+  c.stands_out = c.ratio >= opt.contention_ratio * c.others_ratio && c.excess_ns >= opt.min_late_ns;
+  return c;
+}
+
+// "; other processes busy on its host: python3 pid 850 (0.9 CPUs), ..." (the host layer's busiest processes).
+std::string busy_others_text(const WorkerTimeline& w) {
+  if (w.host_others_busy.empty()) return "";
+  std::string s = "; processes on its host that are not ranks: ";
+  char buf[160];
+  for (size_t i = 0; i < w.host_others_busy.size() && i < 3; ++i) {
+    std::snprintf(buf, sizeof buf, "%s%s (%.2f CPUs)", i ? ", " : "", w.host_others_busy[i].first.c_str(),
+                  w.host_others_busy[i].second);
+    s += buf;
+  }
+  return s;
+}
+
+std::string contention_text(const CpuContention& c, const WorkerLateness& pw) {
+  char buf[400];
+  std::snprintf(buf, sizeof buf, "CPU contention: its threads waited %.2f ms per step for a CPU (run queue), %.2f per ms "
+                "on a CPU against at most %.2f on the other ranks: %.2f ms per step more than its CPU time explains",
+                pw.runq_ns / 1e6, c.ratio, c.others_ratio, c.excess_ns / 1e6);
+  return buf;
+}
+
 // Steps differ in launches (a flag all-reduced every few steps, cuDNN's choices): extra work on worker `a` must
 // show step by step, in at least 80 % of the steps watched on both, against every one of `others`.
 // Steps are paired only where both counts are near their worker's usual count: a step cut by the edge of a
@@ -224,37 +281,18 @@ SyncPoints find_sync_points(const TimelineSet& set) {
     int32_t step;
   };
   std::vector<End> ends;
-  std::vector<double> gaps;
+  std::vector<std::pair<int64_t, double>> gaps;  // (end, time since the same worker's previous wait ended)
   for (size_t w = 0; w < n; ++w) {
     int64_t prev = INT64_MIN;
     for (auto& op : set.workers[w].ops) {
       if (!is_wait(set, op)) continue;
       ends.push_back({op.end_ns(), static_cast<int>(w), op.duration_ns, op.name, op.step});
-      if (prev != INT64_MIN && op.end_ns() > prev) gaps.push_back(double(op.end_ns() - prev));
+      if (prev != INT64_MIN && op.end_ns() > prev) gaps.emplace_back(op.end_ns(), double(op.end_ns() - prev));
       prev = op.end_ns();
     }
   }
   if (ends.empty()) return sp;
   std::sort(ends.begin(), ends.end(), [](auto& a, auto& b) { return a.t < b.t; });
-  // Waits of one point end together, within the time it takes to wake each thread (milliseconds on a loaded
-  // host); successive points are a step or a bucket apart. A worker waits once per point: its next wait opens
-  // the next point.
-  const double tol = std::max(20'000.0, 0.4 * median(gaps));
-  std::vector<std::vector<int64_t>> waits;
-  std::vector<std::map<uint32_t, int>> names;
-  std::vector<std::map<int32_t, int>> steps_of;
-  std::vector<int64_t> first;
-  for (auto& e : ends) {
-    if (first.empty() || double(e.t - first.back()) > tol || waits.back()[e.worker] > 0) {
-      first.push_back(e.t);
-      waits.emplace_back(n, 0);
-      names.emplace_back();
-      steps_of.emplace_back();
-    }
-    waits.back()[e.worker] += e.dur;
-    names.back()[e.name]++;
-    steps_of.back()[e.step]++;
-  }
   // Active spans: a point before a worker's first or after its last operation says nothing about it.
   std::vector<int64_t> lo(n, INT64_MAX), hi(n, INT64_MIN);
   for (size_t w = 0; w < n; ++w) {
@@ -267,22 +305,71 @@ SyncPoints find_sync_points(const TimelineSet& set) {
       hi[w] = std::max(hi[w], op.end_ns());
     }
   }
+  // Waits of one point end together, within the time it takes to wake each thread (milliseconds on a loaded
+  // host: a thread's block ends when it is back on a CPU); successive points are a step or a bucket apart. A
+  // worker waits once per point: its next wait opens the next point. The tolerance is a share of the usual gap
+  // in the training loop's steady state: first over every wait, then, once the steady state is known, over the
+  // waits there alone (hundreds of start-up waits a few ms apart, two ranks importing together, made it 1 ms
+  // and split the steps' points in two where a rank waited for a CPU after its wait).
+  double tol = 0;
+  std::vector<std::vector<int64_t>> waits;
+  std::vector<std::map<uint32_t, int>> names;
+  std::vector<std::map<int32_t, int>> steps_of;
+  std::vector<int64_t> first;
   std::map<uint32_t, int> name_points;
-  std::vector<uint32_t> point_name(first.size());
-  for (size_t k = 0; k < first.size(); ++k) {
-    point_name[k] = std::max_element(names[k].begin(), names[k].end(), [](auto& a, auto& b) { return a.second < b.second; })->first;
-    name_points[point_name[k]]++;
-  }
-  // The training loop's steady state: from the first to the last point of the most frequent kind (start-up
-  // waits such as imports, rendezvous and DDP's first broadcast come before it, the final barrier after it).
-  const uint32_t dominant =
-      std::max_element(name_points.begin(), name_points.end(), [](auto& a, auto& b) { return a.second < b.second; })->first;
-  int64_t steady_lo = INT64_MAX, steady_hi = INT64_MIN;
-  for (size_t k = 0; k < first.size(); ++k)
-    if (point_name[k] == dominant) {
-      steady_lo = std::min(steady_lo, first[k]);
-      steady_hi = std::max(steady_hi, first[k]);
+  std::vector<uint32_t> point_name;
+  int64_t steady_lo = INT64_MIN, steady_hi = INT64_MAX;
+  for (int pass = 0; pass < 2; ++pass) {
+    std::vector<double> g;
+    for (auto& [t, gap] : gaps)
+      if (t - static_cast<int64_t>(gap) >= steady_lo && t <= steady_hi) g.push_back(gap);
+    const double t_pass = std::max(20'000.0, 0.4 * median(g));
+    if (pass > 0 && (g.size() < 4 || std::abs(t_pass - tol) <= 0.1 * tol)) break;
+    tol = t_pass;
+    waits.clear();
+    names.clear();
+    steps_of.clear();
+    first.clear();
+    for (auto& e : ends) {
+      if (first.empty() || double(e.t - first.back()) > tol || waits.back()[e.worker] > 0) {
+        first.push_back(e.t);
+        waits.emplace_back(n, 0);
+        names.emplace_back();
+        steps_of.emplace_back();
+      }
+      waits.back()[e.worker] += e.dur;
+      names.back()[e.name]++;
+      steps_of.back()[e.step]++;
     }
+    name_points.clear();
+    point_name.assign(first.size(), 0);
+    for (size_t k = 0; k < first.size(); ++k) {
+      point_name[k] = std::max_element(names[k].begin(), names[k].end(), [](auto& a, auto& b) { return a.second < b.second; })->first;
+      name_points[point_name[k]]++;
+    }
+    // The training loop's steady state: from the first to the last point of the kind that lasts longest among
+    // the frequent ones (start-up waits such as imports, rendezvous and DDP's first broadcast come before it, the
+    // final barrier after it). Not the most frequent kind: two ranks importing torch together block in the same
+    // file reads, ending together, hundreds of times in a second (179 such points against 100 steps on a gloo run).
+    std::map<uint32_t, std::pair<int64_t, int64_t>> name_span;
+    for (size_t k = 0; k < first.size(); ++k) {
+      auto [it, fresh] = name_span.try_emplace(point_name[k], first[k], first[k]);
+      it->second.first = std::min(it->second.first, first[k]);
+      it->second.second = std::max(it->second.second, first[k]);
+    }
+    uint32_t dominant =
+        std::max_element(name_points.begin(), name_points.end(), [](auto& a, auto& b) { return a.second < b.second; })->first;
+    int64_t longest = -1;
+    for (auto& [name, count] : name_points) {
+      const int64_t span = name_span[name].second - name_span[name].first;
+      if (count * 10 >= static_cast<int>(first.size()) && span > longest) {
+        longest = span;
+        dominant = name;
+      }
+    }
+    steady_lo = name_span[dominant].first;
+    steady_hi = name_span[dominant].second;
+  }
   for (size_t k = 0; k < first.size(); ++k) {
     if (name_points[point_name[k]] * 10 < static_cast<int>(first.size())) continue;  // rare: not part of a step
     if (first[k] < steady_lo || first[k] > steady_hi) continue;
@@ -303,17 +390,54 @@ SyncPoints find_sync_points(const TimelineSet& set) {
   // A balanced step can pass with every rank's wait under the recorder's off-CPU threshold (0.2 ms): no point.
   // A gap of close to a whole multiple (2x, 3x...) of the usual step counts that many steps; other long gaps
   // (a stall) count one.
+  for (size_t k = sp.period - 1; k < sp.end_ns.size(); k += sp.period) sp.step_ends.push_back(sp.end_ns[k]);
   if (sp.period == 1 && sp.end_ns.size() >= 3) {
+    // Only where balanced steps happen at all: when at least 5 % of the points had every wait under 2 ms (10x the
+    // threshold), some steps passed with none recorded. Where one rank always waits long (a straggler), a long
+    // gap is a stall, not a step nobody saw.
+    int balanced = 0;
+    for (auto& w : sp.wait_ns) balanced += *std::max_element(w.begin(), w.end()) < 2'000'000;
     std::vector<double> g;
     for (size_t k = 1; k < sp.end_ns.size(); ++k) g.push_back(double(sp.end_ns[k] - sp.end_ns[k - 1]));
     const double med = median(g);
-    int steps = 1;
-    for (double x : g) {
-      const double r = med > 0 ? x / med : 1;
-      const double whole = std::round(r);
-      steps += (whole >= 2 && std::abs(r - whole) <= 0.25) ? static_cast<int>(whole) : 1;
+    // The step's length drifts with the host's load (0.9x to 1.3x the run's median on the loaded VM), so each
+    // gap is weighed against the single-step gaps nearest to it, not the run's median.
+    std::vector<size_t> singles;
+    for (size_t i = 0; i < g.size(); ++i)
+      if (g[i] < 1.5 * med) singles.push_back(i);
+    std::vector<int64_t> ends{sp.end_ns.front()};
+    for (size_t i = 0; i < g.size(); ++i) {
+      // A point under 0.3 of a step after the previous one is a second wait of the same step (a rank waiting for
+      // a CPU woke after the others' point; 12 ms after it in a 79 ms step on the loaded VM): no step computes
+      // that fast. The step ends at the later one.
+      if (g[i] < 0.3 * med) {
+        ends.back() = sp.end_ns[i + 1];
+        continue;
+      }
+      int whole = 1;
+      // Only after two single steps: a loop's first steps run longer (allocator, caches, autotuning warming up;
+      // 1.5x the next ones on the gloo runs), and against the faster steps after them they looked like two.
+      auto at = std::lower_bound(singles.begin(), singles.end(), i);
+      if (balanced * 20 >= static_cast<int>(sp.end_ns.size()) && g[i] >= 1.5 * med && at - singles.begin() >= 2) {
+        auto left = at, right = at;  // the 8 single-step gaps nearest to gap i: [left, right)
+        while (right - left < 8 && (left != singles.begin() || right != singles.end())) {
+          if (left == singles.begin()) ++right;
+          else if (right == singles.end()) --left;
+          else if (i - *(left - 1) <= *right - i) --left;
+          else ++right;
+        }
+        std::vector<double> near;
+        for (auto it = left; it != right; ++it) near.push_back(g[*it]);
+        const double r = g[i] / median(near);
+        const double rounded = std::round(r);
+        if (rounded >= 2 && std::abs(r - rounded) <= 0.3) whole = static_cast<int>(rounded);
+      }
+      for (int s = 1; s < whole; ++s)  // the ends of the steps nobody waited in, evenly spaced
+        ends.push_back(sp.end_ns[i] + static_cast<int64_t>(g[i] * s / whole));
+      ends.push_back(sp.end_ns[i + 1]);
     }
-    sp.steps = steps;
+    sp.step_ends = std::move(ends);
+    sp.steps = static_cast<int>(sp.step_ends.size());
   }
   return sp;
 }
@@ -433,6 +557,8 @@ StragglerVerdict wait_verdict(const TimelineSet& set, const SyncPoints& sp, cons
       }
     if (s1 > s0) pw.retransmits_per_s = std::max(0.0, r1 - r0) / (double(s1 - s0) / 1e9);
     if (wt.host_cpus > 0) pw.runnable_per_cpu = mean_within(wt.host_runnable, t0, t1, 0) / wt.host_cpus;
+    pw.runq_ns = counter_per_step(wt.runq_wait_ns, t0, t1, steps);
+    pw.oncpu_ns = counter_per_step(wt.oncpu_ns, t0, t1, steps);
   }
   // Rank workers by mean lateness; the widest gap in that order splits the late set from the rest.
   std::vector<int> order(n);
@@ -482,6 +608,18 @@ StragglerVerdict wait_verdict(const TimelineSet& set, const SyncPoints& sp, cons
                   "(threshold %.2f ms, t %.1f) over %zu points",
                   mean_diff / 1e6, threshold / 1e6, t, m);
     v.evidence = buf;
+    // A latest rank whose threads waited for a CPU out of proportion is said, not named: on a shared host a
+    // clean run's rank is late this way too (7-8 % of the step, t 4, 2.5x the other's run-queue wait per CPU
+    // time on two clean gloo runs), as late as a rank sharing its CPU with a spinner on a loaded one.
+    if (slow.size() == 1 && mean_diff >= opt.min_late_ns) {
+      const CpuContention c = cpu_contention(v.per_worker, slow[0], opt);
+      if (c.stands_out) {
+        std::snprintf(buf, sizeof buf, "; the latest, %s, waited for a CPU %.2f per ms on one against at most %.2f on "
+                      "the others (CPU contention, too little delay to name it)", set.workers[slow[0]].worker.c_str(),
+                      c.ratio, c.others_ratio);
+        v.evidence += buf;
+      }
+    }
     // A GPU job's hosts all wait for their GPUs, so a rank whose GPU does extra work is not late on the host;
     // it launches more kernels per step than its peers, which do the same work.
     std::vector<int> by_launch(n);
@@ -617,6 +755,13 @@ StragglerVerdict wait_verdict(const TimelineSet& set, const SyncPoints& sp, cons
       v.cause = CauseClass::host;
       std::snprintf(buf, sizeof buf, "the host: blocked outside any collective %.2f ms per step longer than the others "
                     "(late step start: sleep, data loading, I/O)", d_off / 1e6);
+    } else if (const CpuContention c = slow.size() == 1 ? cpu_contention(v.per_worker, slow[0], opt) : CpuContention{};
+               c.stands_out && c.excess_ns >= 0.3 * late_per_step && c.excess_ns >= d_cpu) {
+      // More CPU time also means more waiting for a CPU on a loaded host, in proportion: only the wait beyond
+      // that proportion is contention, and it must explain more of the lateness than extra CPU time does.
+      v.cause = CauseClass::host;
+      std::snprintf(buf, sizeof buf, "%s%s", contention_text(c, v.per_worker[slow[0]]).c_str(),
+                    busy_others_text(set.workers[slow[0]]).c_str());
     } else if (d_cpu >= 0.3 * late_per_step) {
       v.cause = CauseClass::compute;
       std::snprintf(buf, sizeof buf, "compute: %.2f ms per step more on the CPU than the others", d_cpu / 1e6);
