@@ -203,6 +203,29 @@ TEST(FeaturesCli, LikeWritesAnotherRecordingsColumns) {
             0);
 }
 
+// Durations as a person writes them (before: "--window 1s" was refused with "not in range 0 to 1.8e308"), and a
+// bad one names the accepted units.
+TEST(FeaturesCli, WindowTakesADurationWithUnits) {
+  TempDir dir;
+  write_recording(dir.file("r.sdb"));
+  std::string out;
+  ASSERT_EQ(run_command(bin() + " features " + dir.file("r.sdb") + " --layer cuda --window 1 -o " + dir.file("a.csv"), &out),
+            0) << out;
+  ASSERT_EQ(run_command(bin() + " features " + dir.file("r.sdb") + " --layer cuda --window 1000ms -o " + dir.file("b.csv"),
+                        &out),
+            0) << out;
+  EXPECT_EQ(read_table(dir.file("a.csv")), read_table(dir.file("b.csv")));
+  ASSERT_EQ(run_command(bin() + " features " + dir.file("r.sdb") + " --layer cuda --window 2s --baseline 1m -o " +
+                            dir.file("c.csv"),
+                        &out),
+            0) << out;
+  EXPECT_EQ(read_table(dir.file("c.csv")).begin()->second.size(), 2u);  // 5.2 s of events in 2 s windows
+  EXPECT_NE(run_command(bin() + " features " + dir.file("r.sdb") + " --layer cuda --window 3parsecs -o " + dir.file("d.csv"),
+                        &out),
+            0);
+  EXPECT_NE(out.find("units: ns, us, ms, s"), std::string::npos) << out;
+}
+
 TEST(FeaturesCli, BadInputIsAClearError) {
   TempDir dir;
   write_recording(dir.file("r.sdb"));

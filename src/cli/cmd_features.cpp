@@ -12,6 +12,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/duration_option.h"
 #include "analyze/features/window_feature_transforms.h"
 #include "analyze/features/window_layer_features.h"
 #include "cli/registry.h"
@@ -146,7 +147,8 @@ RegisterCommand reg("features", 33, [](CLI::App& app, int& exit_code) {
         opt->recording_only_given.push_back(name);
     };
   };
-  cmd->add_option("--window", opt->window_s, "Window length in seconds (default 1.0)")
+  cmd->add_option("--window", opt->window_s, "Window length: seconds, or a duration such as 500ms, 5m, 1h (default 1s)")
+      ->transform(duration_seconds())
       ->check(CLI::PositiveNumber)
       ->each(given("--window"));
   cmd->add_option("--names", opt->names,
@@ -160,7 +162,8 @@ RegisterCommand reg("features", 33, [](CLI::App& app, int& exit_code) {
       ->check(CLI::ExistingFile);
   cmd->add_option("--baseline", opt->baseline_s,
                   "Write each feature's departure from the job's own recent baseline: the median of the windows in "
-                  "the S seconds around it (default 0: off)")
+                  "the S seconds around it (seconds or a duration such as 30s, 5m; default 0: off)")
+      ->transform(duration_seconds())
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--baseline-side", opt->baseline_side,
                   "both (default): the S s before and the S s after, a window departs only from both; past: the S s "

@@ -9,6 +9,7 @@
 #include <map>
 #include <thread>
 
+#include "cli/duration_option.h"
 #include "cli/registry.h"
 #include "model/clock.h"
 #include "sample/nvml_sampler.h"
@@ -82,7 +83,8 @@ RegisterCommand reg("nvml", 80, [](CLI::App& app, int& exit_code) {
   auto opt = std::make_shared<NvmlCliOptions>();
   auto* cmd = app.add_subcommand("nvml", "Sample the GPUs through NVML only and print what each query gave");
   cmd->add_option("-o,--output", opt->output, "Recording to write (default nvml.sdb)");
-  cmd->add_option("--duration", opt->duration_s, "Seconds to sample (default 5)");
+  cmd->add_option("--duration", opt->duration_s, "How long to sample: seconds or a duration such as 30s, 2m (default 5)")
+      ->transform(duration_seconds());
   cmd->add_option("--interval-ms", opt->interval_ms, "Sampling period (default 100 = 10 Hz)");
   cmd->add_option("--library", opt->library, "NVML library to dlopen (default libnvidia-ml.so.1)");
   cmd->callback([opt, &exit_code] { exit_code = run_nvml(*opt); });

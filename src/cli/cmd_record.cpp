@@ -18,6 +18,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/duration_option.h"
 #include "cli/collectors.h"
 #include "cli/crash_report.h"
 #include "cli/online_detect.h"
@@ -391,7 +392,10 @@ RegisterCommand reg("record", 10, [](CLI::App& app, int& exit_code) {
   cmd->add_flag("--force", opt->force,
                 "Replace an existing recording file: the new one is written beside it (FILE.partial-XXXXXX) and "
                 "renamed over it when the recording ends; a recording another recorder is writing is never replaced");
-  cmd->add_option("-d,--duration", opt->duration_s, "Seconds to record (default: until the job exits or Ctrl-C)");
+  cmd->add_option("-d,--duration", opt->duration_s,
+                  "How long to record: seconds, or a duration such as 90s, 10m, 2h (default: until the job exits or "
+                  "Ctrl-C)")
+      ->transform(duration_seconds());
   cmd->add_option("-i,--interval", opt->interval_ms, "Sampling interval in ms for host and GPU series (default 100)");
   cmd->add_option("-l,--layers", opt->layers,
                   "Layers: cuda,nccl,torch,python,kernel,nvml,host or all (default all the machine supports)");
