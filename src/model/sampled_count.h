@@ -1,0 +1,54 @@
+// The calls a duty-cycled probe family made while it was not watching, estimated from the CPU time its job used.
+// Pure arithmetic (no I/O): the tracer feeds it the spans it timed (src/trace/probe_gates.cpp) and states the result
+// in its end note; tests feed it constructed spans.
+//
+// Why CPU time and not wall time: a watched call pays its probes' traps (two of a few us each for an operator with a
+// return probe), so on an operator of 0.5 us the thread runs 2-3x fewer calls a second while watched than while
+// not, and scaling the watched count by watched wall time is 60 % low (docs/BENCHMARKS.md, session 10). The job's
+// CPU per call is what the probes change, by a price per trap that is measured in the job itself: counted windows
+// (entry and return probes: two traps a call) alternate with entry-only windows (one trap a call), so
+//   CPU per call = a + traps x p,   a = 2 c1 - c2,   p = c2 - c1
+// (c1, c2: CPU per call in entry-only and counted windows), and an unwatched span's calls are its CPU, less what the
+// traps still made there cost (probes trapping while being detached), divided by a. Where the job waits for
+// something else (a GPU) and the traps cost nothing of its rate, the CPU per call does not grow with the traps
+// (spinning waits: p ~ 0) or the traps' CPU comes on top of the calls' (blocking waits): either way a is the calls'
+// CPU. Without entry-only windows or CPU times the estimate falls back to wall time.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <string>
+
+namespace stackscope {
+
+enum class SampledSpanKind {
+  counted,     // entry and return probes attached, calls counted (the family's watching series is 1)
+  entry_only,  // only entry probes attached: calls known from the probe hits, not counted per operator
+  unwatched,   // probes detached (or being attached/detached: hits there are traps of calls not counted)
+};
+
+// One stretch of time of a duty-cycled family, in order. cpu_ns < 0: the job's CPU time was not known.
+struct SampledSpan {
+  SampledSpanKind kind = SampledSpanKind::unwatched;
+  int64_t wall_ns = 0;
+  int64_t cpu_ns = -1;  // CPU time of the traced processes (all their threads) over the span
+  uint64_t hits = 0;    // probe program runs over the span (entries and returns)
+};
+
+struct SampledCountEstimate {
+  double counted_calls = 0;    // calls in counted windows (hits / 2)
+  double entry_only_calls = 0;  // calls in entry-only windows (hits)
+  double unwatched_calls = 0;  // estimated
+  double scale = 1;            // (counted + entry-only + unwatched) / counted: what counts made over the spans scale by
+  double error = 0;            // relative error of scale, two standard deviations (jackknife over pairs of windows)
+  double wall_scale = 1;       // what scaling by watched wall time would say (the estimate before CPU times)
+  double cpu_per_call_ns = 0;  // a: the calls' own CPU (0 where the wall-time fallback was used)
+  double trap_ns = 0;          // p: CPU a trap costs the job
+  int windows = 0;             // counted and entry-only windows
+  bool from_cpu = false;       // false: wall-time scaling (no entry-only windows, no CPU times, or a <= 0)
+  std::string why_wall;        // why the fallback, where it was used
+};
+
+// traps_per_counted_call: hits a call makes in a counted window (2: entry and return).
+SampledCountEstimate estimate_sampled_counts(std::span<const SampledSpan> spans, int traps_per_counted_call = 2);
+
+}  // namespace stackscope

@@ -1,0 +1,185 @@
+// The estimate of a duty-cycled family's calls (model/sampled_count.h) on constructed jobs whose true call count is
+// known: a CPU-bound thread that the traps slow (the tiny-operator loop), a GPU-bound one that spins or blocks while
+// it waits (the traps cost it nothing of its rate), idle stretches, noise, and the wall-time fallback.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "model/sampled_count.h"
+
+using namespace stackscope;
+
+namespace {
+
+// How the job spends a stretch of time, and what the spans then say.
+struct Job {
+  double call_cpu_ns = 1000;  // a: a call's own CPU
+  double trap_ns = 4000;      // p: what a trap costs the calling thread
+  double gpu_call_ns = 0;     // > 0: GPU-bound, one call per gpu_call_ns of wall time whatever the traps cost
+  bool spins = false;         // GPU-bound and waiting by spinning (CPU = wall time)
+  double other_cpu = 0;       // other threads' CPU per wall ns (constant)
+  double noise = 0;           // relative noise on each span's calls
+  std::mt19937 rng{1};
+
+  // Calls made in `wall_ns` with `traps` traps a call (0: unwatched), and the span that records them.
+  SampledSpan span(SampledSpanKind kind, int traps, double wall_ns, double& truth) {
+    double calls = gpu_call_ns > 0 ? wall_ns / gpu_call_ns : wall_ns / (call_cpu_ns + traps * trap_ns);
+    if (noise > 0) calls *= std::max(0.1, 1 + std::normal_distribution<double>(0, noise)(rng));
+    double cpu = gpu_call_ns > 0 && !spins ? calls * (call_cpu_ns + traps * trap_ns) : wall_ns;
+    cpu += other_cpu * wall_ns;
+    truth += calls;
+    SampledSpan s;
+    s.kind = kind;
+    s.wall_ns = static_cast<int64_t>(wall_ns);
+    s.cpu_ns = static_cast<int64_t>(cpu);
+    s.hits = static_cast<uint64_t>(std::llround(calls * traps));
+    return s;
+  }
+
+  // `cycles` duty cycles: a window of on_ns (counted and entry-only alternating), then `detach_ns` of probes still
+  // trapping (not counted), then the rest of period_ns unwatched. Returns the spans; `truth` gets every call.
+  std::vector<SampledSpan> run(int cycles, double on_ns, double detach_ns, double period_ns, double& truth,
+                               bool alternate = true) {
+    std::vector<SampledSpan> spans;
+    spans.push_back(span(SampledSpanKind::unwatched, 2, detach_ns, truth));  // the first detach
+    spans.push_back(span(SampledSpanKind::unwatched, 0, period_ns - on_ns - detach_ns, truth));
+    for (int i = 0; i < cycles; ++i) {
+      const bool entry_only = alternate && i % 2 == 1;
+      spans.push_back(span(entry_only ? SampledSpanKind::entry_only : SampledSpanKind::counted, entry_only ? 1 : 2,
+                           on_ns, truth));
+      spans.push_back(span(SampledSpanKind::unwatched, entry_only ? 1 : 2, detach_ns, truth));
+      spans.push_back(span(SampledSpanKind::unwatched, 0, period_ns - on_ns - detach_ns, truth));
+    }
+    return spans;
+  }
+};
+
+double estimated_total(const SampledCountEstimate& e) { return e.counted_calls * e.scale; }
+
+}  // namespace
+
+// The tiny-operator loop: 0.5 us calls, traps of ~4 us each; wall-time scaling is far low, the CPU estimate exact.
+TEST(SampledCount, CpuBoundCallsSlowedByTheirTrapsAreEstimatedFromCpuTime) {
+  Job job;
+  job.call_cpu_ns = 500;
+  job.trap_ns = 4000;
+  double truth = 0;
+  auto spans = job.run(20, 5e6, 100e6, 300e6, truth);
+  auto e = estimate_sampled_counts(spans);
+  ASSERT_TRUE(e.from_cpu) << e.why_wall;
+  // Hits are whole numbers: a window of ~600 calls rounds them, and a = 2 c1 - c2 magnifies that 9x.
+  EXPECT_NEAR(e.cpu_per_call_ns, 500, 5);
+  EXPECT_NEAR(e.trap_ns, 4000, 5);
+  EXPECT_NEAR(estimated_total(e) / truth, 1, 0.01);
+  EXPECT_LT(e.error, 0.03);  // no noise but the rounding
+  // What the old estimate said: the calls per watched second, 9x too slow here, times the time.
+  EXPECT_LT(e.counted_calls * e.wall_scale, truth * 0.5);
+}
+
+// Other threads' CPU (a constant per wall second) cancels out of the ratio on a CPU-bound thread.
+TEST(SampledCount, OtherThreadsCpuDoesNotBiasTheEstimate) {
+  Job job;
+  job.other_cpu = 0.7;
+  double truth = 0;
+  auto e = estimate_sampled_counts(job.run(20, 10e6, 50e6, 500e6, truth));
+  ASSERT_TRUE(e.from_cpu);
+  EXPECT_NEAR(estimated_total(e) / truth, 1, 0.002);
+}
+
+// A GPU-bound thread waiting by spinning: the traps take time out of its spin, its CPU per call does not change
+// with them (p ~ 0), and the estimate is the time-scaled one, which is right here.
+TEST(SampledCount, GpuBoundSpinningJobKeepsTheTimeScaledCount) {
+  Job job;
+  job.gpu_call_ns = 50'000;
+  job.spins = true;
+  double truth = 0;
+  auto e = estimate_sampled_counts(job.run(20, 20e6, 30e6, 1000e6, truth));
+  ASSERT_TRUE(e.from_cpu) << e.why_wall;
+  EXPECT_NEAR(e.trap_ns, 0, 1);
+  EXPECT_NEAR(estimated_total(e) / truth, 1, 0.002);
+  EXPECT_NEAR(e.scale, e.wall_scale, 0.01 * e.wall_scale);
+}
+
+// A GPU-bound thread that blocks while it waits: the traps add CPU but not wall time; the CPU estimate nets them out.
+TEST(SampledCount, GpuBoundBlockingJobIsExact) {
+  Job job;
+  job.gpu_call_ns = 20'000;
+  job.call_cpu_ns = 3000;
+  double truth = 0;
+  auto e = estimate_sampled_counts(job.run(20, 20e6, 30e6, 1000e6, truth));
+  ASSERT_TRUE(e.from_cpu);
+  EXPECT_NEAR(estimated_total(e) / truth, 1, 0.002);
+  EXPECT_NEAR(e.scale, e.wall_scale, 0.01 * e.wall_scale);
+}
+
+// The unwatched time after a window that saw no call is the job idle (its CPU is not calls): not counted.
+TEST(SampledCount, UnwatchedTimeAfterAnIdleWindowCountsNoCalls) {
+  Job job;
+  double truth = 0;
+  auto spans = job.run(10, 5e6, 50e6, 300e6, truth);
+  // Then the job stops calling and burns CPU elsewhere (shutdown): windows see nothing, CPU goes on.
+  for (int i = 0; i < 6; ++i) {
+    SampledSpan idle_window{i % 2 ? SampledSpanKind::entry_only : SampledSpanKind::counted, 5'000'000, 5'000'000, 0};
+    SampledSpan idle_gap{SampledSpanKind::unwatched, 295'000'000, 295'000'000, 0};
+    spans.push_back(idle_window);
+    spans.push_back(idle_gap);
+  }
+  auto e = estimate_sampled_counts(spans);
+  ASSERT_TRUE(e.from_cpu);
+  EXPECT_NEAR(estimated_total(e) / truth, 1, 0.002);
+}
+
+// With noise on every span, the stated error (2 sigma) covers the truth in most runs, and is not vastly wider than
+// the actual errors.
+TEST(SampledCount, StatedErrorCoversTheTruthUnderNoise) {
+  int covered = 0, runs = 200;
+  double sum_sq = 0, sum_stated = 0;
+  for (int r = 0; r < runs; ++r) {
+    Job job;
+    job.rng.seed(static_cast<unsigned>(r + 11));
+    job.noise = 0.05;
+    job.call_cpu_ns = 700;
+    job.trap_ns = 3000;
+    double truth = 0;
+    auto e = estimate_sampled_counts(job.run(20, 5e6, 80e6, 300e6, truth));
+    ASSERT_TRUE(e.from_cpu) << e.why_wall;
+    const double err = estimated_total(e) / truth - 1;
+    covered += std::abs(err) <= e.error;
+    sum_sq += err * err;
+    sum_stated += e.error;
+  }
+  EXPECT_GE(covered, runs * 85 / 100);
+  EXPECT_LT(sum_stated / runs, 6 * std::sqrt(sum_sq / runs));
+}
+
+// Without entry-only windows (a family whose cycled probes have no return), or without CPU times, the estimate is
+// the time-scaled one, and says why.
+TEST(SampledCount, FallsBackToWallTimeAndSaysWhy) {
+  Job job;
+  job.gpu_call_ns = 30'000;
+  double truth = 0;
+  auto spans = job.run(12, 10e6, 10e6, 500e6, truth, /*alternate=*/false);
+  auto e = estimate_sampled_counts(spans);
+  EXPECT_FALSE(e.from_cpu);
+  EXPECT_FALSE(e.why_wall.empty());
+  EXPECT_NEAR(estimated_total(e) / truth, 1, 0.01);
+  for (auto& s : spans) s.cpu_ns = -1;
+  double truth2 = 0;
+  Job job2;
+  auto spans2 = job2.run(12, 10e6, 10e6, 500e6, truth2);
+  for (auto& s : spans2) s.cpu_ns = -1;
+  auto e2 = estimate_sampled_counts(spans2);
+  EXPECT_FALSE(e2.from_cpu);
+  EXPECT_NE(e2.why_wall.find("CPU"), std::string::npos);
+}
+
+// Too few windows for a spread: the error is stated as 100 %, not as 0.
+TEST(SampledCount, FewWindowsStateAFullError) {
+  Job job;
+  double truth = 0;
+  auto e = estimate_sampled_counts(job.run(3, 5e6, 50e6, 300e6, truth));
+  EXPECT_DOUBLE_EQ(e.error, 1.0);
+  EXPECT_TRUE(estimate_sampled_counts({}).counted_calls == 0);
+}
