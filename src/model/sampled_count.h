@@ -6,13 +6,15 @@
 // return probe), so on an operator of 0.5 us the thread runs 2-3x fewer calls a second while watched than while
 // not, and scaling the watched count by watched wall time is 60 % low (docs/BENCHMARKS.md, session 10). The job's
 // CPU per call is what the probes change, by a price per trap that is measured in the job itself: counted windows
-// (entry and return probes: two traps a call) alternate with entry-only windows (one trap a call), so
-//   CPU per call = a + traps x p,   a = 2 c1 - c2,   p = c2 - c1
-// (c1, c2: CPU per call in entry-only and counted windows), and an unwatched span's calls are its CPU, less what the
-// traps still made there cost (probes trapping while being detached), divided by a. Where the job waits for
-// something else (a GPU) and the traps cost nothing of its rate, the CPU per call does not grow with the traps
-// (spinning waits: p ~ 0) or the traps' CPU comes on top of the calls' (blocking waits): either way a is the calls'
-// CPU. Without entry-only windows or CPU times the estimate falls back to wall time.
+// (entry and return probes: two traps a call) alternate with entry-only windows (one trap a call), short ones with
+// long ones, and a least-squares fit over the windows of
+//   CPU of a window = F + a calls + p traps
+// gives the calls' own CPU a, a trap's p, and F, what a window costs whatever its calls (cold caches after the
+// attach). An unwatched span's calls are its CPU, less what the traps still made there cost (probes trapping while
+// being detached), divided by a. Where the job waits for something else (a GPU), the traps either cost nothing of
+// its rate and its CPU per call does not grow with them (spinning waits: p ~ 0), or their CPU comes on top of the
+// calls' (blocking waits): either way a is the calls' CPU. Without entry-only windows or CPU times the estimate
+// falls back to wall time.
 #pragma once
 #include <cstdint>
 #include <span>
@@ -43,6 +45,7 @@ struct SampledCountEstimate {
   double wall_scale = 1;       // what scaling by watched wall time would say (the estimate before CPU times)
   double cpu_per_call_ns = 0;  // a: the calls' own CPU (0 where the wall-time fallback was used)
   double trap_ns = 0;          // p: CPU a trap costs the job
+  double window_cost_ns = 0;   // F: CPU a window costs the job whatever its calls
   int windows = 0;             // counted and entry-only windows
   bool from_cpu = false;       // false: wall-time scaling (no entry-only windows, no CPU times, or a <= 0)
   std::string why_wall;        // why the fallback, where it was used
