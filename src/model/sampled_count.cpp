@@ -15,9 +15,16 @@ constexpr double kIdleWindowCpu = 0.1;
 
 bool is_window(const SampledSpan& s) { return s.kind != SampledSpanKind::unwatched; }
 
-double calls_of(const SampledSpan& s, int traps) {
-  if (s.kind == SampledSpanKind::counted) return static_cast<double>(s.hits) / traps;
+// What the estimate is computed with.
+struct Setup {
+  int traps = 2;        // hits a call makes in a counted window
+  double share = 0;     // of the calls, those entry_subset windows see
+};
+
+double calls_of(const SampledSpan& s, const Setup& u) {
+  if (s.kind == SampledSpanKind::counted) return static_cast<double>(s.hits) / u.traps;
   if (s.kind == SampledSpanKind::entry_only) return static_cast<double>(s.hits);
+  if (s.kind == SampledSpanKind::entry_subset) return u.share > 0 ? static_cast<double>(s.hits) / u.share : 0;
   return 0;
 }
 
@@ -25,6 +32,7 @@ double calls_of(const SampledSpan& s, int traps) {
 // calls per watched ns.
 struct Fit {
   double f = 0, a = 0, p = 0, rate_watched = 0;
+  bool entry_traps = false;
   std::string why_wall;  // empty: a and p hold
 };
 
@@ -63,15 +71,19 @@ bool solve_least_squares(const std::vector<std::array<double, 4>>& rows, bool in
   return true;
 }
 
-Fit fit_windows(std::span<const SampledSpan> spans, int traps, std::span<const bool> skip = {}) {
+Fit fit_windows(std::span<const SampledSpan> spans, const Setup& u, std::span<const bool> skip = {}) {
   Fit f;
-  double wall_windows = 0, calls_windows = 0, n1 = 0, n2 = 0;
+  double wall_windows = 0, calls_windows = 0, n1 = 0, n2 = 0, n_subset = 0;
   bool cpu_known = true;
+  for (size_t i = 0; i < spans.size(); ++i)
+    if (spans[i].kind == SampledSpanKind::entry_subset && (skip.empty() || !skip[i])) n_subset += calls_of(spans[i], u);
+  // With subset windows, only entry traps: the fit's windows are the entry-only ones.
+  const bool entry_traps = n_subset > 0;
   std::vector<std::array<double, 4>> rows;
   for (size_t i = 0; i < spans.size(); ++i) {
     const SampledSpan& s = spans[i];
     if (!is_window(s) || (!skip.empty() && skip[i])) continue;
-    const double calls = calls_of(s, traps);
+    const double calls = calls_of(s, u);
     wall_windows += static_cast<double>(s.wall_ns);
     calls_windows += calls;
     if (s.cpu_ns < 0) {
@@ -80,11 +92,13 @@ Fit fit_windows(std::span<const SampledSpan> spans, int traps, std::span<const b
     }
     if (calls <= 0) continue;  // an idle window says nothing of the CPU a call takes
     (s.kind == SampledSpanKind::counted ? n2 : n1) += calls;
+    if (entry_traps && s.kind == SampledSpanKind::counted) continue;
     rows.push_back({1.0, calls, static_cast<double>(s.hits), static_cast<double>(s.cpu_ns)});
   }
   f.rate_watched = wall_windows > 0 ? calls_windows / wall_windows : 0;
   if (!cpu_known) return f.why_wall = "the job's CPU time was not read", f;
   if (n1 <= 0 || n2 <= 0) return f.why_wall = "no entry-only and counted windows with calls", f;
+  f.entry_traps = entry_traps;
   bool ok = rows.size() >= 4 && solve_least_squares(rows, true, f.f, f.a, f.p) && f.f >= 0;
   if (!ok) {
     f.f = 0;
@@ -105,8 +119,9 @@ Fit fit_windows(std::span<const SampledSpan> spans, int traps, std::span<const b
 }
 
 // The calls of every span, the unwatched ones estimated with `f`.
-SampledCountEstimate apply_fit(std::span<const SampledSpan> spans, int traps, const Fit& f) {
+SampledCountEstimate apply_fit(std::span<const SampledSpan> spans, const Setup& u, const Fit& f) {
   SampledCountEstimate e;
+  e.entry_traps_only = f.entry_traps;
   e.from_cpu = f.why_wall.empty();
   e.why_wall = f.why_wall;
   if (e.from_cpu) {
@@ -117,15 +132,16 @@ SampledCountEstimate apply_fit(std::span<const SampledSpan> spans, int traps, co
   double wall_counted = 0, wall_all = 0;
   bool active = true;  // unwatched time before the first window follows a fully attached, hot family
   for (auto& s : spans) {
-    const double calls = calls_of(s, traps);
+    const double calls = calls_of(s, u);
     wall_all += static_cast<double>(s.wall_ns);
     if (s.kind == SampledSpanKind::counted) {
       e.counted_calls += calls;
       wall_counted += static_cast<double>(s.wall_ns);
     }
-    if (s.kind == SampledSpanKind::entry_only) e.entry_only_calls += calls;
+    if (s.kind == SampledSpanKind::entry_only || s.kind == SampledSpanKind::entry_subset) e.entry_only_calls += calls;
     if (is_window(s)) {
       ++e.windows;
+      if (s.kind == SampledSpanKind::entry_subset && u.share <= 0) continue;  // no share: says nothing
       // The unwatched time after a window that ran on the CPU without a call is taken as idle too; a window in
       // which the job hardly ran (a loaded machine) says nothing either way.
       if (calls > 0 || s.cpu_ns < 0 || static_cast<double>(s.cpu_ns) >= kIdleWindowCpu * static_cast<double>(s.wall_ns))
@@ -145,13 +161,23 @@ SampledCountEstimate apply_fit(std::span<const SampledSpan> spans, int traps, co
   return e;
 }
 
+// Student's t, 97.5 % quantile: a handful of blocks estimate the spread loosely, and 2 sigma would cover ~80 %.
+double t_975(int df) {
+  static const double t[] = {12.71, 4.30, 3.18, 2.78, 2.57, 2.45, 2.36, 2.31, 2.26, 2.23,
+                             2.20,  2.18, 2.16, 2.14, 2.13, 2.12, 2.11, 2.10, 2.09, 2.09};
+  return df < 1 ? t[0] : df <= 20 ? t[df - 1] : 2.0;
+}
+
 }  // namespace
 
-SampledCountEstimate estimate_sampled_counts(std::span<const SampledSpan> spans, int traps_per_counted_call) {
-  const int traps = std::max(1, traps_per_counted_call);
-  const Fit fit = fit_windows(spans, traps);
-  SampledCountEstimate e = apply_fit(spans, traps, fit);
-  // The error: a jackknife over blocks of four windows (one of each kind and length where they alternate). Each replicate fits
+SampledCountEstimate estimate_sampled_counts(std::span<const SampledSpan> spans, double subset_share,
+                                             int traps_per_counted_call) {
+  Setup u;
+  u.traps = std::max(1, traps_per_counted_call);
+  u.share = subset_share > 0 && subset_share < 1 ? subset_share : 0;
+  const Fit fit = fit_windows(spans, u);
+  SampledCountEstimate e = apply_fit(spans, u, fit);
+  // The error (95 %): a jackknife over blocks of four windows (one of each kind and length where they alternate). Each replicate fits
   // a and p (or the watched rate) without one block and applies them to every span; the unwatched spans' CPU is
   // measured, so the spread is that of what the windows say of a call, phases of the job included.
   std::vector<size_t> block_of(spans.size(), 0);
@@ -169,18 +195,18 @@ SampledCountEstimate estimate_sampled_counts(std::span<const SampledSpan> spans,
   std::unique_ptr<bool[]> skip(new bool[spans.size()]);
   for (size_t j = 1; j <= blocks; ++j) {
     for (size_t i = 0; i < spans.size(); ++i) skip[i] = block_of[i] == j;
-    const Fit f = fit_windows(spans, traps, {skip.get(), spans.size()});
+    const Fit f = fit_windows(spans, u, {skip.get(), spans.size()});
     if (f.why_wall.empty() != fit.why_wall.empty()) {  // the model holds without some block and not without others
       e.error = 1.0;
       return e;
     }
-    replicates.push_back(apply_fit(spans, traps, f).scale);
+    replicates.push_back(apply_fit(spans, u, f).scale);
   }
   const double k = static_cast<double>(replicates.size());
   double mean = 0, ss = 0;
   for (double r : replicates) mean += r / k;
   for (double r : replicates) ss += (r - mean) * (r - mean);
-  e.error = 2 * std::sqrt((k - 1) / k * ss) / e.scale;
+  e.error = t_975(static_cast<int>(k) - 1) * std::sqrt((k - 1) / k * ss) / e.scale;
   return e;
 }
 

@@ -5,16 +5,20 @@
 // Why CPU time and not wall time: a watched call pays its probes' traps (two of a few us each for an operator with a
 // return probe), so on an operator of 0.5 us the thread runs 2-3x fewer calls a second while watched than while
 // not, and scaling the watched count by watched wall time is 60 % low (docs/BENCHMARKS.md, session 10). The job's
-// CPU per call is what the probes change, by a price per trap that is measured in the job itself: counted windows
-// (entry and return probes: two traps a call) alternate with entry-only windows (one trap a call), short ones with
-// long ones, and a least-squares fit over the windows of
+// CPU per call is what the probes change, and what a trap costs is measured in the job itself: between its counted
+// windows (entry and return probes) the gates open entry-only windows, on every operator (one trap a call) or on a
+// subset of them (a share s of the calls, known from the counted windows: s traps a call). A least-squares fit
+// over the entry-only windows of
 //   CPU of a window = F + a calls + p traps
 // gives the calls' own CPU a, a trap's p, and F, what a window costs whatever its calls (cold caches after the
-// attach). An unwatched span's calls are its CPU, less what the traps still made there cost (probes trapping while
-// being detached), divided by a. Where the job waits for something else (a GPU), the traps either cost nothing of
-// its rate and its CPU per call does not grow with them (spinning waits: p ~ 0), or their CPU comes on top of the
-// calls' (blocking waits): either way a is the calls' CPU. Without entry-only windows or CPU times the estimate
-// falls back to wall time.
+// attach; window lengths alternate so that F and a can be told apart). Entry traps only: a return probe costs
+// less than the entry trap (0.77 against 1.13 us on the CPU VM), and extrapolating from one and two traps a call
+// read a 30 % too high and the counts 20 % low. An unwatched span's calls are its CPU, less what the traps still
+// made there cost (probes trapping while being detached), divided by a. Where the job waits for something else (a
+// GPU), the traps either cost nothing of its rate and its CPU per call does not grow with them (spinning waits:
+// p ~ 0), or their CPU comes on top of the calls' (blocking waits): either way a is the calls' CPU. Without
+// subset windows the fit takes every window (traps of both kinds alike); without CPU times it falls back to wall
+// time.
 #pragma once
 #include <cstdint>
 #include <span>
@@ -25,6 +29,7 @@ namespace stackscope {
 enum class SampledSpanKind {
   counted,     // entry and return probes attached, calls counted (the family's watching series is 1)
   entry_only,  // only entry probes attached: calls known from the probe hits, not counted per operator
+  entry_subset,  // entry probes on a subset of the operators only: calls = hits / their share of the calls
   unwatched,   // probes detached (or being attached/detached: hits there are traps of calls not counted)
 };
 
@@ -38,20 +43,23 @@ struct SampledSpan {
 
 struct SampledCountEstimate {
   double counted_calls = 0;    // calls in counted windows (hits / 2)
-  double entry_only_calls = 0;  // calls in entry-only windows (hits)
+  double entry_only_calls = 0;  // calls in entry-only windows (hits; hits / share in subset windows)
   double unwatched_calls = 0;  // estimated
   double scale = 1;            // (counted + entry-only + unwatched) / counted: what counts made over the spans scale by
-  double error = 0;            // relative error of scale, two standard deviations (jackknife over pairs of windows)
+  double error = 0;            // relative error of scale, 95 % (jackknife over blocks of four windows, Student's t)
   double wall_scale = 1;       // what scaling by watched wall time would say (the estimate before CPU times)
   double cpu_per_call_ns = 0;  // a: the calls' own CPU (0 where the wall-time fallback was used)
   double trap_ns = 0;          // p: CPU a trap costs the job
   double window_cost_ns = 0;   // F: CPU a window costs the job whatever its calls
   int windows = 0;             // counted and entry-only windows
+  bool entry_traps_only = false;  // fitted over entry-only windows (subset windows present), not every window
   bool from_cpu = false;       // false: wall-time scaling (no entry-only windows, no CPU times, or a <= 0)
   std::string why_wall;        // why the fallback, where it was used
 };
 
+// subset_share: the share of calls that the entry_subset windows' probes see (0: none such).
 // traps_per_counted_call: hits a call makes in a counted window (2: entry and return).
-SampledCountEstimate estimate_sampled_counts(std::span<const SampledSpan> spans, int traps_per_counted_call = 2);
+SampledCountEstimate estimate_sampled_counts(std::span<const SampledSpan> spans, double subset_share = 0,
+                                             int traps_per_counted_call = 2);
 
 }  // namespace stackscope

@@ -94,9 +94,20 @@ bpf_uprobe_multi_opts uprobe_multi_opts(const std::vector<uint64_t>& offsets, co
 
 // Return probes first: a call entered between the two attachments then has a return without an entry (counted,
 // ignored) rather than an entry that no return ever closes. detach_set() removes entries first for the same reason.
-bool UprobeTracer::attach_set(int family, ProbeSet& set, bool entry_only) {
+bool UprobeTracer::attach_set(int family, ProbeSet& set, bool entry_only, bool subset) {
   const FamilyProgs progs = progs_of(family);
   const char* path = set.host_path.c_str();
+  std::vector<uint64_t> subset_offsets, subset_cookies;  // entry probes of even cookie
+  if (subset) {
+    for (size_t i = 0; i < set.offsets.size(); ++i)
+      if (set.cookies[i] % 2 == 0) {
+        subset_offsets.push_back(set.offsets[i]);
+        subset_cookies.push_back(set.cookies[i]);
+      }
+    if (subset_offsets.empty()) return false;
+  }
+  const std::vector<uint64_t>& offsets = subset ? subset_offsets : set.offsets;
+  const std::vector<uint64_t>& cookies = subset ? subset_cookies : set.cookies;
   if (use_multi_ && progs.entry_multi && progs.ret_multi) {
     bpf_link* ret = nullptr;
     if (!set.ret_offsets.empty() && !entry_only) {
@@ -104,7 +115,7 @@ bool UprobeTracer::attach_set(int family, ProbeSet& set, bool entry_only) {
       ret = bpf_program__attach_uprobe_multi(progs.ret_multi, set.pid_filter, path, nullptr, &ro);
     }
     if (ret || set.ret_offsets.empty() || entry_only) {
-      auto eo = uprobe_multi_opts(set.offsets, &set.cookies, false);
+      auto eo = uprobe_multi_opts(offsets, &cookies, false);
       if (bpf_link* entry = bpf_program__attach_uprobe_multi(progs.entry_multi, set.pid_filter, path, nullptr, &eo)) {
         if (ret) set.links.push_back(ret);
         set.links.push_back(entry);
@@ -127,9 +138,9 @@ bool UprobeTracer::attach_set(int family, ProbeSet& set, bool entry_only) {
       ++failures;
   }
   size_t attached = 0;
-  for (size_t i = 0; i < set.offsets.size(); ++i) {
-    auto eo = uprobe_opts(set.cookies[i], false);
-    if (bpf_link* l = bpf_program__attach_uprobe_opts(progs.entry, set.pid_filter, path, set.offsets[i], &eo)) {
+  for (size_t i = 0; i < offsets.size(); ++i) {
+    auto eo = uprobe_opts(cookies[i], false);
+    if (bpf_link* l = bpf_program__attach_uprobe_opts(progs.entry, set.pid_filter, path, offsets[i], &eo)) {
       set.links.push_back(l);
       ++attached;
     } else {
@@ -175,7 +186,8 @@ bool UprobeTracer::add_probe_set(int family, ProbeSet set) {
   std::lock_guard<std::mutex> lock(gate_mu_);
   auto& g = gates_[static_cast<size_t>(family)];
   add_watching_series(family);
-  if ((g.on || set.steady) && !attach_set(family, set, g.on && g.entry_only && !set.steady)) {
+  const bool entry_only = g.on && g.entry_only && !set.steady;
+  if ((g.on || set.steady) && !attach_set(family, set, entry_only, entry_only && g.subset)) {
     detach_set(set);  // a partial attach (return probes without their entries) must not trap calls until exit
     return false;
   }
@@ -216,7 +228,10 @@ void UprobeTracer::set_watching(int family, bool on) {
       g.last_rate = rate;
     }
     if (g.spans_open) {
-      end_span(family, counted ? SampledSpanKind::counted : SampledSpanKind::entry_only, t);
+      end_span(family, counted  ? SampledSpanKind::counted
+                       : g.subset ? SampledSpanKind::entry_subset
+                                  : SampledSpanKind::entry_only,
+               t);
     } else if (g.cycling && !g.fixed) {  // the budget's first detach: from here on counts are estimated
       g.spans_open = true;
       g.spans_since_ns = g.span_wall0 = t;
@@ -269,7 +284,7 @@ int64_t UprobeTracer::traced_cpu_ns() {
 
 // Attaches (on) or detaches (off) every probe set of a family. Calls are reported only between set_watching(true),
 // once all are attached, and set_watching(false), before any is detached. Called with gate_mu_ held.
-void UprobeTracer::switch_gate(int family, bool on, bool entry_only) {
+void UprobeTracer::switch_gate(int family, bool on, bool entry_only, bool subset) {
   auto& g = gates_[static_cast<size_t>(family)];
   if (on == g.on) return;
   int64_t t0 = monotonic_ns();
@@ -277,7 +292,7 @@ void UprobeTracer::switch_gate(int family, bool on, bool entry_only) {
     bool returns = false;
     for (auto& set : g.sets) {
       if (set.steady) continue;
-      attach_set(family, set, entry_only);
+      attach_set(family, set, entry_only, entry_only && subset);
       returns |= !set.ret_offsets.empty();  // an entry-only window's entries too start from empty stacks
     }
     // Calls in flight at the last detach, or entered while attaching, never return through a probe: forget every
@@ -289,6 +304,7 @@ void UprobeTracer::switch_gate(int family, bool on, bool entry_only) {
         if (bpf_map_delete_elem(fd, &tid) != 0) break;
     }
     g.entry_only = entry_only;
+    g.subset = entry_only && subset;
     set_watching(family, true);
     g.attach_ns += monotonic_ns() - t0;
   } else {
@@ -306,7 +322,7 @@ void UprobeTracer::switch_gate(int family, bool on, bool entry_only) {
       set.links.clear();
     }
     destroy_links(links, {});
-    g.entry_only = false;
+    g.entry_only = g.subset = false;
     g.detach_ns += monotonic_ns() - t0;
     ++g.period_cycles;
     ++g.cycles;
@@ -380,13 +396,14 @@ void UprobeTracer::control_loop() {
         if (g.next_toggle < clock::now()) g.next_toggle = clock::now() + period / 2;  // detaching overran it
       } else {
         g.window_start = clock::now();
-        // A family with return probes alternates counted windows with entry-only ones, and short with long ones
-        // (sampled_count.h): counted short, entry-only short, counted long, entry-only long.
+        // A family with return probes alternates counted windows with entry-only ones, on every operator and on
+        // the even half (sampled_count.h): counted, entry-only, counted, entry-only on the subset; four short
+        // windows (half on_ms), then four long ones (one and a half).
         const bool calibrating = g.calibrate && g.spans_open;
         const uint64_t k = calibrating ? g.window_index++ : 0;
-        const bool entry_only = calibrating && k % 2 == 1;
-        const double stretch = calibrating ? ((k / 2) % 2 ? 1.5 : 0.5) : 1.0;
-        switch_gate(f, true, entry_only);
+        const bool entry_only = calibrating && k % 2 == 1, subset = calibrating && k % 4 == 3;
+        const double stretch = calibrating ? ((k / 4) % 2 ? 1.5 : 0.5) : 1.0;
+        switch_gate(f, true, entry_only, subset);
         // The window is on_ms of watching, counted from when the links are attached: attaching takes 4-20 ms
         // here, and a 5 ms window timed from before it watched almost nothing (0.01 % instead of 1.7 %).
         g.next_toggle = clock::now() + std::chrono::microseconds(std::lround(g.on_ms * stretch * 1000));

@@ -277,19 +277,24 @@ void UprobeTracer::stop() {
       }
       if (g.spans_open) {  // the estimate from the job's CPU time (model/sampled_count.h)
         end_span(f, SampledSpanKind::unwatched, end);
-        const SampledCountEstimate e = estimate_sampled_counts(g.spans);
+        // The subset windows see the even operators: their share of the calls counted (torch's op ids).
+        const double share = f == kTorch && torch_ ? torch_->share_of_even_ops() : 0;
+        const SampledCountEstimate e = estimate_sampled_counts(g.spans, share);
         if (getenv("SS_DEBUG_SPANS"))  // TEMP
           for (auto& sp : g.spans)
             std::fprintf(stderr, "span %d wall %.3f ms cpu %.3f ms hits %llu\n", static_cast<int>(sp.kind), sp.wall_ns / 1e6,
                          sp.cpu_ns / 1e6, static_cast<unsigned long long>(sp.hits));
         const std::string how =
             e.from_cpu ? fmt::format("from the job's CPU time: {:.2f} us of CPU a call, {:.2f} us a probe trap, "
-                                     "measured in its {} counted and entry-only windows",
-                                     e.cpu_per_call_ns / 1e3, e.trap_ns / 1e3, e.windows)
+                                     "{:.2f} ms a window, fitted over its {} entry-only windows ({}; {:.0f}% of "
+                                     "the calls in the subset's)",
+                                     e.cpu_per_call_ns / 1e3, e.trap_ns / 1e3, e.window_cost_ns / 1e6, e.windows,
+                                     e.entry_traps_only ? "entry traps only" : "every window, traps alike",
+                                     100 * share)
                        : fmt::format("from watched wall time ({}) over {} windows", e.why_wall, e.windows);
         sink_->add_note("trace", fmt::format(
             "{}: estimated calls: counts made after the first detach, {:.3f} s into the recording, scale by {:.4g} "
-            "(error about {:.0f}%, two standard deviations, jackknife over pairs of windows; {}); scaling by watched "
+            "(error about {:.0f}%, 95 %, jackknife over blocks of four windows; {}); scaling by watched "
             "wall time would say {:.4g}; {:.0f} calls counted, {:.0f} in entry-only windows, {:.0f} estimated "
             "unwatched",
             family_name(f), static_cast<double>(g.spans_since_ns - start_ns_) / 1e9, e.scale, 100 * e.error, how,

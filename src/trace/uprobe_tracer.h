@@ -151,6 +151,7 @@ class UprobeTracer final : public Collector {
     // short ones (half on_ms) with long ones (one and a half), which tell a window's own cost from its calls'.
     bool calibrate = false;
     bool entry_only = false;       // the window open now has only its entry probes (no counts, watching stays 0)
+    bool subset = false;           // ... and only those whose cookie (operator id) is even
     uint64_t window_index = 0;     // of the windows since the first detach: kind and length alternate
     // From the first detach on, the spans it timed (windows and the unwatched time between them) and where the
     // span in progress started: time, the traced processes' CPU time (-1: unknown), probe hits.
@@ -171,11 +172,12 @@ class UprobeTracer final : public Collector {
   uint32_t* capture_flag_of(int family) const;
   bpf_map* thread_map_of(int family) const;
   // Attaches a probe set (uprobe_multi, or one uprobe per probe where that fails); false when nothing attached.
-  bool attach_set(int family, ProbeSet& set, bool entry_only = false);
+  // entry_only: without its return probes; subset: entry probes whose cookie is even only (sampled_count.h).
+  bool attach_set(int family, ProbeSet& set, bool entry_only = false, bool subset = false);
   void detach_set(ProbeSet& set);
   // Adds a family's probes of one library; attaches them unless the family is duty-cycled and off now.
   bool add_probe_set(int family, ProbeSet set);
-  void switch_gate(int family, bool on, bool entry_only = false);
+  void switch_gate(int family, bool on, bool entry_only = false, bool subset = false);
   // Ends the span of a family's estimate in progress (a window of kind `ended`, or unwatched time) at `t_ns`.
   void end_span(int family, SampledSpanKind ended, int64_t t_ns);
   // CPU time of the traced processes so far (all threads, ns; a process gone keeps its last reading); -1 with --all.
