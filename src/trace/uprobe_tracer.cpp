@@ -280,10 +280,6 @@ void UprobeTracer::stop() {
         // The subset windows see the even operators: their share of the calls counted (torch's op ids).
         const double share = f == kTorch && torch_ ? torch_->share_of_even_ops() : 0;
         const SampledCountEstimate e = estimate_sampled_counts(g.spans, share);
-        if (getenv("SS_DEBUG_SPANS"))  // TEMP
-          for (auto& sp : g.spans)
-            std::fprintf(stderr, "span %d wall %.3f ms cpu %.3f ms hits %llu\n", static_cast<int>(sp.kind), sp.wall_ns / 1e6,
-                         sp.cpu_ns / 1e6, static_cast<unsigned long long>(sp.hits));
         const std::string how =
             e.from_cpu ? fmt::format("from the job's CPU time: {:.2f} us of CPU a call, {:.2f} us a probe trap, "
                                      "{:.2f} ms a window, fitted over its {} entry-only windows ({}; {:.0f}% of "
