@@ -87,7 +87,7 @@ TEST(SampledCount, CpuBoundCallsSlowedByTheirTrapsAreEstimatedFromCpuTime) {
   EXPECT_NEAR(e.cpu_per_call_ns, 500, 5);
   EXPECT_NEAR(e.trap_ns, 4000, 5);
   EXPECT_NEAR(estimated_total(e) / truth, 1, 0.01);
-  EXPECT_LT(e.error, 0.06);  // no noise but the rounding, and the 3 % floor
+  EXPECT_LT(e.error, 0.08);  // no noise but the rounding, and the 5 % floor
   // What the old estimate said: the calls per watched second, 9x too slow here, times the time.
   EXPECT_LT(e.counted_calls * e.wall_scale, truth * 0.5);
 }

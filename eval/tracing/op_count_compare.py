@@ -69,9 +69,9 @@ def budgeted_counts(samples_path, info_path, lo, hi):
         if detach is None or detach >= hi:
             whole, later = b - a, 0.0
         else:
-            # the count at the first detach: the first sample after it, before the next counted window
-            after = [v for t, v in points if t > detach and (reopen is None or t < reopen)]
-            at = after[0] if after else value_at(points, detach)
+            # the count at the first detach: the tracer samples the operators as it closes a counted window and
+            # nothing is counted until the next one opens, so it is the last sample before that
+            at = value_at(points, reopen - 1 if reopen else hi)
             whole, later = max(0.0, at - a) if detach > lo else 0.0, b - max(a, at)
         counted[base(name)] += b - a
         est[base(name)] += whole + later * scale

@@ -46,7 +46,7 @@ struct SampledCountEstimate {
   double entry_only_calls = 0;  // calls in entry-only windows (hits; hits / share in subset windows)
   double unwatched_calls = 0;  // estimated
   double scale = 1;            // (counted + entry-only + unwatched) / counted: what counts made over the spans scale by
-  // Relative error of scale, 95 %: jackknife over blocks of four windows (Student's t), plus 3 % for what the
+  // Relative error of scale, 95 %: jackknife over blocks of four windows (Student's t), plus 5 % for what the
   // windows' spread cannot show; 1 (100 %) with fewer than three blocks.
   double error = 0;
   double wall_scale = 1;       // what scaling by watched wall time would say (the estimate before CPU times)

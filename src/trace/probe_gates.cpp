@@ -232,7 +232,7 @@ void UprobeTracer::set_watching(int family, bool on) {
                        : g.subset ? SampledSpanKind::entry_subset
                                   : SampledSpanKind::entry_only,
                t);
-    } else if (g.cycling && !g.fixed) {  // the budget's first detach: from here on counts are estimated
+    } else if (g.cycling && !g.fixed && g.calibrate) {  // the budget's first detach: from here on counts are estimated
       g.spans_open = true;
       g.spans_since_ns = g.span_wall0 = t;
       g.span_cpu0 = traced_cpu_ns();
