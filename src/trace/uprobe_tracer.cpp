@@ -258,8 +258,8 @@ void UprobeTracer::stop() {
           g.watching_name, watched > 0 ? 1 / watched : 0.0, watched, 100 * err));
       // The whole-recording factor assumes one rate throughout; a family attached at import and hot only later was
       // watched far less once cycled than that factor says (tiny-operator loop: 20-30% against 0.5-3%).
-      // Spells fully attached again after the family went quiet (the job idle or exited: the budget re-attaches a
-      // family that costs nothing) are left out of the share: counted whole, they would make it look watched more
+      // Spells fully attached again after the family went quiet (the job idle, exited, or starved of CPU: the
+      // budget re-attaches a family that costs little) are left out of the share: counted whole, they would make it look watched more
       // (the tiny-operator test: 8.7-16 % against 5.4-6.8 % from the watching series over the loop).
       if (g.uncycled_since_ns) g.uncycled_ns += end - std::exchange(g.uncycled_since_ns, 0);
       if (g.cycling_since_ns && end > g.cycling_since_ns + g.uncycled_ns) {
@@ -268,8 +268,9 @@ void UprobeTracer::stop() {
                               static_cast<double>(end - g.cycling_since_ns - g.uncycled_ns);
         sink_->add_note("trace", fmt::format(
             "{}: fully attached (every call counted) for the first {:.1f} s of the recording, then duty-cycled for "
-            "{:.1f} s and watched {:.2f}% of that time (and fully attached again for {:.1f} s while its calls had "
-            "stopped); by watched time, counts made after the first {:.1f} s scale by {:.4g}",
+            "{:.1f} s and watched {:.2f}% of that time (and fully attached again for {:.1f} s, while its calls had "
+            "stopped or slowed under the budget's threshold); by watched time, counts made after the first {:.1f} s "
+            "scale by {:.4g}",
             family_name(f), static_cast<double>(g.cycling_since_ns - start_ns_) / 1e9,
             static_cast<double>(end - g.cycling_since_ns - g.uncycled_ns) / 1e9, 100 * cycled,
             static_cast<double>(g.uncycled_ns) / 1e9, static_cast<double>(g.cycling_since_ns - start_ns_) / 1e9,
