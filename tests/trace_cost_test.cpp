@@ -226,6 +226,27 @@ TEST(TraceCost, BudgetDutyCyclesHotFamilyAndCountsScale) {
   // The stated error is the sampling error; the probes also slow the calls they watch (~2 hits x cost per call in
   // 100 us), an undercount of a few % more.
   EXPECT_LE(error, std::max(stated_error, 0.05) + 0.10) << notes;
+
+  // The estimate the recording states (model/sampled_count.h, from the job's CPU time), on an operator 100x longer
+  // than a trap, where the probes hardly slow the calls: the truth within its stated error. The count at the first
+  // detach is whole (the tracer samples the operators as it closes a counted window).
+  std::smatch e;
+  ASSERT_TRUE(std::regex_search(notes, e, std::regex("torch: estimated calls: counts made after the first detach, "
+                                                     "[0-9.]+ s into the recording, scale by ([0-9.e+]+) \\(error "
+                                                     "about ([0-9]+)%"))) << notes;
+  const double scale = std::stod(e[1]), cpu_error = std::stod(e[2]) / 100;
+  int64_t t_detach = 0, t_reopen = 0;
+  for (auto& w : watching) {
+    if (!t_detach && w.value == 0) t_detach = w.t_ns;
+    if (t_detach && !t_reopen && w.value == 1 && w.t_ns > t_detach) t_reopen = w.t_ns;
+  }
+  double whole = 0;
+  for (auto& c : calls)
+    if (c.t_ns < (t_reopen ? t_reopen : t_done)) whole = c.value;
+  const double by_cpu = whole + (recorded - whole) * scale;
+  std::printf("from CPU time: %.0f whole + %.0f later x %.4g -> %.0f (error %+.1f%%, stated %.0f%%)\n", whole,
+              recorded - whole, scale, by_cpu, 100 * (by_cpu / true_calls - 1), 100 * cpu_error);
+  EXPECT_LE(std::abs(by_cpu / true_calls - 1), cpu_error + 0.10) << notes;  // a 95 % interval: as below
 }
 
 // Under the budget a hot CUDA family is duty-cycled, but its blocking calls are not: every synchronisation is
@@ -366,11 +387,10 @@ TEST(TraceCost, FullDetailTorchOpCountsEqualTorchProfiler) {
 }
 
 // The same loop under the default detail and a cost budget: the torch family is duty-cycled, operators are counted
-// in the kernel while watched; the whole count until the first detach plus the windows' count scaled by their share
-// of the time after it estimate the profiler's count (calls per iteration x iterations). Issue 14 asks for the
-// estimate within the sampling error the recording states; for operators this small it is not: the probes slow the
-// calls they watch, and the estimate runs 60-70 % low (docs/BENCHMARKS.md "Session 10 (CPU VM)"). Asserted: never
-// above the truth beyond the stated error, and within 6x below it.
+// in the kernel while watched; the whole count until the first detach plus the later counts scaled as the end note
+// says estimate the profiler's count (calls per iteration x iterations). Issue 14: within the error the recording
+// states. Scaling by watched wall time was 60-70 % low here (the probes slow the calls they watch: session 10); the
+// note's factor comes from the job's CPU time (model/sampled_count.h).
 TEST(TraceCost, BudgetedTorchOpCountsScaleToTorchProfiler) {
   REQUIRE_ROOT();
   STACKSCOPE_REQUIRE(run_command("/usr/bin/python3 -c 'import torch'") == 0, "no python3-torch");
@@ -425,42 +445,48 @@ TEST(TraceCost, BudgetedTorchOpCountsScaleToTorchProfiler) {
   const double fraction = watched_ns / static_cast<double>(t_done - t_cycled);
   ASSERT_GT(fraction, 0.0);
   EXPECT_LT(fraction, 0.5);
+  // The estimate the recording states (model/sampled_count.h): counts made after the first detach scale by a factor
+  // from the job's CPU time, with its error.
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(notes, m, std::regex("torch: probes watched .*error of the scaled counts about "
-                                                     "([0-9]+)%"))) << notes;
-  const double stated_error = std::stod(m[1]) / 100;
+  ASSERT_TRUE(std::regex_search(notes, m, std::regex("torch: estimated calls: counts made after the first detach, "
+                                                     "[0-9.]+ s into the recording, scale by ([0-9.e+]+) \\(error "
+                                                     "about ([0-9]+)%.*wall time would say ([0-9.e+]+)"))) << notes;
+  const double scale = std::stod(m[1]), stated_error = std::stod(m[2]) / 100, wall_scale = std::stod(m[3]);
   // The end note's share for the duty-cycled part, which the whole-recording factor (attached since import) is not.
   std::smatch c;
   ASSERT_TRUE(std::regex_search(notes, c, std::regex("torch: fully attached .* then duty-cycled for [0-9.]+ s and "
                                                      "watched ([0-9.]+)% of that time"))) << notes;
   const double cycled = std::stod(c[1]) / 100;
+  int64_t after_done_watched = 0;  // watched time after the loop ended (the job exiting), from the series
+  for (size_t i = 0; i < watching.size(); ++i)
+    if (watching[i].value == 1 && i + 1 < watching.size() && watching[i + 1].t_ns > t_done)
+      after_done_watched += watching[i + 1].t_ns - std::max(watching[i].t_ns, t_done);
   std::printf("loop %.1f s, fully attached for its first %.2f s, then watched %.2f%% (watching series; end note "
-              "%.2f%%)\n", static_cast<double>(t_done - t_go) / 1e9, static_cast<double>(t_cycled - t_go) / 1e9,
-              100 * fraction, 100 * cycled);
+              "%.2f%%; %.2f s watched after the loop ended); scale %.4g +- %.0f%% (wall time: %.4g)\n",
+              static_cast<double>(t_done - t_go) / 1e9, static_cast<double>(t_cycled - t_go) / 1e9, 100 * fraction,
+              100 * cycled, static_cast<double>(after_done_watched) / 1e9, scale, 100 * stated_error, wall_scale);
+  EXPECT_GT(stated_error, 0.0);
   for (auto& [prof_name, probe_name] : kProfilerToProbe) {
     auto info = sink.find("torch.op.calls", probe_name);
     ASSERT_NE(info, nullptr) << probe_name << "\n" << notes;
     auto calls = sink.samples_of(info->id);
     ASSERT_FALSE(calls.empty());
-    // The count at the first detach: the first sample after it, taken before the next window opened (samples every
-    // 100 ms, windows every 300 ms; nothing is counted in between).
+    // The count at the first detach: the tracer samples the operators as it closes a counted window, and nothing is
+    // counted until the next one opens, so it is the last sample before that.
     double whole = -1;
     for (auto& s : calls)
-      if (s.t_ns > t_cycled && (!t_reopened || s.t_ns < t_reopened)) {
-        whole = s.value;
-        break;
-      }
-    ASSERT_GE(whole, 0) << "no operator sample between the first detach and the next window";
+      if (s.t_ns < (t_reopened ? t_reopened : t_done)) whole = s.value;
+    ASSERT_GE(whole, 0) << "no operator sample before the first counted window after the first detach";
     const double truth = out["per_iteration"][prof_name].get<double>() * iterations;
-    const double estimate = whole + (calls.back().value - whole) / fraction;
-    const double error = std::abs(estimate / truth - 1);
+    const double estimate = whole + (calls.back().value - whole) * scale,
+                 by_wall = whole + (calls.back().value - whole) * wall_scale;
+    const double error = estimate / truth - 1;
     std::printf("%s: torch.profiler %.0f (%.0f iterations), probes %.0f whole + %.0f in windows -> %.0f (error "
-                "%.1f%%, stated %.0f%%)\n", prof_name.c_str(), truth, iterations, whole, calls.back().value - whole,
-                estimate, 100 * error, 100 * stated_error);
-    // Never above the truth by more than the stated sampling error; below it by the probes' slowdown of the calls
-    // they watch (two traps of a few us on an operator of about 0.5 us: 2-5x here), which the stated error does not
-    // include: for operators this small the scaled count is a lower bound (docs/BENCHMARKS.md, session 10).
-    EXPECT_LE(estimate, truth * (1 + std::max(stated_error, 0.05) + 0.10)) << prof_name << "\n" << notes;
-    EXPECT_GE(estimate, truth / 6) << prof_name << "\n" << notes;
+                "%+.1f%%, stated %.0f%%; by watched wall time %.0f, %+.1f%%)\n", prof_name.c_str(), truth,
+                iterations, whole, calls.back().value - whole, estimate, 100 * error, 100 * stated_error, by_wall,
+                100 * (by_wall / truth - 1));
+    // Issue 14: the truth within the error the recording states. That error is a 95 % interval (it missed 1 run
+    // of 12 on the shared VM, by 5 points); 10 points of slack keep the test from failing one run in twenty.
+    EXPECT_LE(std::abs(error), stated_error + 0.10) << prof_name << "\n" << notes;
   }
 }

@@ -3,6 +3,7 @@
 // shares, and the thread that duty-cycles the hot families. Kept apart from discovery and the ring buffers.
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -92,17 +94,28 @@ bpf_uprobe_multi_opts uprobe_multi_opts(const std::vector<uint64_t>& offsets, co
 
 // Return probes first: a call entered between the two attachments then has a return without an entry (counted,
 // ignored) rather than an entry that no return ever closes. detach_set() removes entries first for the same reason.
-bool UprobeTracer::attach_set(int family, ProbeSet& set) {
+bool UprobeTracer::attach_set(int family, ProbeSet& set, bool entry_only, bool subset) {
   const FamilyProgs progs = progs_of(family);
   const char* path = set.host_path.c_str();
+  std::vector<uint64_t> subset_offsets, subset_cookies;  // entry probes of even cookie
+  if (subset) {
+    for (size_t i = 0; i < set.offsets.size(); ++i)
+      if (set.cookies[i] % 2 == 0) {
+        subset_offsets.push_back(set.offsets[i]);
+        subset_cookies.push_back(set.cookies[i]);
+      }
+    if (subset_offsets.empty()) return false;
+  }
+  const std::vector<uint64_t>& offsets = subset ? subset_offsets : set.offsets;
+  const std::vector<uint64_t>& cookies = subset ? subset_cookies : set.cookies;
   if (use_multi_ && progs.entry_multi && progs.ret_multi) {
     bpf_link* ret = nullptr;
-    if (!set.ret_offsets.empty()) {
+    if (!set.ret_offsets.empty() && !entry_only) {
       auto ro = uprobe_multi_opts(set.ret_offsets, &set.ret_cookies, true);
       ret = bpf_program__attach_uprobe_multi(progs.ret_multi, set.pid_filter, path, nullptr, &ro);
     }
-    if (ret || set.ret_offsets.empty()) {
-      auto eo = uprobe_multi_opts(set.offsets, &set.cookies, false);
+    if (ret || set.ret_offsets.empty() || entry_only) {
+      auto eo = uprobe_multi_opts(offsets, &cookies, false);
       if (bpf_link* entry = bpf_program__attach_uprobe_multi(progs.entry_multi, set.pid_filter, path, nullptr, &eo)) {
         if (ret) set.links.push_back(ret);
         set.links.push_back(entry);
@@ -117,7 +130,7 @@ bool UprobeTracer::attach_set(int family, ProbeSet& set) {
     if (e == EOPNOTSUPP || e == ENOSYS) use_multi_ = false;
   }
   int failures = 0;
-  for (size_t i = 0; i < set.ret_offsets.size(); ++i) {
+  for (size_t i = 0; i < (entry_only ? 0 : set.ret_offsets.size()); ++i) {
     auto ro = uprobe_opts(set.ret_cookies[i], true);
     if (bpf_link* l = bpf_program__attach_uprobe_opts(progs.ret, set.pid_filter, path, set.ret_offsets[i], &ro))
       set.links.push_back(l);
@@ -125,9 +138,9 @@ bool UprobeTracer::attach_set(int family, ProbeSet& set) {
       ++failures;
   }
   size_t attached = 0;
-  for (size_t i = 0; i < set.offsets.size(); ++i) {
-    auto eo = uprobe_opts(set.cookies[i], false);
-    if (bpf_link* l = bpf_program__attach_uprobe_opts(progs.entry, set.pid_filter, path, set.offsets[i], &eo)) {
+  for (size_t i = 0; i < offsets.size(); ++i) {
+    auto eo = uprobe_opts(cookies[i], false);
+    if (bpf_link* l = bpf_program__attach_uprobe_opts(progs.entry, set.pid_filter, path, offsets[i], &eo)) {
       set.links.push_back(l);
       ++attached;
     } else {
@@ -173,7 +186,8 @@ bool UprobeTracer::add_probe_set(int family, ProbeSet set) {
   std::lock_guard<std::mutex> lock(gate_mu_);
   auto& g = gates_[static_cast<size_t>(family)];
   add_watching_series(family);
-  if ((g.on || set.steady) && !attach_set(family, set)) {
+  const bool entry_only = g.on && g.entry_only && !set.steady;
+  if ((g.on || set.steady) && !attach_set(family, set, entry_only, entry_only && g.subset)) {
     detach_set(set);  // a partial attach (return probes without their entries) must not trap calls until exit
     return false;
   }
@@ -183,13 +197,18 @@ bool UprobeTracer::add_probe_set(int family, ProbeSet set) {
 
 // The watched interval must contain every reported call's start: its opening time is read before capture is
 // enabled, and its closing time after capture is disabled (a call that saw the flag set started in between).
+// An entry-only window (g.entry_only) captures nothing and is not watched: it only times the job's CPU per call.
 // Called with gate_mu_ held.
 void UprobeTracer::set_watching(int family, bool on) {
   auto& g = gates_[static_cast<size_t>(family)];
+  const bool counted = !(on ? g.entry_only : g.on && g.entry_only);
   int64_t t = 0;
-  if (on) t = monotonic_ns();
+  if (on) {
+    t = monotonic_ns();
+    end_span(family, SampledSpanKind::unwatched, t);
+  }
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (uint32_t* flag = capture_flag_of(family)) *flag = on ? 1 : 0;
+  if (uint32_t* flag = capture_flag_of(family)) *flag = on && counted ? 1 : 0;
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (!on) t = monotonic_ns();
   if (on) {
@@ -199,26 +218,73 @@ void UprobeTracer::set_watching(int family, bool on) {
     const uint64_t hits = read_counter(counters_of(family), SS_CNT_HITS);
     g.period_window_hits += hits - std::min(hits, g.window_mark);
     g.window_mark = hits;
-    g.watched_ns += t - g.on_since_ns;
-    g.period_watched_ns += t - std::max(g.on_since_ns, budget_mark_ns_);
-    if (g.cycling && t > g.on_since_ns) {  // this window's hit rate: how steady the sampled family is
+    if (counted) g.watched_ns += t - g.on_since_ns;
+    g.period_watched_ns += t - std::max(g.on_since_ns, budget_mark_ns_);  // the budget prices every window
+    if (g.cycling && counted && t > g.on_since_ns) {  // this window's hit rate: how steady the sampled family is
       const double rate = static_cast<double>(hits - g.window_hits0) /
                           (static_cast<double>(t - g.on_since_ns) / 1e9);
       if (g.windows++) g.rate_ssd += (rate - g.last_rate) * (rate - g.last_rate);
       g.rate_sum += rate;
       g.last_rate = rate;
     }
+    if (g.spans_open) {
+      end_span(family, counted  ? SampledSpanKind::counted
+                       : g.subset ? SampledSpanKind::entry_subset
+                                  : SampledSpanKind::entry_only,
+               t);
+    } else if (g.cycling && !g.fixed && g.calibrate) {  // the budget's first detach: from here on counts are estimated
+      g.spans_open = true;
+      g.spans_since_ns = g.span_wall0 = t;
+      g.span_cpu0 = traced_cpu_ns();
+      g.span_hits0 = hits;
+    }
   }
   g.on = on;
-  if (g.has_watching) {
+  if (g.has_watching && counted) {
     Sample s{g.watching, t, on ? 1.0 : 0.0};
     sink_->append_samples({&s, 1});
   }
 }
 
+void UprobeTracer::end_span(int family, SampledSpanKind ended, int64_t t_ns) {
+  auto& g = gates_[static_cast<size_t>(family)];
+  if (!g.spans_open) return;
+  const int64_t cpu = traced_cpu_ns();
+  const uint64_t hits = read_counter(counters_of(family), SS_CNT_HITS);
+  SampledSpan s;
+  s.kind = ended;
+  s.wall_ns = t_ns - g.span_wall0;
+  s.cpu_ns = cpu >= 0 && g.span_cpu0 >= 0 ? cpu - g.span_cpu0 : -1;
+  s.hits = hits - std::min(hits, g.span_hits0);
+  g.spans.push_back(s);
+  g.span_wall0 = t_ns;
+  g.span_cpu0 = cpu;
+  g.span_hits0 = hits;
+}
+
+// Exact to the ns and current for running threads (task_clock.h); a process whose counters could not be opened is
+// read from its process CPU clock (up to a scheduler tick behind).
+int64_t UprobeTracer::traced_cpu_ns() {
+  if (copts_.all_processes) return -1;
+  for (auto pid : traced_pids()) {
+    int64_t ns = task_clocks_.read(pid);
+    if (ns < 0) {
+      clockid_t clock;
+      timespec ts{};
+      if (clock_getcpuclockid(static_cast<pid_t>(pid), &clock) != 0 || clock_gettime(clock, &ts) != 0) continue;
+      ns = static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+    }
+    auto [it, added] = cpu_ns_by_pid_.try_emplace(pid, ns, ns);
+    it->second.second = ns;
+  }
+  int64_t total = 0;
+  for (auto& [pid, v] : cpu_ns_by_pid_) total += v.second - v.first;
+  return total;
+}
+
 // Attaches (on) or detaches (off) every probe set of a family. Calls are reported only between set_watching(true),
 // once all are attached, and set_watching(false), before any is detached. Called with gate_mu_ held.
-void UprobeTracer::switch_gate(int family, bool on) {
+void UprobeTracer::switch_gate(int family, bool on, bool entry_only, bool subset) {
   auto& g = gates_[static_cast<size_t>(family)];
   if (on == g.on) return;
   int64_t t0 = monotonic_ns();
@@ -226,8 +292,8 @@ void UprobeTracer::switch_gate(int family, bool on) {
     bool returns = false;
     for (auto& set : g.sets) {
       if (set.steady) continue;
-      attach_set(family, set);
-      returns |= !set.ret_offsets.empty();
+      attach_set(family, set, entry_only, entry_only && subset);
+      returns |= !set.ret_offsets.empty();  // an entry-only window's entries too start from empty stacks
     }
     // Calls in flight at the last detach, or entered while attaching, never return through a probe: forget every
     // thread's stack of calls. Not where the cycled probes are all entry-only: the stacks then hold only steady
@@ -237,10 +303,16 @@ void UprobeTracer::switch_gate(int family, bool on) {
       for (uint32_t tid; bpf_map_get_next_key(fd, nullptr, &tid) == 0;)
         if (bpf_map_delete_elem(fd, &tid) != 0) break;
     }
+    g.entry_only = entry_only;
+    g.subset = entry_only && subset;
     set_watching(family, true);
     g.attach_ns += monotonic_ns() - t0;
   } else {
+    const bool counted = !g.entry_only;
     set_watching(family, false);
+    // The operators' counts at the close of a counted window: what was counted before the budget's first detach is
+    // whole, and readers find it at once rather than up to an interval earlier.
+    if (counted && family == kTorch && torch_ && !topts_.full_detail) torch_->sample_ops(*sink_, copts_.host);
     // Every link of the family at once: while the entry link's detach waits for the kernel, the return link's
     // breakpoint would still trap every call (a return probe traps at the entry too).
     std::vector<bpf_link*> links;
@@ -250,6 +322,7 @@ void UprobeTracer::switch_gate(int family, bool on) {
       set.links.clear();
     }
     destroy_links(links, {});
+    g.entry_only = g.subset = false;
     g.detach_ns += monotonic_ns() - t0;
     ++g.period_cycles;
     ++g.cycles;
@@ -262,7 +335,7 @@ double UprobeTracer::watched_fraction(Layer layer) const {
   if (family == kUprobeFamilies) return 1.0;  // no uprobe family of that layer: never duty-cycled
   std::lock_guard<std::mutex> lock(gate_mu_);
   auto& g = gates_[static_cast<size_t>(family)];
-  int64_t now = monotonic_ns(), watched = g.watched_ns + (g.on ? now - g.on_since_ns : 0);
+  int64_t now = monotonic_ns(), watched = g.watched_ns + (g.on && !g.entry_only ? now - g.on_since_ns : 0);
   const int64_t since = g.first_ns ? g.first_ns : start_ns_;
   return now > since ? static_cast<double>(watched) / static_cast<double>(now - since) : 1.0;
 }
@@ -323,10 +396,17 @@ void UprobeTracer::control_loop() {
         if (g.next_toggle < clock::now()) g.next_toggle = clock::now() + period / 2;  // detaching overran it
       } else {
         g.window_start = clock::now();
-        switch_gate(f, true);
+        // A family with return probes alternates counted windows with entry-only ones, on every operator and on
+        // the even half (sampled_count.h): counted, entry-only, counted, entry-only on the subset; four short
+        // windows (half on_ms), then four long ones (one and a half).
+        const bool calibrating = g.calibrate && g.spans_open;
+        const uint64_t k = calibrating ? g.window_index++ : 0;
+        const bool entry_only = calibrating && k % 2 == 1, subset = calibrating && k % 4 == 3;
+        const double stretch = calibrating ? ((k / 4) % 2 ? 1.5 : 0.5) : 1.0;
+        switch_gate(f, true, entry_only, subset);
         // The window is on_ms of watching, counted from when the links are attached: attaching takes 4-20 ms
         // here, and a 5 ms window timed from before it watched almost nothing (0.01 % instead of 1.7 %).
-        g.next_toggle = clock::now() + std::chrono::milliseconds(g.on_ms);
+        g.next_toggle = clock::now() + std::chrono::microseconds(std::lround(g.on_ms * stretch * 1000));
       }
     }
   }
@@ -423,6 +503,10 @@ void UprobeTracer::rebalance_budget(double period_s) {
     const bool was_cycling = g.cycling;
     g.fraction = fraction;
     g.cycling = fraction < 1.0;
+    if (g.ever_cycled && was_cycling != g.cycling) {  // fully attached again while the family is quiet (its note)
+      if (!g.cycling) g.uncycled_since_ns = now;
+      else if (g.uncycled_since_ns) g.uncycled_ns += now - std::exchange(g.uncycled_since_ns, 0);
+    }
     if (g.cycling) {
       g.period_ms = static_cast<int>(std::lround(cycle_s * 1000));
       g.on_ms = std::max(5, static_cast<int>(std::lround(fraction * g.period_ms)));
@@ -441,7 +525,8 @@ void UprobeTracer::rebalance_budget(double period_s) {
                                                topts_.budget_pct));
         g.ever_cycled = true;
       }
-    } else if (was_cycling && !g.on) {
+    } else if (was_cycling && (!g.on || g.entry_only)) {
+      if (g.on) switch_gate(f, false);  // an entry-only window counts nothing: reattach with the returns
       switch_gate(f, true);
     }
   }

@@ -137,4 +137,13 @@ void TorchProbes::sample_ops(TelemetrySink& sink, const std::string& host) {
   if (!samples.empty()) sink.append_samples(samples);
 }
 
+double TorchProbes::share_of_even_ops() const {
+  uint64_t even = 0, all = 0;
+  for (auto& [id, os] : op_series_) {
+    all += os.count;
+    if (id % 2 == 0) even += os.count;
+  }
+  return all ? static_cast<double>(even) / static_cast<double>(all) : 0;
+}
+
 }  // namespace stackscope::trace

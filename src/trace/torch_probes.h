@@ -47,6 +47,9 @@ class TorchProbes final : public ProbeFamily {
   std::string op_name(uint32_t op_id) const;
   // Aggregated mode: the kernel's running totals per operator as series (calls, time, p50, p99 of the interval).
   void sample_ops(TelemetrySink& sink, const std::string& host);
+  // Of the operator calls counted so far, the share of those whose id is even (the cost budget's subset windows
+  // probe those: model/sampled_count.h); 0 before any.
+  double share_of_even_ops() const;
 
  private:
   bool aggregate_;

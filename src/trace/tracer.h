@@ -34,7 +34,8 @@ struct TracerOptions {
   uint64_t python_min_duration_ns = 0;
   // false ("budgeted", the default): asynchronous CUDA calls are probed at entry only (no duration), torch
   // operators are counted in the kernel (series torch.op.*, not one event each), and probe families whose hits
-  // would cost more than budget_pct of the job's CPU time are duty-cycled (trace.<family>.watching says when).
+  // would cost more than budget_pct of the job's CPU time are duty-cycled (trace.<family>.watching says when; the
+  // torch family's counts are scaled as its end note says, estimated from the job's CPU time: model/sampled_count.h).
   // true ("full"): every call is a record with its duration and every probe stays attached: exact counts.
   bool full_detail = false;
   double budget_pct = 1.0;      // 0: no budget

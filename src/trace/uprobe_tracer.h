@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "model/collector.h"
+#include "model/sampled_count.h"
 #include "trace/cuda_probes.h"
 #include "trace/elf_symbols.h"
 #include "trace/nccl_probes.h"
@@ -42,6 +43,7 @@
 #include "trace/pystack_probes.h"
 #include "trace/python_probes.h"
 #include "trace/record_decoder.h"
+#include "trace/task_clock.h"
 #include "trace/torch_probes.h"
 #include "trace/tracer.h"
 
@@ -126,6 +128,8 @@ class UprobeTracer final : public Collector {
     int64_t first_ns = 0;  // when its first probes were added (its watching series starts)
     // When the budget first duty-cycled it, and its watched time until then (fully attached: every call counted).
     int64_t cycling_since_ns = 0, watched_before_cycling_ns = 0;
+    // Since then, the time it was fully attached again because its calls had stopped (the job idle or gone).
+    int64_t uncycled_ns = 0, uncycled_since_ns = 0;
     int64_t on_since_ns = 0, watched_ns = 0, period_watched_ns = 0;
     uint64_t hits_prev = 0, window_hits0 = 0, steady_hits_prev = 0;
     // Hits outside the watched windows: the probes trapping while their links are attached or detached (a
@@ -142,6 +146,19 @@ class UprobeTracer final : public Collector {
     double rate_sum = 0, rate_ssd = 0, last_rate = 0;
     int64_t attach_ns = 0, detach_ns = 0;
     std::chrono::steady_clock::time_point next_toggle, window_start;
+    // The estimate of its calls from the job's CPU time (model/sampled_count.h). `calibrate`: its counted windows
+    // alternate with entry-only ones (one trap a call instead of two), which price a trap in the job itself, and
+    // short ones (half on_ms) with long ones (one and a half), which tell a window's own cost from its calls'.
+    bool calibrate = false;
+    bool entry_only = false;       // the window open now has only its entry probes (no counts, watching stays 0)
+    bool subset = false;           // ... and only those whose cookie (operator id) is even
+    uint64_t window_index = 0;     // of the windows since the first detach: kind and length alternate
+    // From the first detach on, the spans it timed (windows and the unwatched time between them) and where the
+    // span in progress started: time, the traced processes' CPU time (-1: unknown), probe hits.
+    bool spans_open = false;
+    int64_t spans_since_ns = 0, span_wall0 = 0, span_cpu0 = -1;
+    uint64_t span_hits0 = 0;
+    std::vector<SampledSpan> spans;
   };
   // Probe families by index: the uprobe families first (one ProbeGate each), then the others.
   enum Family : int { kCuda = 0, kNccl, kTorch, kPython, kUprobeFamilies, kProc = kUprobeFamilies, kPyStack, kFamilies };
@@ -155,11 +172,16 @@ class UprobeTracer final : public Collector {
   uint32_t* capture_flag_of(int family) const;
   bpf_map* thread_map_of(int family) const;
   // Attaches a probe set (uprobe_multi, or one uprobe per probe where that fails); false when nothing attached.
-  bool attach_set(int family, ProbeSet& set);
+  // entry_only: without its return probes; subset: entry probes whose cookie is even only (sampled_count.h).
+  bool attach_set(int family, ProbeSet& set, bool entry_only = false, bool subset = false);
   void detach_set(ProbeSet& set);
   // Adds a family's probes of one library; attaches them unless the family is duty-cycled and off now.
   bool add_probe_set(int family, ProbeSet set);
-  void switch_gate(int family, bool on);
+  void switch_gate(int family, bool on, bool entry_only = false, bool subset = false);
+  // Ends the span of a family's estimate in progress (a window of kind `ended`, or unwatched time) at `t_ns`.
+  void end_span(int family, SampledSpanKind ended, int64_t t_ns);
+  // CPU time of the traced processes so far (all threads, ns; a process gone keeps its last reading); -1 with --all.
+  int64_t traced_cpu_ns();
   void add_watching_series(int family);
   void control_loop();
   void rebalance_budget(double period_s);
@@ -228,6 +250,9 @@ class UprobeTracer final : public Collector {
   double last_job_cores_ = 0;                  // the job's CPU (cores) over the last budget period
   std::map<uint32_t, uint64_t> cpu_ticks_;  // job CPU: pid -> utime+stime at the last budget period
   uint64_t system_busy_ticks_ = 0;
+  // The spans' CPU clock (under gate_mu_): task-clock counters, and pid -> (first, last) reading, ns.
+  TaskClocks task_clocks_;
+  std::map<uint32_t, std::pair<int64_t, int64_t>> cpu_ns_by_pid_;
 
   // Poller-only state.
   std::unique_ptr<RecordDecoder> decoder_;

@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""Compares a recording's torch operator counts over op_count_check.py's timed loop with torch.profiler's
+(calls per step x steps).
+
+  --detail full (events):   stackscope export X.sdb --format csv --what events -o X.events.csv
+  default, budgeted:        stackscope export X.sdb --format csv --what samples -o X.samples.csv
+                            stackscope info X.sdb --json > X.info.json
+  python3 eval/tracing/op_count_compare.py --truth T.json (--events X.events.csv | --samples X.samples.csv
+                                            --info X.info.json) [--json OUT]
+
+Budgeted: the estimate over the loop is what was counted before the torch family's first detach, plus what was
+counted after it times the end note's factor ("torch: estimated calls: ... scale by F (error about E%"); also the
+factor from watched wall time ("scaling by watched wall time would say W") for comparison. Probe names carry the
+overload (aten::add.Tensor), the profiler's do not: probes are summed per base name, and a base name whose
+overloads are not all probed can read low in both modes (compare with the full-detail run)."""
+import argparse
+import bisect
+import collections
+import csv
+import json
+import re
+import sys
+
+
+def base(name):
+    return name.split(".", 1)[0]
+
+
+def full_counts(events_path, lo, hi, pid):
+    seen = collections.Counter()
+    with open(events_path) as f:
+        for row in csv.DictReader(f):
+            if row["layer"] != "torch" or (pid and int(row["pid"]) != pid):
+                continue
+            if lo <= int(row["start_ns"]) <= hi:
+                seen[base(row["name"])] += 1
+    return seen
+
+
+def budgeted_counts(samples_path, info_path, lo, hi):
+    notes = [n["text"] for n in json.load(open(info_path)).get("notes", [])]
+    note = next((n for n in notes if n.startswith("torch: estimated calls")), None)
+    if not note:
+        sys.exit("no 'torch: estimated calls' note: the torch family was never duty-cycled in this recording")
+    m = re.search(r"scale by ([0-9.e+]+) \(error about ([0-9]+)%", note)
+    w = re.search(r"wall time would say ([0-9.e+]+)", note)
+    scale, error, wall = float(m.group(1)), float(m.group(2)) / 100, float(w.group(1))
+    series = collections.defaultdict(list)
+    watching = []
+    with open(samples_path) as f:
+        for row in csv.DictReader(f):
+            key, t, v = row["series"], int(row["t_ns"]), float(row["value"] or 0)
+            if key == "trace.torch.watching":
+                watching.append((t, v))
+            elif key.startswith("torch.op.calls{"):
+                series[key[len("torch.op.calls{"):-1]].append((t, v))
+    watching.sort()
+    detach = next((t for t, v in watching if v == 0), None)
+    reopen = next((t for t, v in watching if v == 1 and detach and t > detach), None)
+
+    def value_at(points, t):  # the cumulative count at t (last sample at or before it)
+        i = bisect.bisect_right([p[0] for p in points], t)
+        return points[i - 1][1] if i else 0.0
+
+    counted, est, est_wall = collections.Counter(), collections.Counter(), collections.Counter()
+    for name, points in series.items():
+        points.sort()
+        a, b = value_at(points, lo), value_at(points, hi + 1)
+        if detach is None or detach >= hi:
+            whole, later = b - a, 0.0
+        else:
+            # the count at the first detach: the tracer samples the operators as it closes a counted window and
+            # nothing is counted until the next one opens, so it is the last sample before that
+            at = value_at(points, reopen - 1 if reopen else hi)
+            whole, later = max(0.0, at - a) if detach > lo else 0.0, b - max(a, at)
+        counted[base(name)] += b - a
+        est[base(name)] += whole + later * scale
+        est_wall[base(name)] += whole + later * wall
+    return counted, est, est_wall, {"scale": scale, "error": error, "wall_scale": wall, "note": note}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--truth", required=True)
+    ap.add_argument("--events")
+    ap.add_argument("--samples")
+    ap.add_argument("--info")
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    truth = json.load(open(args.truth))
+    lo, hi, steps = truth["loop"]["start_ns"], truth["loop"]["end_ns"], truth["steps"]
+    want = {k: v * steps for k, v in truth["per_step"].items()}
+    rows, meta = [], {}
+    if args.events:
+        got = full_counts(args.events, lo, hi, truth.get("pid"))
+        for op in sorted(got):
+            t = want.get(op, 0)
+            rows.append({"op": op, "profiler": t, "recorded": got[op], "ratio": got[op] / t if t else None})
+    else:
+        counted, est, est_wall, meta = budgeted_counts(args.samples, args.info, lo, hi)
+        for op in sorted(est):
+            t = want.get(op, 0)
+            rows.append({"op": op, "profiler": t, "counted": counted[op], "estimate": est[op],
+                         "error": est[op] / t - 1 if t else None,
+                         "wall_error": est_wall[op] / t - 1 if t else None,
+                         "within_stated": abs(est[op] / t - 1) <= meta["error"] if t else None})
+    print(f"{truth['workload']} on {truth['device']}: {steps} steps, {truth['seconds']:.1f} s")
+    if meta:
+        print(f"scale {meta['scale']:.4g} (stated error {100 * meta['error']:.0f}%), wall-time scale "
+              f"{meta['wall_scale']:.4g}")
+        print("| op | torch.profiler | counted | estimate | error | stated | by wall time |")
+        print("|---|---|---|---|---|---|---|")
+        for r in rows:
+            if r["profiler"]:
+                print(f"| {r['op']} | {r['profiler']:.0f} | {r['counted']:.0f} | {r['estimate']:.0f} | "
+                      f"{100 * r['error']:+.1f}% | {100 * meta['error']:.0f}% | {100 * r['wall_error']:+.1f}% |")
+        tot_t = sum(r["profiler"] for r in rows if r["profiler"])
+        tot_e = sum(r["estimate"] for r in rows if r["profiler"])
+        print(f"all probed ops: profiler {tot_t:.0f}, estimate {tot_e:.0f} ({100 * (tot_e / tot_t - 1):+.1f}%)"
+              if tot_t else "no probed op in the profiler's counts")
+    else:
+        print("| op | torch.profiler | recorded (--detail full) | ratio |")
+        print("|---|---|---|---|")
+        for r in rows:
+            print(f"| {r['op']} | {r['profiler']:.0f} | {r['recorded']} | "
+                  f"{'-' if r['ratio'] is None else format(r['ratio'], '.4f')} |")
+    if args.json:
+        json.dump({"truth": truth, "rows": rows, "meta": meta}, open(args.json, "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,67 @@
+// The calls a duty-cycled probe family made while it was not watching, estimated from the CPU time its job used.
+// Pure arithmetic (no I/O): the tracer feeds it the spans it timed (src/trace/probe_gates.cpp) and states the result
+// in its end note; tests feed it constructed spans.
+//
+// Why CPU time and not wall time: a watched call pays its probes' traps (two of a few us each for an operator with a
+// return probe), so on an operator of 0.5 us the thread runs 2-3x fewer calls a second while watched than while
+// not, and scaling the watched count by watched wall time is 60 % low (docs/BENCHMARKS.md, session 10). The job's
+// CPU per call is what the probes change, and what a trap costs is measured in the job itself: between its counted
+// windows (entry and return probes) the gates open entry-only windows, on every operator (one trap a call) or on a
+// subset of them (a share s of the calls, known from the counted windows: s traps a call). A least-squares fit
+// over the entry-only windows of
+//   CPU of a window = F + a calls + p traps
+// gives the calls' own CPU a, a trap's p, and F, what a window costs whatever its calls (cold caches after the
+// attach; window lengths alternate so that F and a can be told apart). Entry traps only: a return probe costs
+// less than the entry trap (0.77 against 1.13 us on the CPU VM), and extrapolating from one and two traps a call
+// read a 30 % too high and the counts 20 % low. An unwatched span's calls are its CPU, less what the traps still
+// made there cost (probes trapping while being detached), divided by a. Where the job waits for something else (a
+// GPU), the traps either cost nothing of its rate and its CPU per call does not grow with them (spinning waits:
+// p ~ 0), or their CPU comes on top of the calls' (blocking waits): either way a is the calls' CPU. Without
+// subset windows the fit takes every window (traps of both kinds alike); without CPU times it falls back to wall
+// time.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <string>
+
+namespace stackscope {
+
+enum class SampledSpanKind {
+  counted,     // entry and return probes attached, calls counted (the family's watching series is 1)
+  entry_only,  // only entry probes attached: calls known from the probe hits, not counted per operator
+  entry_subset,  // entry probes on a subset of the operators only: calls = hits / their share of the calls
+  unwatched,   // probes detached (or being attached/detached: hits there are traps of calls not counted)
+};
+
+// One stretch of time of a duty-cycled family, in order. cpu_ns < 0: the job's CPU time was not known.
+struct SampledSpan {
+  SampledSpanKind kind = SampledSpanKind::unwatched;
+  int64_t wall_ns = 0;
+  int64_t cpu_ns = -1;  // CPU time of the traced processes (all their threads) over the span
+  uint64_t hits = 0;    // probe program runs over the span (entries and returns)
+};
+
+struct SampledCountEstimate {
+  double counted_calls = 0;    // calls in counted windows (hits / 2)
+  double entry_only_calls = 0;  // calls in entry-only windows (hits; hits / share in subset windows)
+  double unwatched_calls = 0;  // estimated
+  double scale = 1;            // (counted + entry-only + unwatched) / counted: what counts made over the spans scale by
+  // Relative error of scale, 95 %: jackknife over blocks of four windows (Student's t), plus 5 % for what the
+  // windows' spread cannot show; 1 (100 %) with fewer than three blocks.
+  double error = 0;
+  double wall_scale = 1;       // what scaling by watched wall time would say (the estimate before CPU times)
+  double cpu_per_call_ns = 0;  // a: the calls' own CPU (0 where the wall-time fallback was used)
+  double trap_ns = 0;          // p: CPU a trap costs the job
+  double window_cost_ns = 0;   // F: CPU a window costs the job whatever its calls
+  int windows = 0;             // counted and entry-only windows
+  bool entry_traps_only = false;  // fitted over entry-only windows (subset windows present), not every window
+  bool from_cpu = false;       // false: wall-time scaling (no entry-only windows, no CPU times, or a <= 0)
+  std::string why_wall;        // why the fallback, where it was used
+};
+
+// subset_share: the share of calls that the entry_subset windows' probes see (0: none such).
+// traps_per_counted_call: hits a call makes in a counted window (2: entry and return).
+SampledCountEstimate estimate_sampled_counts(std::span<const SampledSpan> spans, double subset_share = 0,
+                                             int traps_per_counted_call = 2);
+
+}  // namespace stackscope
