@@ -1,5 +1,6 @@
 #include "agent/clickhouse_sink.h"
 
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 
@@ -12,6 +13,7 @@
 #include "fleet/clickhouse_http.h"
 #include "agent/clickhouse_spool.h"
 #include "model/clock.h"
+#include "model/series.h"
 
 namespace stackscope::agent {
 
@@ -43,6 +45,29 @@ std::string with_batch_key(const std::string& payload, const std::string& batch_
       out.append(payload, from + 1, eol - from - 1);
       out += '\n';
     }
+    from = eol + 1;
+  }
+  return out;
+}
+
+// Columns added to schema.sql's tables after the first release: the sink adds them to tables made before.
+struct AddedColumn {
+  const char* table;
+  const char* name;
+  const char* definition;  // type, default and place, as ALTER TABLE ... ADD COLUMN takes them
+};
+constexpr AddedColumn kAddedColumns[] = {
+    {"samples", "kind", "String DEFAULT '' AFTER value"},
+    {"event_aggregates", "wait_ns", "UInt64 DEFAULT 0 AFTER duration_ns"},
+};
+
+// TabSeparated lines of an answer.
+std::vector<std::string> answer_lines(const std::string& body) {
+  std::vector<std::string> out;
+  for (size_t from = 0; from < body.size();) {
+    size_t eol = body.find('\n', from);
+    if (eol == std::string::npos) eol = body.size();
+    if (eol > from) out.push_back(body.substr(from, eol - from));
     from = eol + 1;
   }
   return out;
@@ -101,7 +126,8 @@ class ClickHouseSink::SampleTee final : public TelemetrySink {
         if (it == series_.end() || !std::isfinite(s.value)) continue;  // ClickHouse's Float64 takes no NaN in JSON
         rows.push_back(dump_row({{"host", sink_.host_}, {"job", job_}, {"series", it->second.name},
                                  {"device", it->second.device}, {"unit", it->second.unit},
-                                 {"ts_ns", static_cast<uint64_t>(s.t_ns + offset)}, {"value", s.value}}));
+                                 {"ts_ns", static_cast<uint64_t>(s.t_ns + offset)}, {"value", s.value},
+                                 {"kind", std::string(series_kind_name(it->second.kind))}}));
       }
     }
     for (auto& r : rows) sink_.add_row("samples", std::move(r));
@@ -165,7 +191,7 @@ void ClickHouseSink::add_row(const std::string& table, std::string row) {
 }
 
 void ClickHouseSink::add_event_counts(const JobLabels& job, const std::string& rank, Layer layer, uint64_t events,
-                                      int64_t duration_ns) {
+                                      int64_t duration_ns, int64_t wait_ns) {
   std::lock_guard lk(mu_);
   const int64_t now = realtime_ns();
   const int64_t start = now - now % settings_.aggregate_interval_ns;
@@ -176,6 +202,7 @@ void ClickHouseSink::add_event_counts(const JobLabels& job, const std::string& r
   Totals& t = aggregates_[AggregateKey{job.job, job.pod, job.container, rank, layer}];
   t.events += events;
   t.duration_ns += duration_ns;
+  t.wait_ns += wait_ns;
 }
 
 void ClickHouseSink::close_interval_locked(int64_t interval_start) {
@@ -185,7 +212,8 @@ void ClickHouseSink::close_interval_locked(int64_t interval_start) {
                              {"rank", k.rank}, {"layer", std::string(layer_name(k.layer))},
                              {"interval_start_ns", static_cast<uint64_t>(interval_start)},
                              {"interval_ns", static_cast<uint64_t>(settings_.aggregate_interval_ns)},
-                             {"events", t.events}, {"duration_ns", static_cast<uint64_t>(std::max<int64_t>(0, t.duration_ns))}}));
+                             {"events", t.events}, {"duration_ns", static_cast<uint64_t>(std::max<int64_t>(0, t.duration_ns))},
+                             {"wait_ns", static_cast<uint64_t>(std::max<int64_t>(0, t.wait_ns))}}));
   aggregates_.clear();
   Buffer& b = buffers_["event_aggregates"];
   if (b.rows.empty() && !rows.empty()) b.first_ns = monotonic_ns();
@@ -292,8 +320,9 @@ bool ClickHouseSink::send_some(int64_t deadline) {
       check_front_ = false;
     }
     if (!arrived) {
+      const bool skip_unknown = ensure_added_columns(batch->table) == ColumnsState::absent;
       const auto reply = http_->insert_json_rows(settings_.database, batch->table,
-                                                 with_batch_key(batch->payload, batch->batch_id));
+                                                 with_batch_key(batch->payload, batch->batch_id), skip_unknown);
       if (!reply.ok()) {
         check_front_ = reply.maybe_reached;
         return fail(reply);
@@ -310,6 +339,46 @@ bool ClickHouseSink::send_some(int64_t deadline) {
     stats_.rows_sent += batch->rows;
   }
   return true;
+}
+
+// The sending thread's only. Unknown while the table cannot be inspected (ClickHouse down, the table not made yet):
+// asked again before the next insert.
+ClickHouseSink::ColumnsState ClickHouseSink::ensure_added_columns(const std::string& table) {
+  ColumnsState& state = added_columns_[table];
+  if (state != ColumnsState::unknown) return state;
+  const std::string db = clickhouse_string(settings_.database), name = clickhouse_string(table);
+  const auto columns = http_->post(fmt::format(
+      "SELECT name FROM system.columns WHERE database = {} AND table = {} FORMAT TabSeparated", db, name));
+  if (!columns.ok()) return state;
+  const std::vector<std::string> have = answer_lines(columns.body);
+  if (have.empty()) return state;  // no such table yet
+  std::vector<const AddedColumn*> missing;
+  for (const AddedColumn& c : kAddedColumns)
+    if (c.table == table && std::find(have.begin(), have.end(), c.name) == have.end()) missing.push_back(&c);
+  if (missing.empty()) return state = ColumnsState::present;
+  const auto engine = http_->post(fmt::format(
+      "SELECT engine FROM system.tables WHERE database = {} AND name = {} FORMAT TabSeparated", db, name));
+  const std::vector<std::string> engines = engine.ok() ? answer_lines(engine.body) : std::vector<std::string>{};
+  const bool local = !engines.empty() && engines[0].ends_with("MergeTree");
+  for (const AddedColumn* c : missing) {
+    const std::string alter = fmt::format("ALTER TABLE {}.{} ADD COLUMN {} {}", clickhouse_identifier(settings_.database),
+                                          clickhouse_identifier(table), c->name, c->definition);
+    if (!local) {
+      log_line(fmt::format("table {} ({}) lacks column {}: its rows are sent without it until it is added (on a "
+                           "cluster: {}_local and {} ON CLUSTER, deploy/clickhouse/cluster.sql)",
+                           table, engines.empty() ? "engine unknown" : engines[0], c->name, table, table));
+      return state = ColumnsState::absent;
+    }
+    const auto reply = http_->post(alter);
+    // Another agent may have added it a moment before.
+    if (!reply.ok() && reply.body.find("already exists") == std::string::npos) {
+      log_line(fmt::format("cannot add column {} to {}: {}; its rows are sent without it until '{}' is run", c->name,
+                           table, reply.describe(), alter));
+      return state = ColumnsState::absent;
+    }
+    log_line(fmt::format("added column {} to table {} (schema of an earlier stackscope)", c->name, table));
+  }
+  return state = ColumnsState::present;
 }
 
 void ClickHouseSink::publish_stats() {
