@@ -55,3 +55,13 @@ ORDER BY (host, job, incident_id, ts_ns, batch_id, row_index);
 
 CREATE TABLE IF NOT EXISTS incidents ON CLUSTER stackscope_cluster AS incidents_local
 ENGINE = Distributed(stackscope_cluster, stackscope, incidents_local, cityHash64(host));
+
+CREATE TABLE IF NOT EXISTS clock_offsets_local ON CLUSTER stackscope_cluster (
+    host String, ts_ns UInt64, server_s UInt32, rtt_ns UInt64, offset_ns Int64, batch_id String, row_index UInt32,
+    time DateTime MATERIALIZED toDateTime(intDiv(ts_ns, 1000000000))
+) ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/stackscope/clock_offsets', '{replica}')
+PARTITION BY toYYYYMM(time)
+ORDER BY (host, ts_ns, batch_id, row_index);
+
+CREATE TABLE IF NOT EXISTS clock_offsets ON CLUSTER stackscope_cluster AS clock_offsets_local
+ENGINE = Distributed(stackscope_cluster, stackscope, clock_offsets_local, cityHash64(host));

@@ -78,3 +78,21 @@ CREATE TABLE IF NOT EXISTS incidents (
 ) ENGINE = ReplacingMergeTree()
 PARTITION BY toYYYYMM(time)
 ORDER BY (host, job, incident_id, ts_ns, batch_id, row_index);
+
+-- Each agent's clock against the ClickHouse server's, measured about once a second while it sends (NTP-style over
+-- the HTTP round trip): server_s is the server's now() (whole seconds: 18.16 has no sub-second clock), ts_ns the
+-- agent's Unix time halfway through the round trip, offset_ns = server_s + 0.5 s - ts_ns. One probe is only good to
+-- half a second; the agents' probes fall at every phase of the server's second, so the mean of many is good to
+-- about 0.29 s / sqrt(probes) plus half the round trip. The fleet analysis shifts each host's times by its mean.
+CREATE TABLE IF NOT EXISTS clock_offsets (
+    host String,
+    ts_ns UInt64,
+    server_s UInt32,
+    rtt_ns UInt64,
+    offset_ns Int64,
+    batch_id String,
+    row_index UInt32,
+    time DateTime MATERIALIZED toDateTime(intDiv(ts_ns, 1000000000))
+) ENGINE = ReplacingMergeTree()
+PARTITION BY toYYYYMM(time)
+ORDER BY (host, ts_ns, batch_id, row_index);

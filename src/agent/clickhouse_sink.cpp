@@ -329,6 +329,7 @@ bool ClickHouseSink::send_some(int64_t deadline) {
       }
     }
     spool_->pop_front();
+    probe_clock();
     metrics_->batches.Add({{"table", batch->table}}).Increment();
     metrics_->rows.Add({{"table", batch->table}}).Increment(batch->rows);
     backoff_ns_ = 0;
@@ -379,6 +380,41 @@ ClickHouseSink::ColumnsState ClickHouseSink::ensure_added_columns(const std::str
     log_line(fmt::format("added column {} to table {} (schema of an earlier stackscope)", c->name, table));
   }
   return state = ColumnsState::present;
+}
+
+// NTP-style over one round trip (schema.sql, clock_offsets), at most once a second and only while ClickHouse answers
+// (after an acknowledged batch). Where the table does not exist (a store made before it) nothing is probed: its rows
+// would block the spool; asked again every minute.
+void ClickHouseSink::probe_clock() {
+  const int64_t now = monotonic_ns();
+  if (now < next_clock_probe_ns_) return;
+  next_clock_probe_ns_ = now + 1'000'000'000;
+  if (clock_table_ != 1) {
+    const auto reply = http_->post(fmt::format("SELECT count() FROM system.tables WHERE database = {} AND name = "
+                                               "'clock_offsets'", clickhouse_string(settings_.database)));
+    if (!reply.ok()) return;
+    const int found = std::strtoll(reply.body.c_str(), nullptr, 10) > 0;
+    if (!found && clock_table_ != 0)
+      log_line("no clock_offsets table (a store made before it: deploy/clickhouse/schema.sql): this host's clock "
+               "offset is not measured");
+    clock_table_ = found;
+    if (!found) {
+      next_clock_probe_ns_ = now + 60'000'000'000;
+      return;
+    }
+  }
+  const int64_t t0 = realtime_ns();
+  const auto reply = http_->post("SELECT toUInt32(now())");
+  const int64_t t1 = realtime_ns();
+  const long long server_s = std::strtoll(reply.body.c_str(), nullptr, 10);
+  if (!reply.ok() || server_s <= 0) return;
+  const int64_t mid = t0 + (t1 - t0) / 2;
+  // now() truncates to the second: its middle is the unbiased guess.
+  const int64_t offset = server_s * 1'000'000'000LL + 500'000'000 - mid;
+  add_row("clock_offsets", dump_row({{"host", host_}, {"ts_ns", static_cast<uint64_t>(mid)},
+                                     {"server_s", static_cast<uint32_t>(server_s)},
+                                     {"rtt_ns", static_cast<uint64_t>(std::max<int64_t>(0, t1 - t0))},
+                                     {"offset_ns", offset}}));
 }
 
 void ClickHouseSink::publish_stats() {

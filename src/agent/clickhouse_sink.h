@@ -19,6 +19,8 @@
 // ON CLUSTER, or no ALTER right) it logs the statement to run and inserts with input_format_skip_unknown_fields:
 // those values are lost, the rows are not.
 //   incidents         host, job, pod, container, incident_id, state (open|cause|close), class, ts_ns, report (JSON)
+//   clock_offsets     host, ts_ns, server_s, rtt_ns, offset_ns: this host's clock against ClickHouse's, probed about
+//                     once a second while sending (only where the table exists: an older store is not blocked)
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -78,7 +80,7 @@ class ClickHouseSink {
   };
   Stats stats() const;
 
-  static constexpr const char* kTables[] = {"samples", "event_aggregates", "incidents"};
+  static constexpr const char* kTables[] = {"samples", "event_aggregates", "incidents", "clock_offsets"};
 
  private:
   class SampleTee;
@@ -103,6 +105,7 @@ class ClickHouseSink {
   std::vector<std::pair<std::string, std::vector<std::string>>> cut_locked(int64_t now, bool all);
   bool send_some(int64_t deadline);
   ColumnsState ensure_added_columns(const std::string& table);
+  void probe_clock();
   void publish_stats();
 
   ClickHouseSettings settings_;
@@ -122,6 +125,8 @@ class ClickHouseSink {
   bool check_front_ = false;  // the next batch may already be in ClickHouse: ask before sending it
   int64_t backoff_ns_ = 0, retry_at_ns_ = 0;
   std::map<std::string, ColumnsState> added_columns_;  // by table; the sending thread's only
+  int64_t next_clock_probe_ns_ = 0;                    // monotonic; the sending thread's only
+  int clock_table_ = -1;                               // clock_offsets exists: -1 not asked yet, 0 no, 1 yes
   std::thread thread_;
 };
 

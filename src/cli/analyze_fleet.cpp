@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <set>
 #include <utility>
 #include <span>
@@ -132,18 +133,37 @@ AnalysisOutput analyze_fleet(const AnalyzeOptions& options) {
       missing.push_back(h);
 
   // One time base: the rows carry Unix ns as each agent stamped them (its monotonic clock plus its realtime offset
-  // when it read the sample), so every host is cut into the same windows of wall-clock time over the span all hosts
-  // reported in; skew between the hosts' clocks (NTP: milliseconds) is not corrected and is far below a window.
+  // when it read the sample). Each host's times are moved onto the ClickHouse server's clock by the mean offset its
+  // agent measured (clock_offsets; a host without probes is taken as on time), then every host is cut into the same
+  // windows over the span all hosts reported in.
+  const fleet::FleetClockOffsets clocks = fleet::read_fleet_clock_offsets(source, query);
+  std::map<std::string, fleet::HostClockOffset> offset_of;
+  for (fleet::FleetHost& h : hosts) {
+    const auto it = clocks.by_host.find(h.host);
+    if (it == clocks.by_host.end()) continue;
+    offset_of[h.host] = it->second;
+    fleet::shift_host_times(h, it->second.offset_ns);
+  }
   const fleet::FleetSpan span = fleet::common_span(hosts);
   if (span.end_ns <= span.begin_ns)
     return failure("the hosts' samples do not overlap in time: no common span to compare them over");
 
   std::string text = fmt::format("== fleet: {} ({} hosts, {} to {}) ==\n", where, hosts.size(), utc_iso(query.since_ns),
                                  utc_iso(query.until_ns));
-  text += fmt::format(
-      "clock alignment: rows are Unix ns as each agent stamped them; all hosts cut into the same windows over the "
-      "common span {} to {} ({:.0f} s; samples outside it dropped); inter-host clock skew not corrected\n",
-      utc_iso(span.begin_ns), utc_iso(span.end_ns), (span.end_ns - span.begin_ns) / 1e9);
+  std::string clock_note;
+  if (!clocks.table)
+    clock_note = "no clock_offsets table in the store (made before it): times as each agent stamped them, "
+                 "inter-host skew not corrected";
+  else if (offset_of.empty())
+    clock_note = "no clock probes in the span: times as each agent stamped them, inter-host skew not corrected";
+  else
+    clock_note = fmt::format("{} of {} hosts moved onto the ClickHouse server's clock by their agents' measured "
+                             "offsets{}",
+                             offset_of.size(), hosts.size(),
+                             offset_of.size() < hosts.size() ? " (the others, without probes, as stamped)" : "");
+  text += fmt::format("clock alignment: {}; all hosts cut into the same windows over the common span {} to {} ({:.0f} "
+                      "s; samples outside it dropped)\n",
+                      clock_note, utc_iso(span.begin_ns), utc_iso(span.end_ns), (span.end_ns - span.begin_ns) / 1e9);
   size_t series = 0, guessed = 0;
   for (const fleet::FleetHost& h : hosts) {
     series += h.series.size();
@@ -191,13 +211,23 @@ AnalysisOutput analyze_fleet(const AnalyzeOptions& options) {
                 std::span<const double>(s.values.data() + lo, hi - lo));
       }
     };
+    const auto clock = offset_of.find(h.host);
+    const std::string offset_text =
+        clock == offset_of.end()
+            ? std::string("clock as stamped")
+            : fmt::format("clock {:+.1f} ms +- {:.0f} ms ({} probes)", clock->second.offset_ns / 1e6,
+                          clock->second.uncertainty_ns() / 1e6, clock->second.probes);
     text += fmt::format("  host {}: {} samples of {} series ({} counters), first {} last {}; {} outside the common "
-                        "span\n",
-                        h.host, h.rows, h.series.size(), counters, utc_iso(h.first_ns), utc_iso(h.last_ns), outside);
+                        "span; {}\n",
+                        h.host, h.rows, h.series.size(), counters, utc_iso(h.first_ns), utc_iso(h.last_ns), outside,
+                        offset_text);
     jhosts.push_back({{"host", h.host}, {"samples", h.rows}, {"series", h.series.size()}, {"counters", counters},
                       {"kinds_guessed", h.kinds_guessed},
                       {"first_utc", utc_iso(h.first_ns)}, {"last_utc", utc_iso(h.last_ns)},
-                      {"clock_offset_ns", 0}, {"samples_outside_common_span", outside}});
+                      {"clock_offset_ns", clock == offset_of.end() ? 0 : clock->second.offset_ns},
+                      {"clock_probes", clock == offset_of.end() ? 0 : clock->second.probes},
+                      {"clock_uncertainty_ns", clock == offset_of.end() ? 0.0 : clock->second.uncertainty_ns()},
+                      {"samples_outside_common_span", outside}});
     inputs.push_back(std::move(in));
   }
   if (hosts.size() < 3)
@@ -213,10 +243,12 @@ AnalysisOutput analyze_fleet(const AnalyzeOptions& options) {
               {"since_utc", utc_iso(query.since_ns)},
               {"until_utc", utc_iso(query.until_ns)},
               {"alignment",
-               {{"method", "unix_ns_as_stamped_common_windows"},
+               {{"method", offset_of.empty() ? "unix_ns_as_stamped_common_windows"
+                                             : "server_clock_offsets_common_windows"},
                 {"common_start_utc", utc_iso(span.begin_ns)},
                 {"common_end_utc", utc_iso(span.end_ns)},
-                {"skew_corrected", false}}},
+                {"clock_offsets_table", clocks.table},
+                {"skew_corrected", !offset_of.empty()}}},
               {"hosts", jhosts},
               {"missing_hosts", missing},
               {"reveal", reveal.json},

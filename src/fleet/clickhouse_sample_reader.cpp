@@ -1,6 +1,7 @@
 #include "fleet/clickhouse_sample_reader.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <stdexcept>
@@ -123,6 +124,51 @@ FleetSamples read_fleet_samples(const ClickHouseSource& source, const FleetSampl
   }
   close_series();
   return result;
+}
+
+double HostClockOffset::uncertainty_ns() const {
+  return probes ? 0.29e9 / std::sqrt(static_cast<double>(probes)) + 0.5 * static_cast<double>(median_rtt_ns) : 0.0;
+}
+
+FleetClockOffsets read_fleet_clock_offsets(const ClickHouseSource& source, const FleetSampleQuery& query) {
+  std::string hosts;
+  for (const std::string& h : query.hosts) hosts += (hosts.empty() ? "" : ", ") + clickhouse_string(h);
+  const std::string sql = fmt::format(
+      "SELECT host, count(), toInt64(avg(offset_ns)), toInt64(quantile(0.5)(rtt_ns)) FROM {}.clock_offsets FINAL "
+      "WHERE ts_ns >= {} AND ts_ns < {} AND rtt_ns < 1000000000{} GROUP BY host ORDER BY host FORMAT TabSeparated",
+      clickhouse_identifier(source.database), query.since_ns, query.until_ns,
+      hosts.empty() ? std::string() : " AND host IN (" + hosts + ")");
+  FleetClockOffsets out;
+  const ClickHouseReply reply = query_clickhouse(source, sql, query.timeout_s);
+  if (!reply.ok()) {
+    // "Code: 60 ... Table ... doesn't exist": a store made before the table.
+    if (reply.body.find("Code: 60") != std::string::npos) {
+      out.table = false;
+      return out;
+    }
+    throw std::runtime_error("ClickHouse at " + source.url + ": " + reply.describe());
+  }
+  std::string_view body = reply.body;
+  while (!body.empty()) {
+    const size_t nl = body.find('\n');
+    const std::string_view line = body.substr(0, nl);
+    body = nl == std::string_view::npos ? std::string_view() : body.substr(nl + 1);
+    if (line.empty()) continue;
+    const std::vector<std::string_view> f = split_tsv_line(line);
+    HostClockOffset o;
+    if (f.size() != 4 || !parse_number(f[1], o.probes) || !parse_number(f[2], o.offset_ns) ||
+        !parse_number(f[3], o.median_rtt_ns))
+      throw std::runtime_error(fmt::format("ClickHouse at {}: unexpected row '{}'", source.url, line.substr(0, 200)));
+    out.by_host[unescape_tsv(f[0])] = o;
+  }
+  return out;
+}
+
+void shift_host_times(FleetHost& host, int64_t shift_ns) {
+  for (FleetSeries& s : host.series)
+    for (int64_t& t : s.t_ns) t += shift_ns;
+  host.first_ns += shift_ns;
+  host.last_ns += shift_ns;
 }
 
 FleetSpan common_span(const std::vector<FleetHost>& hosts) {

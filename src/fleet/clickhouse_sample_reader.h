@@ -8,6 +8,7 @@
 // misread as a counter). The subsystem comes from the name's prefix (cpu., mem., net., disk., gpu. ...).
 #pragma once
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,25 @@ FleetSamples read_fleet_samples(const ClickHouseSource& source, const FleetSampl
 
 // The kind a series' values suggest when no kind was stored: never falling and rising at least once, a counter.
 SeriesKind guess_series_kind(const std::vector<double>& values);
+
+// Each host's clock against the ClickHouse server's over the span (clock_offsets, schema.sql): the mean offset of
+// its probes (server time = host time + offset_ns) and how far to trust it. Probes whose round trip took over a
+// second are left out. Empty when the store has no such table (made before it) or no probes in the span.
+struct HostClockOffset {
+  int64_t offset_ns = 0;
+  size_t probes = 0;
+  int64_t median_rtt_ns = 0;
+  // 0.29 s / sqrt(probes) (now() is whole seconds; the probes fall at every phase of it) plus half the round trip.
+  double uncertainty_ns() const;
+};
+struct FleetClockOffsets {
+  std::map<std::string, HostClockOffset> by_host;
+  bool table = true;  // false: the store has no clock_offsets table
+};
+FleetClockOffsets read_fleet_clock_offsets(const ClickHouseSource& source, const FleetSampleQuery& query);
+
+// Moves every time of `host` by `shift_ns` (to the server's clock: its offset).
+void shift_host_times(FleetHost& host, int64_t shift_ns);
 
 // The hosts' common span: from the latest first sample to the earliest last sample (every host reported
 // throughout). begin >= end when the hosts' data do not overlap.

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -42,8 +43,10 @@ struct Noise {
 // multiplies the memory level: the planted departure. rising_gauge: one more gauge that only rises over the span
 // (memory of a cache that fills), which the values alone make a counter.
 // cpu_burst: CPU utilisation that much higher from 150 s to 170 s (a per-host incident).
+// clock_skew_ns: the host's clock that far ahead of true time (its stamps with it).
 std::string host_rows(const std::string& host, uint64_t seed, int start_s, int end_s, double mem_scale,
-                      bool with_kind = true, bool rising_gauge = false, double cpu_burst = 0) {
+                      bool with_kind = true, bool rising_gauge = false, double cpu_burst = 0,
+                      int64_t clock_skew_ns = 0) {
   Noise noise{seed};
   std::string rows;
   uint32_t index = 0;
@@ -56,7 +59,7 @@ std::string host_rows(const std::string& host, uint64_t seed, int start_s, int e
     rows += r.dump() + "\n";
   };
   for (int s = start_s; s < kSeconds - end_s; ++s) {
-    const int64_t ts = kBase + s * 1'000'000'000LL + static_cast<int64_t>(seed % 5) * 1'000'000;
+    const int64_t ts = kBase + s * 1'000'000'000LL + static_cast<int64_t>(seed % 5) * 1'000'000 + clock_skew_ns;
     row("cpu.util", "", "ratio", ts, 0.55 + (s >= 150 && s < 170 ? cpu_burst : 0) + 0.05 * noise.next(), "gauge");
     row("mem.used", "", "bytes", ts, mem_scale * (8e9 + 5e7 * noise.next()), "gauge");
     rx += 2e6 * (1 + 0.1 * noise.next());
@@ -329,6 +332,65 @@ TEST(ClickHouseFleetAnalysis, ABalancedFleetHasNoStraggler) {
             0)
       << out;
   EXPECT_NE(out.find("verdict: undetermined"), std::string::npos) << out;
+}
+
+// A host's agent probes its clock against the server's (clock_offsets): `probes` round trips of 2 ms, one every
+// 1.37 s from kBase, the server's now() whole seconds of true time, the host's stamps clock_skew_ns ahead.
+std::string clock_rows(const std::string& host, int64_t clock_skew_ns, int probes) {
+  std::string rows;
+  for (int k = 0; k < probes; ++k) {
+    const int64_t true_mid = kBase + k * 1'370'000'000LL;
+    const int64_t server_s = true_mid / 1'000'000'000;
+    const int64_t mid = true_mid + clock_skew_ns;
+    rows += nlohmann::json({{"host", host}, {"ts_ns", mid}, {"server_s", server_s}, {"rtt_ns", 2'000'000},
+                            {"offset_ns", server_s * 1'000'000'000 + 500'000'000 - mid},
+                            {"batch_id", host + "-clock"}, {"row_index", k}})
+                .dump() +
+            "\n";
+  }
+  return rows;
+}
+
+// Clocks aligned per host: node-b's clock runs 3 s ahead (its samples stamped so); its agent's probes of the server's
+// whole-second now() say so within their uncertainty, and the analysis moves node-b's times back: every host then
+// starts on the same second. Without the clock_offsets table (a store made before it) the times stay as stamped,
+// and the report says so.
+TEST(ClickHouseFleetAnalysis, HostClocksAreMovedOntoTheServersByTheirMeasuredOffsets) {
+  REQUIRE_CLICKHOUSE();
+  Fleet fleet;
+  ASSERT_TRUE(fleet.ready) << fleet.error << fleet.server.log();
+  for (auto [host, seed, skew] :
+       {std::tuple{"node-a", 11u, 0LL}, {"node-b", 23u, 3'000'000'000LL}, {"node-c", 37u, 0LL}}) {
+    const std::string name = host;
+    const int64_t skew_ns = skew;
+    ASSERT_TRUE(fleet.insert(host_rows(name, seed, 0, 0, 1.0, true, false, 0, skew_ns))) << fleet.error;
+    ASSERT_TRUE(fleet.insert(clock_rows(name, skew_ns, 200), "clock_offsets")) << fleet.error;
+  }
+  std::string out;
+  ASSERT_EQ(analyze("--source " + fleet.source() + " " + kSpan + " --json", &out), 0) << out;
+  auto j = nlohmann::json::parse(out.substr(out.find('{')));
+  EXPECT_EQ(j["alignment"]["skew_corrected"], true) << j["alignment"].dump();
+  ASSERT_EQ(j["hosts"].size(), 3u);
+  for (const auto& h : j["hosts"]) {
+    const double expected = h["host"] == "node-b" ? -3e9 : 0.0;
+    EXPECT_EQ(h["clock_probes"], 200) << h.dump();
+    const double uncertainty = h["clock_uncertainty_ns"].get<double>();
+    EXPECT_LT(uncertainty, 30e6) << h.dump();  // 0.29 s / sqrt(200) + 1 ms
+    EXPECT_NEAR(h["clock_offset_ns"].get<double>(), expected, uncertainty) << h.dump();
+    // Every host's first sample, moved onto the server's clock, within the offset's uncertainty of 12:00:00.
+    EXPECT_EQ(h["first_utc"].get<std::string>().substr(0, 19), "2026-11-26T12:00:00") << h.dump();
+  }
+  ASSERT_EQ(analyze("--source " + fleet.source() + " " + kSpan, &out), 0) << out;
+  EXPECT_NE(out.find("3 of 3 hosts moved onto the ClickHouse server's clock"), std::string::npos) << out;
+  EXPECT_NE(out.find("host node-b"), std::string::npos) << out;
+
+  ASSERT_TRUE(fleet.server.query("DROP TABLE fleet.clock_offsets", &fleet.error)) << fleet.error;
+  ASSERT_EQ(analyze("--source " + fleet.source() + " " + kSpan + " --json", &out), 0) << out;
+  j = nlohmann::json::parse(out.substr(out.find('{')));
+  EXPECT_EQ(j["alignment"]["skew_corrected"], false);
+  EXPECT_EQ(j["hosts"][1]["first_utc"].get<std::string>().substr(0, 19), "2026-11-26T12:00:03") << j["hosts"][1].dump();
+  ASSERT_EQ(analyze("--source " + fleet.source() + " " + kSpan, &out), 0) << out;
+  EXPECT_NE(out.find("no clock_offsets table"), std::string::npos) << out;
 }
 
 }  // namespace

@@ -112,6 +112,10 @@ TEST(ClickHouseStore, RowsOfEveryTableArriveAndAQuerySeesThem) {
   // The waits (CUDA syncs) per rank: what the fleet's straggler verdict compares.
   EXPECT_EQ(server.number("SELECT sum(wait_ns) FROM fleet.event_aggregates FINAL WHERE rank = '0'"), 3200);
   EXPECT_EQ(server.number("SELECT sum(wait_ns) FROM fleet.event_aggregates FINAL WHERE rank = '1'"), 0);
+  // This host's clock against the server's (the same machine): probed while sending, within the half second of
+  // the server's whole-second now() plus the round trip.
+  EXPECT_GE(server.number("SELECT count() FROM fleet.clock_offsets FINAL WHERE host = 'node-a'"), 1);
+  EXPECT_LE(server.number("SELECT toInt64(max(abs(offset_ns))) FROM fleet.clock_offsets"), 600'000'000);
   // Each series' kind as its sampler declared it.
   EXPECT_EQ(server.number("SELECT count() FROM fleet.samples FINAL WHERE series = 'cpu.time.user' AND kind = 'counter'"),
             125);
