@@ -480,10 +480,15 @@ TEST(ClickHouseStore, ClickHouseKilledMidStreamAndRestartedEveryRowArrivesOnce) 
   EXPECT_EQ(server.number("SELECT count() FROM (SELECT batch_id, count() AS n, max(row_index) AS last FROM "
                           "stackscope.samples GROUP BY batch_id HAVING n != last + 1)"), 0);
   EXPECT_EQ(server.number("SELECT uniqExact(splitByChar('-', batch_id)[1]) FROM stackscope.samples"), 1);
-  // Sequence numbers are shared by the tables: those of samples are consecutive when this node made no other.
-  const long long batches = server.number("SELECT uniqExact(batch_id) FROM stackscope.samples");
+  // Sequence numbers are shared by the tables: those of samples and of the clock probes (clock_offsets) are
+  // consecutive when this node made no other. The probes, exactly once too.
+  const std::string both = "(SELECT batch_id FROM stackscope.samples UNION ALL SELECT batch_id FROM "
+                           "stackscope.clock_offsets)";
+  const long long batches = server.number("SELECT uniqExact(batch_id) FROM " + both);
   const long long span = server.number("SELECT max(toUInt64(splitByChar('-', batch_id)[2])) - "
-                                       "min(toUInt64(splitByChar('-', batch_id)[2])) + 1 FROM stackscope.samples");
+                                       "min(toUInt64(splitByChar('-', batch_id)[2])) + 1 FROM " + both);
+  EXPECT_EQ(server.number("SELECT uniqExact(batch_id, row_index) FROM stackscope.clock_offsets"),
+            server.number("SELECT count() FROM stackscope.clock_offsets"));
   const long long others = server.number("SELECT count() FROM (SELECT batch_id FROM stackscope.event_aggregates "
                                          "UNION ALL SELECT batch_id FROM stackscope.incidents)");
   EXPECT_EQ(others, 0);
