@@ -130,7 +130,8 @@ void Agent::start_fleet() {
 void Agent::ship_event_counts(JobTrace& t) {
   auto totals = t.drain_event_totals();  // drained whether or not there is a store: they would only pile up
   if (!fleet_) return;
-  for (const auto& [key, n] : totals) fleet_->add_event_counts(t.labels(), key.first, key.second, n.events, n.duration_ns);
+  for (const auto& [key, n] : totals)
+    fleet_->add_event_counts(t.labels(), key.first, key.second, n.events, n.duration_ns, n.wait_ns);
 }
 
 nlohmann::json Agent::health_json() const {

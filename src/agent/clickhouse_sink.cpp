@@ -1,5 +1,6 @@
 #include "agent/clickhouse_sink.h"
 
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 
@@ -12,6 +13,7 @@
 #include "fleet/clickhouse_http.h"
 #include "agent/clickhouse_spool.h"
 #include "model/clock.h"
+#include "model/series.h"
 
 namespace stackscope::agent {
 
@@ -43,6 +45,29 @@ std::string with_batch_key(const std::string& payload, const std::string& batch_
       out.append(payload, from + 1, eol - from - 1);
       out += '\n';
     }
+    from = eol + 1;
+  }
+  return out;
+}
+
+// Columns added to schema.sql's tables after the first release: the sink adds them to tables made before.
+struct AddedColumn {
+  const char* table;
+  const char* name;
+  const char* definition;  // type, default and place, as ALTER TABLE ... ADD COLUMN takes them
+};
+constexpr AddedColumn kAddedColumns[] = {
+    {"samples", "kind", "String DEFAULT '' AFTER value"},
+    {"event_aggregates", "wait_ns", "UInt64 DEFAULT 0 AFTER duration_ns"},
+};
+
+// TabSeparated lines of an answer.
+std::vector<std::string> answer_lines(const std::string& body) {
+  std::vector<std::string> out;
+  for (size_t from = 0; from < body.size();) {
+    size_t eol = body.find('\n', from);
+    if (eol == std::string::npos) eol = body.size();
+    if (eol > from) out.push_back(body.substr(from, eol - from));
     from = eol + 1;
   }
   return out;
@@ -101,7 +126,8 @@ class ClickHouseSink::SampleTee final : public TelemetrySink {
         if (it == series_.end() || !std::isfinite(s.value)) continue;  // ClickHouse's Float64 takes no NaN in JSON
         rows.push_back(dump_row({{"host", sink_.host_}, {"job", job_}, {"series", it->second.name},
                                  {"device", it->second.device}, {"unit", it->second.unit},
-                                 {"ts_ns", static_cast<uint64_t>(s.t_ns + offset)}, {"value", s.value}}));
+                                 {"ts_ns", static_cast<uint64_t>(s.t_ns + offset)}, {"value", s.value},
+                                 {"kind", std::string(series_kind_name(it->second.kind))}}));
       }
     }
     for (auto& r : rows) sink_.add_row("samples", std::move(r));
@@ -165,7 +191,7 @@ void ClickHouseSink::add_row(const std::string& table, std::string row) {
 }
 
 void ClickHouseSink::add_event_counts(const JobLabels& job, const std::string& rank, Layer layer, uint64_t events,
-                                      int64_t duration_ns) {
+                                      int64_t duration_ns, int64_t wait_ns) {
   std::lock_guard lk(mu_);
   const int64_t now = realtime_ns();
   const int64_t start = now - now % settings_.aggregate_interval_ns;
@@ -176,6 +202,7 @@ void ClickHouseSink::add_event_counts(const JobLabels& job, const std::string& r
   Totals& t = aggregates_[AggregateKey{job.job, job.pod, job.container, rank, layer}];
   t.events += events;
   t.duration_ns += duration_ns;
+  t.wait_ns += wait_ns;
 }
 
 void ClickHouseSink::close_interval_locked(int64_t interval_start) {
@@ -185,7 +212,8 @@ void ClickHouseSink::close_interval_locked(int64_t interval_start) {
                              {"rank", k.rank}, {"layer", std::string(layer_name(k.layer))},
                              {"interval_start_ns", static_cast<uint64_t>(interval_start)},
                              {"interval_ns", static_cast<uint64_t>(settings_.aggregate_interval_ns)},
-                             {"events", t.events}, {"duration_ns", static_cast<uint64_t>(std::max<int64_t>(0, t.duration_ns))}}));
+                             {"events", t.events}, {"duration_ns", static_cast<uint64_t>(std::max<int64_t>(0, t.duration_ns))},
+                             {"wait_ns", static_cast<uint64_t>(std::max<int64_t>(0, t.wait_ns))}}));
   aggregates_.clear();
   Buffer& b = buffers_["event_aggregates"];
   if (b.rows.empty() && !rows.empty()) b.first_ns = monotonic_ns();
@@ -292,14 +320,16 @@ bool ClickHouseSink::send_some(int64_t deadline) {
       check_front_ = false;
     }
     if (!arrived) {
+      const bool skip_unknown = ensure_added_columns(batch->table) == ColumnsState::absent;
       const auto reply = http_->insert_json_rows(settings_.database, batch->table,
-                                                 with_batch_key(batch->payload, batch->batch_id));
+                                                 with_batch_key(batch->payload, batch->batch_id), skip_unknown);
       if (!reply.ok()) {
         check_front_ = reply.maybe_reached;
         return fail(reply);
       }
     }
     spool_->pop_front();
+    probe_clock();
     metrics_->batches.Add({{"table", batch->table}}).Increment();
     metrics_->rows.Add({{"table", batch->table}}).Increment(batch->rows);
     backoff_ns_ = 0;
@@ -310,6 +340,81 @@ bool ClickHouseSink::send_some(int64_t deadline) {
     stats_.rows_sent += batch->rows;
   }
   return true;
+}
+
+// The sending thread's only. Unknown while the table cannot be inspected (ClickHouse down, the table not made yet):
+// asked again before the next insert.
+ClickHouseSink::ColumnsState ClickHouseSink::ensure_added_columns(const std::string& table) {
+  ColumnsState& state = added_columns_[table];
+  if (state != ColumnsState::unknown) return state;
+  const std::string db = clickhouse_string(settings_.database), name = clickhouse_string(table);
+  const auto columns = http_->post(fmt::format(
+      "SELECT name FROM system.columns WHERE database = {} AND table = {} FORMAT TabSeparated", db, name));
+  if (!columns.ok()) return state;
+  const std::vector<std::string> have = answer_lines(columns.body);
+  if (have.empty()) return state;  // no such table yet
+  std::vector<const AddedColumn*> missing;
+  for (const AddedColumn& c : kAddedColumns)
+    if (c.table == table && std::find(have.begin(), have.end(), c.name) == have.end()) missing.push_back(&c);
+  if (missing.empty()) return state = ColumnsState::present;
+  const auto engine = http_->post(fmt::format(
+      "SELECT engine FROM system.tables WHERE database = {} AND name = {} FORMAT TabSeparated", db, name));
+  const std::vector<std::string> engines = engine.ok() ? answer_lines(engine.body) : std::vector<std::string>{};
+  const bool local = !engines.empty() && engines[0].ends_with("MergeTree");
+  for (const AddedColumn* c : missing) {
+    const std::string alter = fmt::format("ALTER TABLE {}.{} ADD COLUMN {} {}", clickhouse_identifier(settings_.database),
+                                          clickhouse_identifier(table), c->name, c->definition);
+    if (!local) {
+      log_line(fmt::format("table {} ({}) lacks column {}: its rows are sent without it until it is added (on a "
+                           "cluster: {}_local and {} ON CLUSTER, deploy/clickhouse/cluster.sql)",
+                           table, engines.empty() ? "engine unknown" : engines[0], c->name, table, table));
+      return state = ColumnsState::absent;
+    }
+    const auto reply = http_->post(alter);
+    // Another agent may have added it a moment before.
+    if (!reply.ok() && reply.body.find("already exists") == std::string::npos) {
+      log_line(fmt::format("cannot add column {} to {}: {}; its rows are sent without it until '{}' is run", c->name,
+                           table, reply.describe(), alter));
+      return state = ColumnsState::absent;
+    }
+    log_line(fmt::format("added column {} to table {} (schema of an earlier stackscope)", c->name, table));
+  }
+  return state = ColumnsState::present;
+}
+
+// NTP-style over one round trip (schema.sql, clock_offsets), at most once a second and only while ClickHouse answers
+// (after an acknowledged batch). Where the table does not exist (a store made before it) nothing is probed: its rows
+// would block the spool; asked again every minute.
+void ClickHouseSink::probe_clock() {
+  const int64_t now = monotonic_ns();
+  if (now < next_clock_probe_ns_) return;
+  next_clock_probe_ns_ = now + 1'000'000'000;
+  if (clock_table_ != 1) {
+    const auto reply = http_->post(fmt::format("SELECT count() FROM system.tables WHERE database = {} AND name = "
+                                               "'clock_offsets'", clickhouse_string(settings_.database)));
+    if (!reply.ok()) return;
+    const int found = std::strtoll(reply.body.c_str(), nullptr, 10) > 0;
+    if (!found && clock_table_ != 0)
+      log_line("no clock_offsets table (a store made before it: deploy/clickhouse/schema.sql): this host's clock "
+               "offset is not measured");
+    clock_table_ = found;
+    if (!found) {
+      next_clock_probe_ns_ = now + 60'000'000'000;
+      return;
+    }
+  }
+  const int64_t t0 = realtime_ns();
+  const auto reply = http_->post("SELECT toUInt32(now())");
+  const int64_t t1 = realtime_ns();
+  const long long server_s = std::strtoll(reply.body.c_str(), nullptr, 10);
+  if (!reply.ok() || server_s <= 0) return;
+  const int64_t mid = t0 + (t1 - t0) / 2;
+  // now() truncates to the second: its middle is the unbiased guess.
+  const int64_t offset = server_s * 1'000'000'000LL + 500'000'000 - mid;
+  add_row("clock_offsets", dump_row({{"host", host_}, {"ts_ns", static_cast<uint64_t>(mid)},
+                                     {"server_s", static_cast<uint32_t>(server_s)},
+                                     {"rtt_ns", static_cast<uint64_t>(std::max<int64_t>(0, t1 - t0))},
+                                     {"offset_ns", offset}}));
 }
 
 void ClickHouseSink::publish_stats() {

@@ -9,9 +9,18 @@
 // catches up). Callers never block on the network or the disk.
 //
 // Tables and their rows:
-//   samples           host, job, series, device, unit, ts_ns (Unix time), value
-//   event_aggregates  host, job, pod, container, rank, layer, interval_start_ns, interval_ns, events, duration_ns
+//   samples           host, job, series, device, unit, ts_ns (Unix time), value, kind (gauge|counter|static_value)
+//   event_aggregates  host, job, pod, container, rank, layer, interval_start_ns, interval_ns, events, duration_ns,
+//                     wait_ns
+//
+// Columns added since the first schema (samples.kind, event_aggregates.wait_ns): before its first insert into such a
+// table the sending thread adds a missing one (ALTER TABLE ... ADD COLUMN: ClickHouse 18.16 has no IF NOT EXISTS
+// there, so it asks system.columns first). Where it cannot (a Distributed table, whose shards' tables need ALTER ...
+// ON CLUSTER, or no ALTER right) it logs the statement to run and inserts with input_format_skip_unknown_fields:
+// those values are lost, the rows are not.
 //   incidents         host, job, pod, container, incident_id, state (open|cause|close), class, ts_ns, report (JSON)
+//   clock_offsets     host, ts_ns, server_s, rtt_ns, offset_ns: this host's clock against ClickHouse's, probed about
+//                     once a second while sending (only where the table exists: an older store is not blocked)
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -58,8 +67,9 @@ class ClickHouseSink {
   // node's own series). Lives no longer than this object.
   std::unique_ptr<TelemetrySink> sample_tee(TelemetrySink& next, std::string job = {});
   // Events of a job counted since the previous call for this (job, rank, layer): added to the current interval.
+  // wait_ns: the part of duration_ns spent waiting (JobEventTotals).
   void add_event_counts(const JobLabels& job, const std::string& rank, Layer layer, uint64_t events,
-                        int64_t duration_ns);
+                        int64_t duration_ns, int64_t wait_ns = 0);
   // One report of the incident engine (docs/INCIDENTS.md, with "online": open|cause|close).
   void add_incident(const JobLabels& job, const nlohmann::json& report);
 
@@ -70,7 +80,7 @@ class ClickHouseSink {
   };
   Stats stats() const;
 
-  static constexpr const char* kTables[] = {"samples", "event_aggregates", "incidents"};
+  static constexpr const char* kTables[] = {"samples", "event_aggregates", "incidents", "clock_offsets"};
 
  private:
   class SampleTee;
@@ -80,8 +90,10 @@ class ClickHouseSink {
   };
   struct Totals {
     uint64_t events = 0;
-    int64_t duration_ns = 0;
+    int64_t duration_ns = 0, wait_ns = 0;
   };
+  // Whether a table has the columns added since the first schema (kAddedColumns).
+  enum class ColumnsState { unknown, present, absent };
   struct AggregateKey {
     std::string job, pod, container, rank;
     Layer layer;
@@ -92,6 +104,8 @@ class ClickHouseSink {
   void run();
   std::vector<std::pair<std::string, std::vector<std::string>>> cut_locked(int64_t now, bool all);
   bool send_some(int64_t deadline);
+  ColumnsState ensure_added_columns(const std::string& table);
+  void probe_clock();
   void publish_stats();
 
   ClickHouseSettings settings_;
@@ -110,6 +124,9 @@ class ClickHouseSink {
   Stats stats_;
   bool check_front_ = false;  // the next batch may already be in ClickHouse: ask before sending it
   int64_t backoff_ns_ = 0, retry_at_ns_ = 0;
+  std::map<std::string, ColumnsState> added_columns_;  // by table; the sending thread's only
+  int64_t next_clock_probe_ns_ = 0;                    // monotonic; the sending thread's only
+  int clock_table_ = -1;                               // clock_offsets exists: -1 not asked yet, 0 no, 1 yes
   std::thread thread_;
 };
 

@@ -48,7 +48,10 @@ class JobEventCounter final : public TelemetrySink {
       std::lock_guard lk(mu_);
       auto& p = pending_[{e.pid, static_cast<int>(e.layer)}];
       ++p.events;
-      if (!(e.flags & kEventInstant)) p.duration_ns += e.duration_ns;
+      if (!(e.flags & kEventInstant)) {
+        p.duration_ns += e.duration_ns;
+        if (e.layer == Layer::cuda && e.name.find("Synchronize") != std::string::npos) p.wait_ns += e.duration_ns;
+      }
     }
     next_.append_event(std::move(e));
   }
@@ -84,6 +87,7 @@ class JobEventCounter final : public TelemetrySink {
       auto& t = totals_[{rank, static_cast<Layer>(key.second)}];
       t.events += n.events;
       t.duration_ns += n.duration_ns;
+      t.wait_ns += n.wait_ns;
     }
     if (drops) m.add_job_drops(labels, drops);
   }

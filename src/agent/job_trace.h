@@ -26,10 +26,13 @@ namespace stackscope::agent {
 class SegmentedRecording;
 class JobEventCounter;
 
-// A job's traced calls of one rank and layer over some time: how many, and their host-observed time.
+// A job's traced calls of one rank and layer over some time: how many, their host-observed time, and the part of it
+// spent waiting (CUDA *Synchronize calls: the host waits for its GPU, and through it for the collectives that wait
+// for the slowest rank). The fleet's straggler verdict compares the ranks' waits per interval.
 struct JobEventTotals {
   uint64_t events = 0;
   int64_t duration_ns = 0;
+  int64_t wait_ns = 0;
 };
 
 // New complete lines of a JSON-lines file another thread appends to.

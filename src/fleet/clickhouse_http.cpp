@@ -100,7 +100,7 @@ ClickHouseHttp::~ClickHouseHttp() {
   if (curl_) curl_api().easy_cleanup(static_cast<CURL*>(curl_));
 }
 
-ClickHouseReply ClickHouseHttp::post(const std::string& sql, const std::string& body) {
+ClickHouseReply ClickHouseHttp::post(const std::string& sql, const std::string& body, const std::string& url_params) {
   ClickHouseReply reply;
   const CurlApi& api = curl_api();
   CURL* c = static_cast<CURL*>(curl_);
@@ -119,6 +119,7 @@ ClickHouseReply ClickHouseHttp::post(const std::string& sql, const std::string& 
     url += std::string("?query=") + q;
     api.free(q);
   }
+  if (!url_params.empty()) url += (url.back() == '/' ? "?" : "&") + url_params;
   api.easy_reset(c);
   api.easy_setopt(c, CURLOPT_URL, url.c_str());
   api.easy_setopt(c, CURLOPT_POST, 1L);
@@ -150,10 +151,10 @@ ClickHouseReply ClickHouseHttp::post(const std::string& sql, const std::string& 
 }
 
 ClickHouseReply ClickHouseHttp::insert_json_rows(const std::string& database, const std::string& table,
-                                                 const std::string& rows) {
+                                                 const std::string& rows, bool skip_unknown_fields) {
   return post(fmt::format("INSERT INTO {}.{} FORMAT JSONEachRow", clickhouse_identifier(database),
                           clickhouse_identifier(table)),
-              rows);
+              rows, skip_unknown_fields ? "input_format_skip_unknown_fields=1" : "");
 }
 
 }  // namespace stackscope::fleet

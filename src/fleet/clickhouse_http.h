@@ -25,10 +25,13 @@ class ClickHouseHttp {
   ClickHouseHttp(const ClickHouseHttp&) = delete;
   ClickHouseHttp& operator=(const ClickHouseHttp&) = delete;
 
-  // POSTs `sql` and `body` (sent after the query text, as its data: the rows of an INSERT).
-  ClickHouseReply post(const std::string& sql, const std::string& body = {});
-  // INSERT INTO db.table FORMAT JSONEachRow, the rows one JSON object a line.
-  ClickHouseReply insert_json_rows(const std::string& database, const std::string& table, const std::string& rows);
+  // POSTs `sql` and `body` (sent after the query text, as its data: the rows of an INSERT). `url_params`: settings
+  // as URL parameters ("name=value&..."), how 18.16 takes them for an INSERT.
+  ClickHouseReply post(const std::string& sql, const std::string& body = {}, const std::string& url_params = {});
+  // INSERT INTO db.table FORMAT JSONEachRow, the rows one JSON object a line. skip_unknown_fields: fields the table
+  // has no column for are dropped instead of failing the insert.
+  ClickHouseReply insert_json_rows(const std::string& database, const std::string& table, const std::string& rows,
+                                   bool skip_unknown_fields = false);
 
  private:
   std::string url_;

@@ -1,7 +1,7 @@
 #include "fleet/clickhouse_sample_reader.h"
 
 #include <algorithm>
-#include <charconv>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <stdexcept>
@@ -10,33 +10,10 @@
 
 #include <fmt/format.h>
 
-#include "fleet/clickhouse_http.h"
+#include "fleet/clickhouse_query.h"
 
 namespace stackscope::fleet {
 namespace {
-
-// ClickHouse's TabSeparated escapes (\t \n \\ ...) undone.
-std::string unescape_tsv(std::string_view field) {
-  std::string out;
-  out.reserve(field.size());
-  for (size_t i = 0; i < field.size(); ++i) {
-    if (field[i] != '\\' || i + 1 == field.size()) {
-      out += field[i];
-      continue;
-    }
-    const char c = field[++i];
-    switch (c) {
-      case 't': out += '\t'; break;
-      case 'n': out += '\n'; break;
-      case 'r': out += '\r'; break;
-      case 'b': out += '\b'; break;
-      case 'f': out += '\f'; break;
-      case '0': out += '\0'; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
 
 Subsystem subsystem_of(std::string_view name) {
   const std::string_view prefix = name.substr(0, name.find('.'));
@@ -51,8 +28,9 @@ Subsystem subsystem_of(std::string_view name) {
   return it == kByPrefix.end() ? Subsystem::software : it->second;
 }
 
-// Never falls and rises at least once: a cumulative counter (its rate is what moves).
-SeriesKind kind_of(const std::vector<double>& v) {
+}  // namespace
+
+SeriesKind guess_series_kind(const std::vector<double>& v) {
   bool rose = false;
   for (size_t i = 1; i < v.size(); ++i) {
     if (v[i] < v[i - 1]) return SeriesKind::gauge;
@@ -61,87 +39,60 @@ SeriesKind kind_of(const std::vector<double>& v) {
   return rose ? SeriesKind::counter : SeriesKind::gauge;
 }
 
-template <typename T>
-bool parse_number(std::string_view s, T& out) {
-  const auto r = std::from_chars(s.data(), s.data() + s.size(), out);
-  return r.ec == std::errc() && r.ptr == s.data() + s.size();
-}
-
-}  // namespace
-
-ClickHouseSource parse_clickhouse_source(const std::string& text) {
-  constexpr std::string_view kScheme = "clickhouse://";
-  const auto bad = [&](const std::string& why) {
-    return std::invalid_argument(fmt::format("--source '{}': {} (expected clickhouse://HOST[:PORT]/DB)", text, why));
-  };
-  if (!std::string_view(text).starts_with(kScheme)) throw bad("not a clickhouse:// URL");
-  const std::string rest = text.substr(kScheme.size());
-  const size_t slash = rest.find('/');
-  if (slash == std::string::npos || slash + 1 == rest.size()) throw bad("no database after the host");
-  std::string host = rest.substr(0, slash), port = "8123";
-  ClickHouseSource source;
-  source.database = rest.substr(slash + 1);
-  if (source.database.find_first_of("/?#") != std::string::npos) throw bad("the database name holds '/', '?' or '#'");
-  // "[v6addr]:port" or "name:port"
-  const size_t colon = host.rfind(':');
-  if (colon != std::string::npos && (host.front() != '[' || host[colon - 1] == ']')) {
-    port = host.substr(colon + 1);
-    host = host.substr(0, colon);
-  }
-  unsigned p = 0;
-  if (host.empty()) throw bad("no host");
-  if (!parse_number(port, p) || p == 0 || p > 65535) throw bad("bad port '" + port + "'");
-  source.url = fmt::format("http://{}:{}", host, p);
-  return source;
-}
-
-std::vector<FleetHost> read_fleet_samples(const ClickHouseSource& source, const FleetSampleQuery& query) {
+FleetSamples read_fleet_samples(const ClickHouseSource& source, const FleetSampleQuery& query) {
   std::string hosts;
   for (const std::string& h : query.hosts) hosts += (hosts.empty() ? "" : ", ") + clickhouse_string(h);
   // FINAL: a batch the agent sent twice is one set of rows (ReplacingMergeTree, schema.sql).
-  const std::string sql = fmt::format(
-      "SELECT host, series, device, unit, ts_ns, value FROM {}.samples FINAL WHERE job = '' AND ts_ns >= {} AND "
-      "ts_ns < {}{} ORDER BY host, series, device, ts_ns LIMIT {} FORMAT TabSeparated",
-      clickhouse_identifier(source.database), query.since_ns, query.until_ns,
-      hosts.empty() ? std::string() : " AND host IN (" + hosts + ")", query.max_rows + 1);
-  ClickHouseHttp http(source.url, query.timeout_s);
-  const ClickHouseReply reply = http.post(sql);
-  if (reply.status == 0) {  // the transport's error starts with the URL
-    const size_t colon = reply.error.find(": ");
-    throw std::runtime_error("cannot reach ClickHouse at " + source.url + ": " +
-                             (colon == std::string::npos ? reply.error : reply.error.substr(colon + 2)));
+  const auto sql = [&](bool with_kind) {
+    return fmt::format(
+        "SELECT host, series, device, unit, ts_ns, value{} FROM {}.samples FINAL WHERE job = '' AND ts_ns >= {} AND "
+        "ts_ns < {}{} ORDER BY host, series, device, ts_ns LIMIT {} FORMAT TabSeparated",
+        with_kind ? ", kind" : "", clickhouse_identifier(source.database), query.since_ns, query.until_ns,
+        hosts.empty() ? std::string() : " AND host IN (" + hosts + ")", query.max_rows + 1);
+  };
+  FleetSamples result;
+  ClickHouseReply reply = query_clickhouse(source, sql(true), query.timeout_s);
+  // A store made before the kind column and not migrated yet (the agent adds it: clickhouse_sink.h): 18.16 answers
+  // "Code: 47 ... Unknown identifier: kind", later servers "Missing columns: 'kind'".
+  if (!reply.ok() && reply.body.find("Code: 47") != std::string::npos && reply.body.find("kind") != std::string::npos) {
+    result.kind_column = false;
+    reply = query_clickhouse(source, sql(false), query.timeout_s);
   }
   if (!reply.ok()) throw std::runtime_error("ClickHouse at " + source.url + ": " + reply.describe());
 
-  std::vector<FleetHost> out;
+  std::vector<FleetHost>& out = result.hosts;
+  const size_t columns = result.kind_column ? 7 : 6;
   std::string_view body = reply.body;
   size_t rows = 0;
   std::string prev_key;
+  // The current series' kind, from the first of its rows that carries one (-1: none yet). Not an optional: GCC 12
+  // warns of it as maybe uninitialised inside the lambda.
+  int stored = -1;
+  const auto close_series = [&] {
+    if (out.empty() || out.back().series.empty()) return;
+    FleetHost& h = out.back();
+    FleetSeries& s = h.series.back();
+    s.kind_stored = stored >= 0;
+    s.info.kind = s.kind_stored ? static_cast<SeriesKind>(stored) : guess_series_kind(s.values);
+    h.kinds_guessed += !s.kind_stored;
+    stored = -1;
+  };
   while (!body.empty()) {
     const size_t nl = body.find('\n');
     std::string_view line = body.substr(0, nl);
     body = nl == std::string_view::npos ? std::string_view() : body.substr(nl + 1);
     if (line.empty()) continue;
-    std::string_view f[6];
-    size_t n = 0;
-    for (size_t from = 0; n < 6; ++n) {
-      const size_t tab = line.find('\t', from);
-      f[n] = line.substr(from, tab == std::string_view::npos ? std::string_view::npos : tab - from);
-      if (tab == std::string_view::npos) {
-        ++n;
-        break;
-      }
-      from = tab + 1;
-    }
+    const std::vector<std::string_view> f = split_tsv_line(line);
     uint64_t ts = 0;
     double value = 0;
-    if (n != 6 || !parse_number(f[4], ts) || !parse_number(f[5], value))
+    if (f.size() != columns || !parse_number(f[4], ts) || !parse_number(f[5], value))
       throw std::runtime_error(fmt::format("ClickHouse at {}: unexpected row '{}'", source.url, line.substr(0, 200)));
     if (++rows > query.max_rows)
       throw std::runtime_error(fmt::format("more than {} samples in the span: narrow --since/--until or --hosts",
                                            query.max_rows));
     const std::string host = unescape_tsv(f[0]);
     if (out.empty() || out.back().host != host) {
+      close_series();
       out.push_back({});
       out.back().host = host;
       prev_key.clear();
@@ -150,6 +101,7 @@ std::vector<FleetHost> read_fleet_samples(const ClickHouseSource& source, const 
     std::string name = unescape_tsv(f[1]), device = unescape_tsv(f[2]);
     const std::string key = name + '\0' + device;
     if (key != prev_key) {
+      close_series();
       FleetSeries s;
       s.info.id = static_cast<SeriesId>(h.series.size());
       s.info.name = std::move(name);
@@ -161,6 +113,8 @@ std::vector<FleetHost> read_fleet_samples(const ClickHouseSource& source, const 
       h.series.push_back(std::move(s));
       prev_key = key;
     }
+    if (columns == 7 && stored < 0)  // '' (rows from before the column): none
+      if (const auto kind = parse_series_kind(f[6])) stored = static_cast<int>(*kind);
     FleetSeries& s = h.series.back();
     s.t_ns.push_back(static_cast<int64_t>(ts));
     s.values.push_back(value);
@@ -168,9 +122,53 @@ std::vector<FleetHost> read_fleet_samples(const ClickHouseSource& source, const 
     h.last_ns = std::max(h.last_ns, static_cast<int64_t>(ts));
     ++h.rows;
   }
-  for (FleetHost& h : out)
-    for (FleetSeries& s : h.series) s.info.kind = kind_of(s.values);
+  close_series();
+  return result;
+}
+
+double HostClockOffset::uncertainty_ns() const {
+  return probes ? 0.29e9 / std::sqrt(static_cast<double>(probes)) + 0.5 * static_cast<double>(median_rtt_ns) : 0.0;
+}
+
+FleetClockOffsets read_fleet_clock_offsets(const ClickHouseSource& source, const FleetSampleQuery& query) {
+  std::string hosts;
+  for (const std::string& h : query.hosts) hosts += (hosts.empty() ? "" : ", ") + clickhouse_string(h);
+  const std::string sql = fmt::format(
+      "SELECT host, count(), toInt64(avg(offset_ns)), toInt64(quantile(0.5)(rtt_ns)) FROM {}.clock_offsets FINAL "
+      "WHERE ts_ns >= {} AND ts_ns < {} AND rtt_ns < 1000000000{} GROUP BY host ORDER BY host FORMAT TabSeparated",
+      clickhouse_identifier(source.database), query.since_ns, query.until_ns,
+      hosts.empty() ? std::string() : " AND host IN (" + hosts + ")");
+  FleetClockOffsets out;
+  const ClickHouseReply reply = query_clickhouse(source, sql, query.timeout_s);
+  if (!reply.ok()) {
+    // "Code: 60 ... Table ... doesn't exist": a store made before the table.
+    if (reply.body.find("Code: 60") != std::string::npos) {
+      out.table = false;
+      return out;
+    }
+    throw std::runtime_error("ClickHouse at " + source.url + ": " + reply.describe());
+  }
+  std::string_view body = reply.body;
+  while (!body.empty()) {
+    const size_t nl = body.find('\n');
+    const std::string_view line = body.substr(0, nl);
+    body = nl == std::string_view::npos ? std::string_view() : body.substr(nl + 1);
+    if (line.empty()) continue;
+    const std::vector<std::string_view> f = split_tsv_line(line);
+    HostClockOffset o;
+    if (f.size() != 4 || !parse_number(f[1], o.probes) || !parse_number(f[2], o.offset_ns) ||
+        !parse_number(f[3], o.median_rtt_ns))
+      throw std::runtime_error(fmt::format("ClickHouse at {}: unexpected row '{}'", source.url, line.substr(0, 200)));
+    out.by_host[unescape_tsv(f[0])] = o;
+  }
   return out;
+}
+
+void shift_host_times(FleetHost& host, int64_t shift_ns) {
+  for (FleetSeries& s : host.series)
+    for (int64_t& t : s.t_ns) t += shift_ns;
+  host.first_ns += shift_ns;
+  host.last_ns += shift_ns;
 }
 
 FleetSpan common_span(const std::vector<FleetHost>& hosts) {

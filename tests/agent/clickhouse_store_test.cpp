@@ -91,8 +91,8 @@ TEST(ClickHouseStore, RowsOfEveryTableArriveAndAQuerySeesThem) {
     samples.push_back({cpu, t0, std::numeric_limits<double>::quiet_NaN()});  // not a value ClickHouse stores
     tee->append_samples(samples);
     const stackscope::agent::JobLabels job{"python3-42", "pod-1", "c0ffee"};
-    sink.add_event_counts(job, "0", stackscope::Layer::cuda, 10, 5000);
-    sink.add_event_counts(job, "0", stackscope::Layer::cuda, 5, 1000);
+    sink.add_event_counts(job, "0", stackscope::Layer::cuda, 10, 5000, 3000);
+    sink.add_event_counts(job, "0", stackscope::Layer::cuda, 5, 1000, 200);
     sink.add_event_counts(job, "1", stackscope::Layer::nccl, 7, 70000);
     sink.add_incident(job, {{"online", "open"}, {"id", 3}, {"cause", {{"class", "gpu_throttle"}}}});
     sink.add_incident(job, {{"online", "close"}, {"id", 3}, {"cause", {{"class", "gpu_throttle"}}}});
@@ -109,6 +109,17 @@ TEST(ClickHouseStore, RowsOfEveryTableArriveAndAQuerySeesThem) {
   EXPECT_EQ(server.number("SELECT sum(events) FROM fleet.event_aggregates FINAL WHERE job = 'python3-42' AND "
                           "rank = '0' AND layer = 'cuda' AND pod = 'pod-1' AND container = 'c0ffee'"), 15);
   EXPECT_EQ(server.number("SELECT sum(duration_ns) FROM fleet.event_aggregates FINAL WHERE layer = 'nccl'"), 70000);
+  // The waits (CUDA syncs) per rank: what the fleet's straggler verdict compares.
+  EXPECT_EQ(server.number("SELECT sum(wait_ns) FROM fleet.event_aggregates FINAL WHERE rank = '0'"), 3200);
+  EXPECT_EQ(server.number("SELECT sum(wait_ns) FROM fleet.event_aggregates FINAL WHERE rank = '1'"), 0);
+  // This host's clock against the server's (the same machine): probed while sending, within the half second of
+  // the server's whole-second now() plus the round trip.
+  EXPECT_GE(server.number("SELECT count() FROM fleet.clock_offsets FINAL WHERE host = 'node-a'"), 1);
+  EXPECT_LE(server.number("SELECT toInt64(max(abs(offset_ns))) FROM fleet.clock_offsets"), 600'000'000);
+  // Each series' kind as its sampler declared it.
+  EXPECT_EQ(server.number("SELECT count() FROM fleet.samples FINAL WHERE series = 'cpu.time.user' AND kind = 'counter'"),
+            125);
+  EXPECT_EQ(server.number("SELECT count() FROM fleet.samples FINAL WHERE series = 'mem.used' AND kind = 'gauge'"), 125);
   EXPECT_EQ(server.number("SELECT count() FROM fleet.event_aggregates WHERE interval_ns = 10000000000 AND "
                           "interval_start_ns % 10000000000 = 0"), server.number("SELECT count() FROM fleet.event_aggregates"));
   std::string incidents;
@@ -277,6 +288,55 @@ struct AgentProcess {
   }
 };
 
+// Tables made by an earlier stackscope (no samples.kind, no event_aggregates.wait_ns): the sink adds the columns
+// before its first insert (18.16 has no ADD COLUMN IF NOT EXISTS: it asks system.columns first). A table it cannot
+// alter the same way (not a MergeTree: on a cluster, a Distributed table) gets the rows without the new values.
+TEST(ClickHouseStore, TablesOfAnEarlierSchemaGetTheNewColumnsOrTheRowsWithoutThem) {
+  REQUIRE_CLICKHOUSE();
+  TempDir dir;
+  Server server(dir);
+  ASSERT_TRUE(server.start()) << server.log();
+  std::string error;
+  ASSERT_TRUE(server.create_schema(kSchema, "fleet", &error)) << error;
+  // The earlier schema: samples without kind (a MergeTree), event_aggregates without wait_ns and as a Log table.
+  ASSERT_TRUE(server.query("ALTER TABLE fleet.samples DROP COLUMN kind", &error)) << error;
+  ASSERT_TRUE(server.query("DROP TABLE fleet.event_aggregates", &error)) << error;
+  ASSERT_TRUE(server.query("CREATE TABLE fleet.event_aggregates (host String, job String, pod String, container "
+                           "String, rank String, layer String, interval_start_ns UInt64, interval_ns UInt64, events "
+                           "UInt64, duration_ns UInt64, batch_id String, row_index UInt32) ENGINE = Log", &error))
+      << error;
+  ASSERT_EQ(server.number("SELECT count() FROM system.columns WHERE database = 'fleet' AND name IN ('kind', 'wait_ns')"),
+            0);
+  stackscope::agent::ClickHouseSettings s;
+  s.url = server.url();
+  s.database = "fleet";
+  s.batch_rows = 10;
+  s.batch_interval_ns = 200'000'000;
+  s.aggregate_interval_ns = 1'000'000'000;
+  s.spool_dir = dir.file("spool");
+  prometheus::Registry registry;
+  {
+    stackscope::agent::ClickHouseSink sink(s, dir.path(), "node-a", registry);
+    NullSink segments;
+    auto tee = sink.sample_tee(segments);
+    const auto mem = tee->add_series(stackscope::series_info("mem.used", "", stackscope::Subsystem::memory, "bytes",
+                                                             stackscope::SeriesKind::gauge,
+                                                             stackscope::SeriesCategory::dynamic));
+    std::vector<stackscope::Sample> samples;
+    for (int i = 0; i < 20; ++i) samples.push_back({mem, stackscope::monotonic_ns() + i, double(i)});
+    tee->append_samples(samples);
+    sink.add_event_counts({"python3-42", "", ""}, "0", stackscope::Layer::cuda, 10, 5000, 3000);
+    ASSERT_TRUE(wait_for([&] { return sink.stats().rows_sent >= 20; }, 20s)) << sink.stats().last_error;
+  }
+  EXPECT_EQ(server.number("SELECT count() FROM system.columns WHERE database = 'fleet' AND table = 'samples' AND "
+                          "name = 'kind'"), 1);
+  EXPECT_EQ(server.number("SELECT count() FROM fleet.samples FINAL WHERE kind = 'gauge'"), 20);
+  // Not altered (a Log table): the rows arrived all the same, without their waits.
+  EXPECT_EQ(server.number("SELECT count() FROM system.columns WHERE database = 'fleet' AND name = 'wait_ns'"), 0);
+  EXPECT_EQ(server.number("SELECT sum(events) FROM fleet.event_aggregates"), 10);
+  EXPECT_NE(scrape(registry).find("stackscope_clickhouse_send_errors_total 0"), std::string::npos) << scrape(registry);
+}
+
 TEST(ClickHouseStore, TheAgentsRowsArriveAndAQuerySeesThem) {
   REQUIRE_CLICKHOUSE();
   TempDir dir;
@@ -420,10 +480,15 @@ TEST(ClickHouseStore, ClickHouseKilledMidStreamAndRestartedEveryRowArrivesOnce) 
   EXPECT_EQ(server.number("SELECT count() FROM (SELECT batch_id, count() AS n, max(row_index) AS last FROM "
                           "stackscope.samples GROUP BY batch_id HAVING n != last + 1)"), 0);
   EXPECT_EQ(server.number("SELECT uniqExact(splitByChar('-', batch_id)[1]) FROM stackscope.samples"), 1);
-  // Sequence numbers are shared by the tables: those of samples are consecutive when this node made no other.
-  const long long batches = server.number("SELECT uniqExact(batch_id) FROM stackscope.samples");
+  // Sequence numbers are shared by the tables: those of samples and of the clock probes (clock_offsets) are
+  // consecutive when this node made no other. The probes, exactly once too.
+  const std::string both = "(SELECT batch_id FROM stackscope.samples UNION ALL SELECT batch_id FROM "
+                           "stackscope.clock_offsets)";
+  const long long batches = server.number("SELECT uniqExact(batch_id) FROM " + both);
   const long long span = server.number("SELECT max(toUInt64(splitByChar('-', batch_id)[2])) - "
-                                       "min(toUInt64(splitByChar('-', batch_id)[2])) + 1 FROM stackscope.samples");
+                                       "min(toUInt64(splitByChar('-', batch_id)[2])) + 1 FROM " + both);
+  EXPECT_EQ(server.number("SELECT uniqExact(batch_id, row_index) FROM stackscope.clock_offsets"),
+            server.number("SELECT count() FROM stackscope.clock_offsets"));
   const long long others = server.number("SELECT count() FROM (SELECT batch_id FROM stackscope.event_aggregates "
                                          "UNION ALL SELECT batch_id FROM stackscope.incidents)");
   EXPECT_EQ(others, 0);

@@ -124,7 +124,11 @@ void RevealStreamingPipeline::close_incident(size_t end) {
       total += reason_weight(c.z);
     }
   }
-  if (a.flagged_windows < opt_.min_incident_windows && a.agreement < opt_.min_agreement) {
+  double strongest = 0;
+  for (const Contribution& c : a.reasons) strongest = std::max(strongest, std::abs(c.z));
+  const bool long_run = opt_.long_incident_windows > 0 && a.flagged_windows >= opt_.long_incident_windows;
+  if ((a.flagged_windows < opt_.min_incident_windows && a.agreement < opt_.min_agreement) ||
+      (strongest < opt_.min_reason_z && !long_run)) {
     ++out_.unconfirmed_incidents;
     return;
   }

@@ -57,6 +57,12 @@ struct RevealPipelineOptions {
   // ... or when at least this many detectors agree on one of its windows (all three: Z and Mahalanobis, both
   // standardised distances, agree with each other far more often than with the Isolation Forest).
   int min_agreement = 3;
+  // Either way, an incident whose strongest reason departs from the baseline by fewer robust standard deviations
+  // (attribution's z) is not reported unless it holds at least long_incident_windows flagged windows: the
+  // 99th-percentile thresholds flag the most extreme 1 % of the windows of any data, white noise included, and
+  // there its reasons reach z 2 to 6. 0: no such floor.
+  double min_reason_z = 0;
+  size_t long_incident_windows = 0;
   // Scale floors from the columns' resolutions (AttributedColumn::resolution): see RevealEnsembleOptions::floor.
   bool use_resolutions = true;
 };
