@@ -36,7 +36,7 @@ CLI on all 45 files: the same A / B / all figures, windows and false positives a
   override_abs                      the cool-down override in range widths (None: override x threshold, as before)
   sg_days, sg_w, sg_agg, sg_views   (not kept) views also judged against the same time of day on sg_days days before
   tailq, tail_thr, tail_views       (not kept) an excess counts only if also beyond the view's own tail
-Session 11 (docs/BENCHMARKS.md):
+Session 11 (docs/BENCHMARKS.md; the C++ defaults now: fmem=1000, threshold=0.05; "s10=True" gives session 10's detector):
   fmem, fmem_views                  a finding's values of fmem_views are remembered for fmem bins after it ends; those
                                     views are judged against their range widened to them (C++ repeat_memory_bins;
                                     fmem_s bounds it in time as repeat_memory_max_seconds does)

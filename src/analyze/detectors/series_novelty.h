@@ -9,7 +9,8 @@
 // updated while a finding is open (the anomaly must not become its own baseline; only the day view learns a short
 // finding's values once it closed, clipped: season_learn_clip) unless it stays open for a week
 // (within 100 .. 2000 bins; see hold_bins()): then it is taken as the new normal and the finding ends there,
-// saying so. Counters that sit at zero get a range of at least range_floor (the series' resolution), so one stray
+// saying so. A finding's value, level and spread are remembered for a while after it (repeat_memory_bins): a
+// repeat no larger is no new finding. Counters that sit at zero get a range of at least range_floor (the series' resolution), so one stray
 // event is not a burst but a hundred are. A range with (almost) no width never yields an excess above
 // kMaxExcess. Streaming: O(1) amortised work and O(history_bins) memory per series; no look-ahead (a bin is
 // judged on the bins before it), which is what NAB's scoring and a live recorder need.
