@@ -326,6 +326,49 @@ TEST(HostSeriesDetector, ARecurringDailyShapeIsLearntNotAFindingEveryDay) {
   EXPECT_GE(days_with_a_finding(-1, 3), learnt);
 }
 
+// A heavy-tailed series (NAB's Twitter counts): after a big spike, smaller spikes are records of the range (which
+// never learns a finding) but not new. A finding's values are remembered for repeat_memory_bins: a repeat no larger
+// within them is no finding (and, like any bin that is none, the range learns it), a larger one is, and the same
+// repeat is one again once the memory has passed.
+TEST(HostSeriesDetector, ARepeatOfARecentFindingIsNotNewALargerOneIsAndTheMemoryEnds) {
+  auto found = [](size_t memory, const std::vector<std::pair<size_t, double>>& spikes) {
+    std::mt19937 rng(31);
+    std::normal_distribution<double> n01;
+    std::vector<double> series(2400);
+    for (double& x : series) x = 100 + n01(rng);
+    for (const auto& [at, height] : spikes) series[at] += height;
+    SeriesNoveltyOptions o;
+    o.repeat_memory_bins = memory;
+    SeriesNoveltyDetector d(o);
+    EXPECT_EQ(d.repeat_memory_bins(), memory);
+    for (size_t i = 0; i < series.size(); ++i) d.add(i, series[i]);
+    d.finish();
+    std::vector<size_t> hits;
+    for (const auto& spike : spikes) {
+      bool hit = false;
+      for (const auto& s : d.spans()) hit = hit || (s.first_bin <= spike.first && s.last_bin >= spike.first);
+      if (hit) hits.push_back(spike.first);
+    }
+    return hits;
+  };
+  const size_t memory = SeriesNoveltyOptions{}.repeat_memory_bins;
+  // A repeat after the first one's cool-down (100 bins), smaller than it; then a larger one.
+  const std::vector<std::pair<size_t, double>> soon{{500, 40}, {700, 30}, {900, 60}};
+  EXPECT_EQ(found(memory, soon), (std::vector<size_t>{500, 900}));
+  EXPECT_EQ(found(0, soon), (std::vector<size_t>{500, 700, 900}));  // without the memory the repeat is new
+  // The same repeat 1,200 bins later: past the memory, new again.
+  EXPECT_EQ(found(memory, {{500, 40}, {1700, 30}}), (std::vector<size_t>{500, 1700}));
+  // Bounded in time like the other durations: 1,000 bins at 5 minutes, a week of hourly bins, 7 daily.
+  auto sized = [](double bin_seconds) {
+    SeriesNoveltyOptions o;
+    o.bin_seconds = bin_seconds;
+    return SeriesNoveltyDetector(o).repeat_memory_bins();
+  };
+  EXPECT_EQ(sized(300), 1000u);
+  EXPECT_EQ(sized(3600), 168u);
+  EXPECT_EQ(sized(86400), 7u);
+}
+
 namespace {
 // 100 ms samples of a small host for `seconds`, with three planted episodes: dirty memory 45x for 30 s from
 // 150 s, TCP retransmissions (a counter that sits near zero) 125x for 5 s from 220 s, CPU user time of the

@@ -96,7 +96,7 @@ RegisterCommand reg("analyze", 30, [](CLI::App& app, int& exit_code) {
                   "reveal: window stride, series: bin width (default: the sampling interval, at least 1s)");
   cmd->add_option("--series-threshold", opt->series_threshold,
                   "series: excess beyond a series' recent range, in range widths, that opens a finding "
-                  "(default 0.08, chosen on half of NAB)")
+                  "(default 0.05, chosen on half of NAB)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--reveal-baseline", opt->reveal_baseline,
                   "reveal: fit on the windows of this first stretch only (a clean warm-up, e.g. 30s); default all");

@@ -36,6 +36,14 @@ CLI on all 45 files: the same A / B / all figures, windows and false positives a
   override_abs                      the cool-down override in range widths (None: override x threshold, as before)
   sg_days, sg_w, sg_agg, sg_views   (not kept) views also judged against the same time of day on sg_days days before
   tailq, tail_thr, tail_views       (not kept) an excess counts only if also beyond the view's own tail
+Session 11 (docs/BENCHMARKS.md; the C++ defaults now: fmem=1000, threshold=0.05; "s10=True" gives session 10's detector):
+  fmem, fmem_views                  a finding's values of fmem_views are remembered for fmem bins after it ends; those
+                                    views are judged against their range widened to them (C++ repeat_memory_bins;
+                                    fmem_s bounds it in time as repeat_memory_max_seconds does)
+  gpd_q, gpd_u, gpd_min, gpd_xi,    (not kept) an extreme-value tail (method-of-moments GPD over the top gpd_u share of
+  gpd_mode, gpd_views               the view's last `history` values, SPOT-like): 'and' = an excess counts only where
+                                    the tail probability of the value is below gpd_q; 'replace' = the excess is
+                                    log10(gpd_q / p) instead of the range excess
 """
 import math
 from collections import deque
@@ -44,7 +52,9 @@ from collections import deque
 # explore.py "legacy=True,KNOB=..." starts from these and applies the knobs given over them.
 # The detector of session 9 (after its fixes; explore.py "s9=True"): range of 2,000 bins, the day view against the
 # same bins a day earlier only, findings never learnt, the cool-down override in thresholds, threshold 0.05.
-S9 = dict(threshold=0.05, history=2000, cooldown=200, season_w=0, learn_close=False, lc_clip=None, override_abs=None)
+S9 = dict(threshold=0.05, history=2000, cooldown=200, season_w=0, learn_close=False, lc_clip=None, override_abs=None, fmem=0)
+# The detector of session 10 (explore.py "s10=True"): no memory of recent findings, threshold 0.08.
+S10 = dict(threshold=0.08, fmem=0)
 LEGACY = dict(S9, threshold=0.065, max_hold=100, fix_season=False, cap=float('inf'), cooldown_s=0.0, hold_s=0.0, hold_min=0,
               learn_after=None, warm_season=False)
 
@@ -58,12 +68,43 @@ class SlidingRange:
         while self.low[0][0] + cap <= idx: self.low.popleft()
         while self.high[0][0] + cap <= idx: self.high.popleft()
 
+class SortedWindow:
+    """The last `cap` pushed values, sorted: an extreme-value (GPD) tail fitted to the top `u` share of them
+    (gpd_q knobs, session 11)."""
+    def __init__(self): self.q = deque(); self.s = []
+    def push(self, idx, v, cap):
+        import bisect
+        self.q.append((idx, v)); bisect.insort(self.s, v)
+        while self.q[0][0] + cap <= idx:
+            o = self.q.popleft()[1]; del self.s[bisect.bisect_left(self.s, o)]
+    def tail_p(self, v, upper, u_share, kmin, xi_max):
+        """P(next value beyond v) from a method-of-moments GPD fit of the exceedances over the (1-u_share)
+        quantile, upper or lower tail; 0 where the tail is degenerate (v beyond every value ever seen)."""
+        n = len(self.s)
+        k = max(kmin, int(u_share * n))
+        if n < k + 1: return 0.0
+        if upper:
+            u = self.s[n - k - 1]; y = [x - u for x in self.s[n - k:]]; e = v - u
+        else:
+            u = self.s[k]; y = [u - x for x in self.s[:k]]; e = u - v
+        if e <= 0: return k / n
+        m = sum(y) / k
+        s2 = sum((a - m) ** 2 for a in y) / max(1, k - 1)
+        if m <= 0 or s2 <= 0: return 0.0
+        r = m * m / s2
+        xi = min(xi_max, max(-0.5, 0.5 * (1 - r))); sig = 0.5 * m * (1 + r)
+        if abs(xi) < 1e-6: return k / n * math.exp(-e / sig)
+        base = 1 + xi * e / sig
+        if base <= 0: return 0.0
+        return k / n * base ** (-1 / xi)
+
 class Novelty:
-    def __init__(self, threshold=0.08, history=4000, short=6, warmup=100, cooldown=100, override=40,
-                 close_after=3, max_hold=2000, floor=0.0, season=0, season_weight=0.3, adapt=0.0, adapt_hist=2000, adapt_q=0.99, clip=10.0, w=(1, 1, 1), persist=0, spike=1e9, learn_close=None, ov_last=True, ov_clip=float('inf'), rel=1e-12, cd_extend=0, cd_dir=False, long_bins=0, long_w=1.0, g=0.0, gH=2000, cd_on_report=False, gstart=0, fix_season=True, winsor=False, relv=0.0, cd_close=-1, bw=0.0, cooldown_s=86400.0, hold_s=604800.0, hold_min=100, cap=1000.0, season_warm=None, learn_after=100, warm_season=True, yield_new=False, sg_days=0, sg_w=3, sg_agg='max', sg_views=(0, 1), season_w=2, tailq=0.0, tail_thr=1.0, tail_views=(0, 1), lc_clip=0.5, lc_views=(3,), override_abs=2.0):
+    def __init__(self, threshold=0.05, history=4000, short=6, warmup=100, cooldown=100, override=40,
+                 close_after=3, max_hold=2000, floor=0.0, season=0, season_weight=0.3, adapt=0.0, adapt_hist=2000, adapt_q=0.99, clip=10.0, w=(1, 1, 1), persist=0, spike=1e9, learn_close=None, ov_last=True, ov_clip=float('inf'), rel=1e-12, cd_extend=0, cd_dir=False, long_bins=0, long_w=1.0, g=0.0, gH=2000, cd_on_report=False, gstart=0, fix_season=True, winsor=False, relv=0.0, cd_close=-1, bw=0.0, cooldown_s=86400.0, hold_s=604800.0, hold_min=100, cap=1000.0, season_warm=None, learn_after=100, warm_season=True, yield_new=False, sg_days=0, sg_w=3, sg_agg='max', sg_views=(0, 1), season_w=2, tailq=0.0, tail_thr=1.0, tail_views=(0, 1), lc_clip=0.5, lc_views=(3,), override_abs=2.0, gpd_q=0.0, gpd_u=0.02, gpd_views=(0, 1, 2), gpd_min=10, gpd_mode='and', gpd_xi=0.5, fmem=1000, fmem_views=(0, 1, 2), fmem_s=604800.0):
         self.__dict__.update(locals()); del self.__dict__['self']
         # Durations bounded in time where the bin width is known (as the C++ does with bin_seconds).
         if bw > 0 and cooldown_s > 0: self.cooldown = max(1, min(cooldown, int(cooldown_s // bw)))
+        if bw > 0 and fmem_s > 0 and fmem > 0: self.fmem = max(1, min(fmem, int(fmem_s // bw)))
         if bw > 0 and hold_s > 0: self.max_hold = max(hold_min, min(max_hold, int(hold_s // bw)))
         if season_warm is None: self.season_warm = warmup
         if learn_close is None: self.learn_close = season > 0  # the C++ learns the day view only, where there is one
@@ -72,6 +113,8 @@ class Novelty:
         self.pushed = 0; self.npushed_season = 0; self.alarms = deque(); self.nb = 0; self.last_above = None; self.pending = []; self.shist = deque(); self.bar = 0; self.recent = deque(); self.past = deque(); self.pastd = {}
         self.cd = 0; self.quiet = 0; self.held = 0; self.open = None; self.last_value_bin = None; self.learning = False; self.ref = None
         self.last_score = 0; self.last_bin = 0; self.spans = []; self.tails = {}
+        self.sorted = [SortedWindow() for _ in range(5)] if gpd_q > 0 else None
+        self.franges = [SlidingRange() for _ in range(5)]; self.fpending = []
 
     def _out_ref(self, k, v):
         """The value (k 0) or level (k 1) outside the range the open finding left, once the range learns again."""
@@ -133,7 +176,22 @@ class Novelty:
                     if tex <= self.tail_thr: continue
                 if self.sg_days and k in self.sg_views and sg is not None:
                     lo = min(lo, sg[0]); hi = max(hi, sg[1])
+                if self.fmem and k in self.fmem_views:
+                    fr = self.franges[k]
+                    while fr.low and fr.low[0][0] + self.fmem <= self.nb: fr.low.popleft()
+                    while fr.high and fr.high[0][0] + self.fmem <= self.nb: fr.high.popleft()
+                    if fr.low: lo = min(lo, fr.low[0][1]); hi = max(hi, fr.high[0][1])
                 ex = min(self.cap, max(views[k] - hi, lo - views[k], 0.0) / width) * (self.season_weight if k == 3 else (self.long_w if k == 4 else self.w[k]))
+                if self.gpd_q > 0 and k in self.gpd_views and (ex > 0 or self.gpd_mode == 'replace'):
+                    if self.gpd_mode == 'replace':
+                        p = min(self.sorted[k].tail_p(views[k], True, self.gpd_u, self.gpd_min, self.gpd_xi),
+                                self.sorted[k].tail_p(views[k], False, self.gpd_u, self.gpd_min, self.gpd_xi))
+                    else:
+                        p = self.sorted[k].tail_p(views[k], views[k] > hi, self.gpd_u, self.gpd_min, self.gpd_xi)
+                    if self.gpd_mode == 'and' and p > self.gpd_q: ex = 0.0
+                    elif self.gpd_mode == 'replace':
+                        ex = self.cap if p <= 0 else min(self.cap, max(0.0, math.log10(self.gpd_q / p)))
+                        ex *= (self.season_weight if k == 3 else 1.0)
                 if k == 0 and ex > self.threshold: value_outside = True
                 if ex > score:
                     score = ex
@@ -191,6 +249,12 @@ class Novelty:
                 self.open['absorbed'] = True; self.close()
         if self.open is not None and not self.open.get('absorbed') and self.learn_close and not self.learning:
             self.pending.append([v if (k != 3 or season_ok) else None for k, v in enumerate(views)])
+        if self.fmem:
+            if self.open is not None and not self.learning: self.fpending.append(views)
+            elif self.fpending:
+                for vv in self.fpending:
+                    for k in self.fmem_views: self.franges[k].push(self.nb, vv[k], self.fmem)
+                self.fpending = []
         if self.open is None and self.pending:
             bounds = [(self.ranges[k].low[0][1], self.ranges[k].high[0][1]) if self.ranges[k].low else None for k in range(used)]
             for vv in self.pending:
@@ -201,6 +265,7 @@ class Novelty:
                         lo, hi = bounds[k]; w = max(hi - lo, self.floor)
                         x = min(max(x, lo - self.lc_clip * w), hi + self.lc_clip * w)
                     self.ranges[k].push(self.pushed, x, self.history)
+                    if self.sorted: self.sorted[k].push(self.pushed, x, self.history)
                 self.pushed += 1
             self.pending = []
         if self.open is None or self.open.get('absorbed') or self.learning:
@@ -208,6 +273,7 @@ class Novelty:
             for k in list(range(used)) + ([4] if self.long_bins else []):
                 if k == 3 and not season_ok: continue
                 self.ranges[k].push(self.pushed, views[k], self.history)
+                if self.sorted: self.sorted[k].push(self.pushed, views[k], self.history)
                 if self.tailq and k in self.tail_views: self._tail_push(k, views[k])
             if used == 4 and season_ok: self.npushed_season += 1
             self.pushed += 1

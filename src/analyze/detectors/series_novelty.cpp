@@ -39,6 +39,11 @@ void SeriesNoveltyDetector::SlidingRange::push(uint64_t index, double v, size_t 
   while (high_.front().first + capacity <= index) high_.pop_front();
 }
 
+void SeriesNoveltyDetector::SlidingRange::expire(uint64_t index, size_t capacity) {
+  while (!low_.empty() && low_.front().first + capacity <= index) low_.pop_front();
+  while (!high_.empty() && high_.front().first + capacity <= index) high_.pop_front();
+}
+
 namespace {
 // `seconds` in bins of `bin_seconds`, rounded down; `fallback` where either is unknown (<= 0).
 size_t bins_in(double seconds, double bin_seconds, size_t fallback) {
@@ -60,6 +65,10 @@ SeriesNoveltyDetector::SeriesNoveltyDetector(SeriesNoveltyOptions options) : opt
   warmup_len_ = opt_.season_bins > 0 ? std::max(opt_.warmup_bins, opt_.season_bins) : opt_.warmup_bins;
   hold_len_ = std::max(std::min(opt_.min_hold_bins, opt_.max_hold_bins),
                        bins_in(opt_.new_normal_seconds, opt_.bin_seconds, opt_.max_hold_bins));
+  repeat_len_ = opt_.repeat_memory_bins == 0
+                    ? 0
+                    : std::max<size_t>(1, bins_in(opt_.repeat_memory_max_seconds, opt_.bin_seconds,
+                                                  opt_.repeat_memory_bins));
 }
 
 double SeriesNoveltyDetector::add(size_t bin, double value) {
@@ -119,8 +128,17 @@ double SeriesNoveltyDetector::add(size_t bin, double value) {
     for (size_t k = 0; k < used_views; ++k) {
       // The season view is judged once its own range has as much history as the others had at their warm-up.
       if (k == kSeason && (!season_defined || season_pushed_ < opt_.warmup_bins)) continue;
-      const double lo = range_[k].low(), hi = range_[k].high();
-      const double excess = excess_over(views[k], lo, hi) * (k == kSeason ? opt_.season_weight : 1.0);
+      double lo = range_[k].low(), hi = range_[k].high();
+      const double width_lo = lo, width_hi = hi;
+      if (k < kRememberedViews && repeat_len_ > 0) {
+        remembered_[k].expire(added_, repeat_len_);
+        if (!remembered_[k].empty()) {
+          lo = std::min(lo, remembered_[k].low());
+          hi = std::max(hi, remembered_[k].high());
+        }
+      }
+      const double excess =
+          excess_over(views[k], lo, hi, width_lo, width_hi) * (k == kSeason ? opt_.season_weight : 1.0);
       if (k == 0 && excess > opt_.threshold) value_outside = true;
       if (excess > score) {
         score = excess;
@@ -133,6 +151,7 @@ double SeriesNoveltyDetector::add(size_t bin, double value) {
       }
     }
   }
+  ++added_;
   const bool outside = score > opt_.threshold;
   if (cooldown_ > 0) --cooldown_;
   // A noise finding's cool-down must not hide a real episode that follows it: a far larger excess opens anyway.
@@ -185,6 +204,17 @@ double SeriesNoveltyDetector::add(size_t bin, double value) {
       close();
     }
   }
+  // A finding's value, level and spread are remembered once it closed (or the range learns from it): a repeat no
+  // larger within repeat_memory_bins is not new.
+  if (repeat_len_ > 0) {
+    if (open_ && !learning_) {
+      remember_pending_.push_back({value, level, spread});
+    } else if (!remember_pending_.empty()) {
+      for (const auto& v : remember_pending_)
+        for (size_t k = 0; k < kRememberedViews; ++k) remembered_[k].push(added_, v[k], repeat_len_);
+      remember_pending_.clear();
+    }
+  }
   // A short finding's day-view values join that view's range once it closed, clipped (season_learn_clip); each of
   // its bins counts as a bin of history for every view.
   const bool season_learns = opt_.season_bins > 0 && opt_.season_learn_clip >= 0;
@@ -211,8 +241,9 @@ double SeriesNoveltyDetector::add(size_t bin, double value) {
   return score;
 }
 
-double SeriesNoveltyDetector::excess_over(double v, double lo, double hi) const {
-  const double width = std::max({hi - lo, opt_.range_floor, 1e-12 * std::max(std::abs(lo), std::abs(hi)), 1e-300});
+double SeriesNoveltyDetector::excess_over(double v, double lo, double hi, double width_lo, double width_hi) const {
+  const double width = std::max({width_hi - width_lo, opt_.range_floor,
+                                 1e-12 * std::max(std::abs(width_lo), std::abs(width_hi)), 1e-300});
   return std::min(kMaxExcess, std::max({v - hi, lo - v, 0.0}) / width);
 }
 

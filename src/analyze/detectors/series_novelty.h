@@ -9,11 +9,13 @@
 // updated while a finding is open (the anomaly must not become its own baseline; only the day view learns a short
 // finding's values once it closed, clipped: season_learn_clip) unless it stays open for a week
 // (within 100 .. 2000 bins; see hold_bins()): then it is taken as the new normal and the finding ends there,
-// saying so. Counters that sit at zero get a range of at least range_floor (the series' resolution), so one stray
+// saying so. A finding's value, level and spread are remembered for a while after it (repeat_memory_bins): a
+// repeat no larger is no new finding. Counters that sit at zero get a range of at least range_floor (the series' resolution), so one stray
 // event is not a burst but a hundred are. A range with (almost) no width never yields an excess above
 // kMaxExcess. Streaming: O(1) amortised work and O(history_bins) memory per series; no look-ahead (a bin is
 // judged on the bins before it), which is what NAB's scoring and a live recorder need.
 #pragma once
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -26,8 +28,9 @@ namespace stackscope::analyze {
 
 struct SeriesNoveltyOptions {
   // Excess beyond the recent range, as a share of its width, that opens a finding. Chosen on half of NAB's
-  // files (eval/nab/run_cli.sh, docs/BENCHMARKS.md "Host series nobody tuned for", session 10).
-  double threshold = 0.08;
+  // files with repeat_memory_bins (eval/nab/run_cli.sh, docs/BENCHMARKS.md "Host series nobody tuned for", session
+  // 11).
+  double threshold = 0.05;
   size_t history_bins = 4000;   // the recent past the range spans
   size_t short_bins = 6;        // bins the level and spread views average over
   size_t warmup_bins = 100;     // bins of history before anything is judged (and a season, where one is given)
@@ -65,6 +68,15 @@ struct SeriesNoveltyOptions {
   // beyond the day view's range: a daily shape that changed once (a job moved to another hour) is then new for a
   // day or two, not every day for a week. Negative: never.
   double season_learn_clip = 0.5;
+  // A finding's value, level and spread are remembered for repeat_memory_bins bins after it ends (at most
+  // repeat_memory_max_seconds where the bin width is known): those views are judged against their range widened to
+  // the remembered values (excess still in widths of the range itself). On heavy-tailed series a big spike is
+  // followed by smaller ones that are new records of the range (which never learns a finding) but not new: NAB's
+  // Twitter files had 94 of 138 false positives, mostly such. A repeat larger than the remembered finding is new, and
+  // so is the same one once the memory has passed (NAB labels repeats days apart). 0: off. Chosen on NAB's part A
+  // with the threshold (docs/BENCHMARKS.md, session 11).
+  size_t repeat_memory_bins = 1000;
+  double repeat_memory_max_seconds = 7 * 86400;
 };
 
 enum class NoveltyView : uint8_t { value = 0, level, spread, season };
@@ -91,6 +103,7 @@ class SeriesNoveltyDetector {
   explicit SeriesNoveltyDetector(SeriesNoveltyOptions options = {});
   size_t cooldown_bins() const { return cooldown_len_; }  // the options' cool-down in bins, time bound applied
   size_t hold_bins() const { return hold_len_; }          // bins a finding stays open before it is the new normal
+  size_t repeat_memory_bins() const { return repeat_len_; }  // bins a finding's values are remembered after it
   // The next bin's value (bins in increasing order; gaps allowed). Returns its score (0 during warm-up).
   double add(size_t bin, double value);
   // Closes an open finding; call once after the last bin.
@@ -106,14 +119,22 @@ class SeriesNoveltyDetector {
     double low() const { return low_.front().second; }
     double high() const { return high_.front().second; }
     bool empty() const { return low_.empty(); }
+    // Drops what was pushed `capacity` or more indices before `index` (a range that is read more often than pushed).
+    void expire(uint64_t index, size_t capacity);
 
    private:
     std::deque<std::pair<uint64_t, double>> low_, high_;
   };
 
   SeriesNoveltyOptions opt_;
-  size_t warmup_len_ = 0, cooldown_len_ = 0, hold_len_ = 0;
+  size_t warmup_len_ = 0, cooldown_len_ = 0, hold_len_ = 0, repeat_len_ = 0;
   SlidingRange range_[kViews];
+  // The value, level and spread of recent findings (repeat_memory_bins), indexed by bins added; and the open
+  // finding's, until it closes or the range learns from it.
+  static constexpr size_t kRememberedViews = 3;
+  SlidingRange remembered_[kRememberedViews];
+  std::vector<std::array<double, kRememberedViews>> remember_pending_;
+  uint64_t added_ = 0;  // bins added (finite values)
   uint64_t pushed_ = 0;         // bins that entered the ranges
   uint64_t season_pushed_ = 0;  // of them, with a season view (a bin a season earlier to compare with)
   std::deque<double> recent_;
@@ -124,8 +145,10 @@ class SeriesNoveltyDetector {
   std::optional<NoveltySpan> open_;
   bool learning_ = false;  // the open finding outlasted learn_after_bins: the range learns, the finding goes on
   std::pair<double, double> reference_[2];  // then: the value and level ranges it left
-  // Excess of `v` beyond lo .. hi in range widths (the width floored, the excess at most kMaxExcess).
-  double excess_over(double v, double lo, double hi) const;
+  // Excess of `v` beyond lo .. hi in widths of width_lo .. width_hi (the width floored, the excess at most
+  // kMaxExcess); without them, in widths of lo .. hi.
+  double excess_over(double v, double lo, double hi) const { return excess_over(v, lo, hi, lo, hi); }
+  double excess_over(double v, double lo, double hi, double width_lo, double width_hi) const;
   // The open finding's day-view values (none where the view is undefined) until it closes or the range learns.
   std::vector<std::optional<double>> season_pending_;
   std::optional<size_t> last_value_bin_;  // the open span's last bin where the value itself was outside
