@@ -18,7 +18,8 @@
 // Python stack samples (events with arg "sample": "cpu" or "off-cpu", --python-mode stack) are named after their
 // leaf function ("f", "f (off-cpu)"), so the per-name columns above count samples and, for off-cpu, median/p95
 // blocked time; they are not in busy_fraction, and add python.oncpu_fraction (sampled on-CPU time / window),
-// python.offcpu_fraction (blocked time clipped to the window / window) and python.log10_offcpu_count.
+// python.offcpu_fraction (blocked time of all sampled threads clipped to the window / window: the mean number of
+// threads blocked, so above 1 with several threads) and python.log10_offcpu_count.
 //
 // Sampled series (nvml, host), per series: DEVICE.NAME.mean (gauges), DEVICE.NAME.rate_per_s (counters: the
 // increase per second between consecutive samples, a reset skipped), and DEVICE.NAME.max for utilisation

@@ -43,7 +43,8 @@ const std::vector<CauseRule>& cause_rules() {
         {"nvml", R"(^gpu\d+\.other_procs\.sm_util$)", +1, 0.05, 0, 1.5, false, "ratio"},
         {"nvml", R"(^gpu\d+\.procs\.count$)", +1, 0.5, 0, 0.5, false, "processes"}}},
       {C::host_stall,
-       {{"python", R"(^python\.offcpu_fraction$)", +1, 0.10, 0, 1, true, "ratio"},
+       // Summed over the job's Python threads: the mean number of them blocked (13 in a job with a 12-worker loader).
+       {{"python", R"(^python\.offcpu_fraction$)", +1, 0.10, 0, 1, true, "threads blocked"},
         {"python", R"(\(off-cpu\)\.log10_count$)", +1, 0.15, 0, 0.25, false, "log10(1+samples)"},
         {"nvml", R"(^gpu\d+\.gpu\.util\.mean$)", -1, 0.05, 0, 0.5, false, "ratio"},
         {"cuda", R"(^cuda\.log10_calls$)", -1, 0.05, 0, 0.5, false, "log10(1+calls)"},
