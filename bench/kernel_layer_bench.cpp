@@ -12,15 +12,13 @@
 
 #include <thread>
 
-#include "counting_sink.h"
+#include "model/counting_sink.h"
 #include "model/sink.h"
 #include "trace/kernel_tracer.h"
 
 using namespace stackscope;
 
 namespace {
-
-using bench::CountingSink;
 
 int64_t thread_cpu_ns() {
   timespec ts{};

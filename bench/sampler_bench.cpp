@@ -21,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-#include "counting_sink.h"
+#include "model/counting_sink.h"
 #include "sample/procfs_sampler.h"
 #include "store/recording_writer.h"
 
@@ -34,8 +34,6 @@ int64_t thread_cpu_ns() {
   ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return ts.tv_sec * 1'000'000'000LL + ts.tv_nsec;
 }
-
-using bench::CountingSink;
 
 // One tick in the benchmark's own thread; "cpu" is the thread's CPU time.
 void BM_Tick(benchmark::State& state, std::vector<std::string> families) {

@@ -105,6 +105,21 @@ static __always_inline void ss_capture_args(struct pt_regs *ctx, __u64 cookie, _
   if (si >= 1 && si <= SS_REG_ARGS) bpf_probe_read_user_str(str, SS_STR_LEN, (void *)args[si - 1]);
 }
 
+/* A call record reserved on the ring buffer with the call and thread filled in; NULL (counted) when it is full. */
+static __always_inline struct ss_call_record *ss_call_record_reserve(__u64 cookie) {
+  struct ss_call_record *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
+  if (!r) {
+    ss_count(SS_CNT_RB_FULL);
+    return NULL;
+  }
+  __u64 id = bpf_get_current_pid_tgid();
+  r->kind = SS_REC_CALL;
+  r->call_id = SS_COOKIE_ID(cookie);
+  r->pid = id >> 32;
+  r->tid = (__u32)id;
+  return r;
+}
+
 /* An asynchronous call probed without a return probe: its record goes out now, with no duration. */
 static __always_inline int ss_call_entry_only(struct pt_regs *ctx, __u64 cookie) {
   if (!capture_enabled) {
@@ -115,16 +130,8 @@ static __always_inline int ss_call_entry_only(struct pt_regs *ctx, __u64 cookie)
     ss_count(SS_CNT_NESTED);
     return 0;
   }
-  struct ss_call_record *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
-  if (!r) {
-    ss_count(SS_CNT_RB_FULL);
-    return 0;
-  }
-  __u64 id = bpf_get_current_pid_tgid();
-  r->kind = SS_REC_CALL;
-  r->call_id = SS_COOKIE_ID(cookie);
-  r->pid = id >> 32;
-  r->tid = (__u32)id;
+  struct ss_call_record *r = ss_call_record_reserve(cookie);
+  if (!r) return 0;
   r->duration_ns = 0;
   r->ret = 0;
   r->depth = 0;
@@ -180,16 +187,8 @@ static __always_inline int ss_call_return(struct pt_regs *ctx) {
     ss_count(f->suppressed == 2 ? SS_CNT_GATED : SS_CNT_NESTED);
     return 0;
   }
-  struct ss_call_record *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
-  if (!r) {
-    ss_count(SS_CNT_RB_FULL);
-    return 0;
-  }
-  __u64 id = bpf_get_current_pid_tgid();
-  r->kind = SS_REC_CALL;
-  r->call_id = SS_COOKIE_ID(cookie);
-  r->pid = id >> 32;
-  r->tid = (__u32)id;
+  struct ss_call_record *r = ss_call_record_reserve(cookie);
+  if (!r) return 0;
   r->start_ns = f->start_ns;
   r->duration_ns = now - f->start_ns;
   r->ret = PT_REGS_RC(ctx);

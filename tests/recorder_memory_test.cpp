@@ -10,7 +10,7 @@
 
 #include <random>
 
-#include "model/sink.h"
+#include "model/counting_sink.h"
 #include "sample/procfs_sampler.h"
 #include "store/recording_writer.h"
 #include "test_util.h"
@@ -24,18 +24,6 @@ size_t heap_in_use() {
   const struct mallinfo2 m = ::mallinfo2();
   return m.uordblks + m.hblkhd;
 }
-
-// Declares series and drops every sample: the sampler's own memory, not a sink's.
-class DiscardingSink final : public TelemetrySink {
- public:
-  SeriesId add_series(const SeriesInfo&) override { return ++series; }
-  void append_event(Event&&) override {}
-  void append_samples(std::span<const Sample> s) override { samples += s.size(); }
-  void add_drops(std::string_view, uint64_t) override {}
-  void add_note(std::string_view, std::string_view) override {}
-  SeriesId series = 0;
-  uint64_t samples = 0;
-};
 
 }  // namespace
 
@@ -73,7 +61,7 @@ TEST(RecorderMemory, HostSamplerHeapStaysFlatWhileProcessesComeAndGo) {
   ProcfsSamplerOptions o;
   o.proc_cpu_period_ms = 0;  // the per-process family at every tick: the most churn
   ProcfsSampler sampler(o);
-  DiscardingSink sink;
+  CountingSink sink;
   ASSERT_TRUE(sampler.open(sink, "h").running);
   auto ticks = [&](int n) {
     for (int i = 0; i < n; ++i) {

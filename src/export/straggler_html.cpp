@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <string>
 
 #include "export/svg_plot.h"
@@ -36,6 +37,21 @@ std::vector<int> by_rank(std::vector<int> workers, const std::vector<std::string
     return names[a] < names[b];
   });
   return workers;
+}
+
+// The names of `workers` (indices into `all`), in the same order.
+std::vector<std::string> names_of(const std::vector<int>& workers, const std::vector<std::string>& all) {
+  std::vector<std::string> names;
+  names.reserve(workers.size());
+  for (int w : workers) names.push_back(all[w]);
+  return names;
+}
+
+// Positions 0..n-1 into `names`, ordered by rank as by_rank does: the order of a grid's rows.
+std::vector<int> rank_order(const std::vector<std::string>& names) {
+  std::vector<int> positions(names.size());
+  std::iota(positions.begin(), positions.end(), 0);
+  return by_rank(std::move(positions), names);
 }
 
 struct Grid {
@@ -157,8 +173,7 @@ std::string straggler_html_body(const analyze::StragglerReport& r) {
     Grid g;
     std::vector<int> idx(static_cast<size_t>(s1.pairwise.rows()));
     for (size_t k = 0; k < idx.size(); ++k) idx[k] = static_cast<int>(k);
-    std::vector<std::string> names;
-    for (int w : s1.heatmap_workers) names.push_back(r.workers[w]);
+    const std::vector<std::string> names = names_of(s1.heatmap_workers, r.workers);
     idx = by_rank(idx, names);
     for (int a : idx) {
       g.row_labels.push_back(names[a]);
@@ -185,11 +200,8 @@ std::string straggler_html_body(const analyze::StragglerReport& r) {
     uint32_t hi = 1;
     for (auto& row : r.timeline.counts)
       for (auto c : row) hi = std::max(hi, c);
-    std::vector<int> rows(r.timeline.workers.size());
-    for (size_t k = 0; k < rows.size(); ++k) rows[k] = static_cast<int>(k);
-    std::vector<std::string> names;
-    for (int w : r.timeline.workers) names.push_back(r.workers[w]);
-    for (int k : by_rank(rows, names)) {
+    const std::vector<std::string> names = names_of(r.timeline.workers, r.workers);
+    for (int k : rank_order(names)) {
       g.row_labels.push_back(names[k]);
       g.row_marked.push_back(r.timeline.workers[k] == straggler);
       std::vector<double> row;
@@ -231,11 +243,8 @@ std::string straggler_html_body(const analyze::StragglerReport& r) {
       }
     }
     const size_t stride = std::max<size_t>(1, steps / 600);
-    std::vector<int> rows(r.timeline.workers.size());
-    for (size_t k = 0; k < rows.size(); ++k) rows[k] = static_cast<int>(k);
-    std::vector<std::string> names;
-    for (int w : r.timeline.workers) names.push_back(r.workers[w]);
-    for (int k : by_rank(rows, names)) {
+    const std::vector<std::string> names = names_of(r.timeline.workers, r.workers);
+    for (int k : rank_order(names)) {
       g.row_labels.push_back(names[k]);
       g.row_marked.push_back(r.timeline.workers[k] == straggler);
       std::vector<double> row;

@@ -13,6 +13,25 @@ std::string bad_field(size_t line, std::string_view field, std::string_view tok)
   return "line " + std::to_string(line) + ": field '" + std::string(field) + "' is not a number ('" + t + "')";
 }
 bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+
+// Reads the numeric columns of one line into values[i], in the order of `fields`, setting bit i of `present`
+// for each column read and reporting each one that is not a number; returns how many columns the line had.
+template <size_t N, typename Mask>
+size_t read_columns(Tokens& t, const std::array<std::string_view, N>& fields, std::array<uint64_t, N>& values,
+                    Mask& present, size_t line, ParseReport& rep) {
+  std::string_view tok;
+  size_t i = 0;
+  for (; i < N && t.next(tok); ++i) {
+    if (auto v = parse_u64(tok)) {
+      values[i] = *v;
+      present |= static_cast<Mask>(Mask{1} << i);
+      ++rep.values;
+    } else {
+      rep.fail(bad_field(line, fields[i], tok));
+    }
+  }
+  return i;
+}
 }  // namespace
 
 ParseReport parse_proc_stat(std::string_view text, ProcStat& out) {
@@ -32,15 +51,7 @@ ParseReport parse_proc_stat(std::string_view text, ProcStat& out) {
       }
       CpuTimesRow row;
       row.label = tok;
-      for (size_t i = 0; i < kCpuTimeFields.size() && t.next(tok); ++i) {
-        if (auto v = parse_u64(tok)) {
-          row.jiffies[i] = *v;
-          row.present |= static_cast<uint8_t>(1u << i);
-          ++rep.values;
-        } else {
-          rep.fail(bad_field(lines.number(), kCpuTimeFields[i], tok));
-        }
-      }
+      read_columns(t, kCpuTimeFields, row.jiffies, row.present, lines.number(), rep);
       if (row.present == 0) {
         rep.fail(at_line(lines.number(), "cpu line without values"));
         continue;
@@ -209,7 +220,7 @@ ParseReport parse_net_dev(std::string_view text, std::vector<NetDevRow>& out) {
   ParseReport rep;
   out.clear();
   LineReader lines(text);
-  std::string_view line, tok;
+  std::string_view line;
   while (lines.next(line)) {
     size_t colon = line.find(':');
     // The two header lines have '|' and no "iface:" prefix.
@@ -224,17 +235,9 @@ ParseReport parse_net_dev(std::string_view text, std::vector<NetDevRow>& out) {
       continue;
     }
     Tokens t(line.substr(colon + 1));
-    size_t i = 0;
-    for (; i < kNetDevFields.size() && t.next(tok); ++i) {
-      if (auto v = parse_u64(tok)) {
-        row.values[i] = *v;
-        row.present |= static_cast<uint16_t>(1u << i);
-        ++rep.values;
-      } else {
-        rep.fail(bad_field(lines.number(), kNetDevFields[i], tok));
-      }
-    }
-    if (i < kNetDevFields.size()) rep.fail(at_line(lines.number(), "only " + std::to_string(i) + " of 16 columns"));
+    const size_t columns = read_columns(t, kNetDevFields, row.values, row.present, lines.number(), rep);
+    if (columns < kNetDevFields.size())
+      rep.fail(at_line(lines.number(), "only " + std::to_string(columns) + " of 16 columns"));
     if (row.present) out.push_back(row);
   }
   return rep;
@@ -292,17 +295,8 @@ ParseReport parse_diskstats(std::string_view text, std::vector<DiskRow>& out) {
     }
     row.major = static_cast<uint32_t>(*major);
     row.minor = static_cast<uint32_t>(*minor);
-    size_t i = 0;
-    for (; i < kDiskFields.size() && t.next(tok); ++i) {
-      if (auto v = parse_u64(tok)) {
-        row.values[i] = *v;
-        row.present |= 1u << i;
-        ++rep.values;
-      } else {
-        rep.fail(bad_field(lines.number(), kDiskFields[i], tok));
-      }
-    }
-    if (i < 11) rep.fail(at_line(lines.number(), "only " + std::to_string(i) + " columns (at least 11 expected)"));
+    const size_t columns = read_columns(t, kDiskFields, row.values, row.present, lines.number(), rep);
+    if (columns < 11) rep.fail(at_line(lines.number(), "only " + std::to_string(columns) + " columns (at least 11 expected)"));
     if (row.present) out.push_back(row);
   }
   return rep;

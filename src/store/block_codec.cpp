@@ -39,6 +39,21 @@ bool integral(double v) { return std::isfinite(v) && v == std::floor(v) && std::
 int64_t add_delta(int64_t a, int64_t delta) {
   return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(delta));
 }
+
+// The fields of an encoded event before its name, alike in Event and EventRef (owning and zero-copy decoding);
+// `prev_start` is the previous event's start, which the start is a delta to.
+template <typename E>
+void read_event_header(ByteReader& r, E& e, int64_t& prev_start) {
+  const uint8_t layer = r.u8();
+  if (layer >= static_cast<uint8_t>(Layer::kCount)) r.fail("unknown layer " + std::to_string(layer));
+  e.layer = static_cast<Layer>(layer);
+  e.flags = r.u8();
+  e.pid = static_cast<uint32_t>(r.varint());
+  e.tid = static_cast<uint32_t>(add_delta(static_cast<int64_t>(e.pid), r.zigzag()));
+  e.start_ns = add_delta(prev_start, r.zigzag());
+  prev_start = e.start_ns;
+  e.duration_ns = r.zigzag();
+}
 }  // namespace
 
 void ByteWriter::f64(double v) {
@@ -128,15 +143,7 @@ std::vector<Event> decode_events(std::span<const uint8_t> block, const StringLoo
   int64_t prev_start = 0;
   for (uint64_t i = 0; i < n; ++i) {
     Event e;
-    uint8_t layer = r.u8();
-    if (layer >= static_cast<uint8_t>(Layer::kCount)) r.fail("unknown layer " + std::to_string(layer));
-    e.layer = static_cast<Layer>(layer);
-    e.flags = r.u8();
-    e.pid = static_cast<uint32_t>(r.varint());
-    e.tid = static_cast<uint32_t>(add_delta(static_cast<int64_t>(e.pid), r.zigzag()));
-    e.start_ns = add_delta(prev_start, r.zigzag());
-    prev_start = e.start_ns;
-    e.duration_ns = r.zigzag();
+    read_event_header(r, e, prev_start);
     e.name = strings(static_cast<uint32_t>(r.varint()));
     uint64_t nargs = r.varint();
     if (nargs > 256) r.fail("argument count " + std::to_string(nargs));
@@ -172,15 +179,7 @@ void decode_event_refs(std::span<const uint8_t> block, size_t string_count, cons
   EventRef e;
   int64_t prev_start = 0;
   for (uint64_t i = 0; i < n; ++i) {
-    const uint8_t layer = r.u8();
-    if (layer >= static_cast<uint8_t>(Layer::kCount)) r.fail("unknown layer " + std::to_string(layer));
-    e.layer = static_cast<Layer>(layer);
-    e.flags = r.u8();
-    e.pid = static_cast<uint32_t>(r.varint());
-    e.tid = static_cast<uint32_t>(add_delta(static_cast<int64_t>(e.pid), r.zigzag()));
-    e.start_ns = add_delta(prev_start, r.zigzag());
-    prev_start = e.start_ns;
-    e.duration_ns = r.zigzag();
+    read_event_header(r, e, prev_start);
     e.name = string_id(r.varint());
     const uint64_t nargs = r.varint();
     if (nargs > 256) r.fail("argument count " + std::to_string(nargs));

@@ -108,6 +108,23 @@ OpKind kind_from_name(const std::string& name) {
   return OpKind::compute;
 }
 
+// Visits the top-level spans of each thread: spans sorted by (tid, start), and a span that starts inside the
+// previous top-level span of its thread is that span's child and skipped.
+template <typename Span, typename Visit>
+void for_each_top_level_span(std::vector<Span>& spans, Visit visit) {
+  std::sort(spans.begin(), spans.end(), [](auto& a, auto& b) { return a.tid != b.tid ? a.tid < b.tid : a.ts < b.ts; });
+  int64_t cur_tid = INT64_MIN, top_end = INT64_MIN;
+  for (auto& s : spans) {
+    if (s.tid != cur_tid) {
+      cur_tid = s.tid;
+      top_end = INT64_MIN;
+    }
+    if (s.ts < top_end) continue;
+    top_end = s.ts + s.dur;
+    visit(s);
+  }
+}
+
 // A whole-job trace: one worker per pid. Events of every category count; per (pid, tid) only top-level spans
 // (a span inside the previous one is its child).
 void read_whole_job_trace(const std::string& path, const nlohmann::json& events, TimelineSet& set) {
@@ -135,15 +152,7 @@ void read_whole_job_trace(const std::string& path, const nlohmann::json& events,
     const std::string pname = process_name.count(pid) ? process_name[pid] : "";
     if (std::regex_search(pname, m, rank_re)) w.rank = std::stoi(m[1]);
     w.worker = w.rank >= 0 ? "rank" + std::to_string(w.rank) : (pname.empty() ? "pid" + std::to_string(pid) : pname);
-    std::sort(raws.begin(), raws.end(), [](auto& a, auto& b) { return a.tid != b.tid ? a.tid < b.tid : a.ts < b.ts; });
-    int64_t cur_tid = INT64_MIN, top_end = INT64_MIN;
-    for (auto& r : raws) {
-      if (r.tid != cur_tid) {
-        cur_tid = r.tid;
-        top_end = INT64_MIN;
-      }
-      if (r.ts < top_end) continue;
-      top_end = r.ts + r.dur;
+    for_each_top_level_span(raws, [&](const Raw& r) {
       TimelineOp op;
       op.name = set.intern(r.name);
       op.kind = kind_from_name(r.name);
@@ -151,7 +160,7 @@ void read_whole_job_trace(const std::string& path, const nlohmann::json& events,
       op.duration_ns = r.dur;
       op.stream = static_cast<int32_t>(r.tid & 0x7fffffff);
       w.ops.push_back(op);
-    }
+    });
     std::stable_sort(w.ops.begin(), w.ops.end(), [](auto& a, auto& b) { return a.start_ns < b.start_ns; });
     if (w.ops.empty()) continue;
     set.workers.push_back(std::move(w));
@@ -286,15 +295,7 @@ void read_kineto_trace(const std::string& path, TimelineSet& set) {
     }
   } else {
     // Top-level CPU operators per thread: an operator inside the previous top-level one is its child.
-    std::sort(cpu.begin(), cpu.end(), [](auto& a, auto& b) { return a.tid != b.tid ? a.tid < b.tid : a.ts < b.ts; });
-    int64_t cur_tid = INT64_MIN, top_end = INT64_MIN;
-    for (auto& r : cpu) {
-      if (r.tid != cur_tid) {
-        cur_tid = r.tid;
-        top_end = INT64_MIN;
-      }
-      if (r.ts < top_end) continue;
-      top_end = r.ts + r.dur;
+    for_each_top_level_span(cpu, [&](const Raw& r) {
       TimelineOp op;
       op.name = set.intern(r.name);
       op.kind = is_cpu_collective(r.name) ? OpKind::collective : OpKind::compute;
@@ -303,7 +304,7 @@ void read_kineto_trace(const std::string& path, TimelineSet& set) {
       op.stream = static_cast<int32_t>(r.tid & 0x7fffffff);
       if (op.kind == OpKind::collective) op.comm = comm_of(r.args);
       w.ops.push_back(op);
-    }
+    });
   }
   std::stable_sort(w.ops.begin(), w.ops.end(), [](auto& a, auto& b) { return a.start_ns < b.start_ns; });
   if (w.ops.empty())

@@ -95,14 +95,7 @@ void stream_call_records(const RecordingReader& r, const std::vector<Layer>& lay
                  sample = r.find_string("sample").value_or(kAbsent),
                  offcpu = r.find_string("off-cpu").value_or(kAbsent);
   auto record_of = [&](const codec::EventRef& e) {
-    analyze::CallRecord c;
-    c.layer = e.layer;
-    c.timed = !(e.flags & (kEventInstant | kEventUnfinished));
-    c.instant = e.flags & kEventInstant;
-    c.pid = e.pid;
-    c.tid = e.tid;
-    c.start_ns = e.start_ns;
-    c.duration_ns = e.duration_ns;
+    analyze::CallRecord c = analyze::call_record_header(e);
     c.name = r.string_view_at(e.name);
     c.name_key = e.name;
     bool have_depth = false, have_bytes = false;

@@ -8,25 +8,8 @@
 namespace stackscope::trace {
 
 std::string CudaProbes::load(uint32_t ringbuf_bytes, bool uprobe_multi) {
-  return open_and_load(skel_, cuda_bpf__open, cuda_bpf__load, cuda_bpf__destroy, ringbuf_bytes, uprobe_multi,
-                       [](cuda_bpf*) {});
-}
-
-void CudaProbes::destroy() {
-  if (skel_) cuda_bpf__destroy(skel_);
-  skel_ = nullptr;
-}
-
-bpf_object* CudaProbes::object() const { return skel_ ? skel_->obj : nullptr; }
-bpf_map* CudaProbes::events() const { return skel_ ? skel_->maps.events : nullptr; }
-const bpf_map* CudaProbes::counters() const { return skel_ ? skel_->maps.counters : nullptr; }
-uint32_t* CudaProbes::capture_flag() const { return skel_ ? &skel_->data->capture_enabled : nullptr; }
-bpf_map* CudaProbes::thread_map() const { return skel_ ? skel_->maps.call_threads : nullptr; }
-
-FamilyProgs CudaProbes::progs() const {
-  if (!skel_) return {};
-  return {skel_->progs.call_entry, skel_->progs.call_return, skel_->progs.call_entry_multi,
-          skel_->progs.call_return_multi};
+  return load_skeleton(cuda_bpf__open, cuda_bpf__load, cuda_bpf__destroy, ringbuf_bytes, uprobe_multi,
+                       [](cuda_bpf*) {}, call_probe_handles<cuda_bpf>);
 }
 
 LibraryProbes CudaProbes::probes_for(const MappedLibrary& lib, const ElfImage& img, const ProbeContext& ctx) {

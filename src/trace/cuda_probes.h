@@ -12,18 +12,10 @@ struct cuda_bpf;
 
 namespace stackscope::trace {
 
-class CudaProbes final : public ProbeFamily {
+class CudaProbes final : public SkeletonFamily<cuda_bpf> {
  public:
-  ~CudaProbes() override { destroy(); }
   const char* name() const override { return "cuda"; }
   std::string load(uint32_t ringbuf_bytes, bool uprobe_multi) override;
-  void destroy() override;
-  bpf_object* object() const override;
-  bpf_map* events() const override;
-  const bpf_map* counters() const override;
-  FamilyProgs progs() const override;
-  uint32_t* capture_flag() const override;
-  bpf_map* thread_map() const override;
   Layer layer() const override { return Layer::cuda; }
   // The catalog's runtime and driver calls in libcudart and libcuda; under the cost budget the blocking ones are
   // steady (never duty-cycled), the asynchronous ones entry-only.
@@ -34,7 +26,6 @@ class CudaProbes final : public ProbeFamily {
   void forget(uint32_t pid);
 
  private:
-  cuda_bpf* skel_ = nullptr;
   std::map<uint32_t, std::vector<std::pair<uint64_t, uint64_t>>> fold_ranges_;  // pid -> CUDA library code (maintainer)
 };
 

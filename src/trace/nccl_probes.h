@@ -11,23 +11,12 @@ struct nccl_bpf;
 
 namespace stackscope::trace {
 
-class NcclProbes final : public ProbeFamily {
+class NcclProbes final : public SkeletonFamily<nccl_bpf> {
  public:
-  ~NcclProbes() override { destroy(); }
   const char* name() const override { return "nccl"; }
   std::string load(uint32_t ringbuf_bytes, bool uprobe_multi) override;
-  void destroy() override;
-  bpf_object* object() const override;
-  bpf_map* events() const override;
-  const bpf_map* counters() const override;
-  FamilyProgs progs() const override;
-  uint32_t* capture_flag() const override;
-  bpf_map* thread_map() const override;
   Layer layer() const override { return Layer::nccl; }
   LibraryProbes probes_for(const MappedLibrary& lib, const ElfImage& img, const ProbeContext& ctx) override;
-
- private:
-  nccl_bpf* skel_ = nullptr;
 };
 
 }  // namespace stackscope::trace

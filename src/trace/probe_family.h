@@ -102,4 +102,66 @@ std::string open_and_load(Skel*& skel, Skel* (*open)(), int (*load)(Skel*), void
   return {};
 }
 
+// What a uprobe family's skeleton gives the tracer beyond its ring buffer and counters.
+struct UprobeHandles {
+  bpf_map* threads = nullptr;   // per-thread stacks of calls in flight
+  uint32_t* capture = nullptr;  // 1: calls are recorded now (duty cycle)
+  FamilyProgs progs;
+};
+
+// The handles of bpf/call_probe.bpf.h, named alike in every family built on it (cuda, nccl, python).
+template <typename Skel>
+UprobeHandles call_probe_handles(Skel* s) {
+  return {s->maps.call_threads, &s->data->capture_enabled,
+          {s->progs.call_entry, s->progs.call_return, s->progs.call_entry_multi, s->progs.call_return_multi}};
+}
+
+// The half of a family that is the same for every skeleton `Skel` (bpftool's <family>_bpf): loading and unloading
+// it, and ProbeFamily's accessors to its maps and programs. Those are kept as libbpf handles when it loads, so the
+// family's header needs the skeleton only declared; they are null before a load and after destroy().
+template <typename Skel>
+class SkeletonFamily : public ProbeFamily {
+ public:
+  ~SkeletonFamily() override { destroy(); }
+  void destroy() final {
+    if (skel_) unload_(skel_);
+    skel_ = nullptr;
+    obj_ = nullptr;
+    events_ = nullptr;
+    counters_ = nullptr;
+    uprobe_ = {};
+  }
+  bpf_object* object() const final { return obj_; }
+  bpf_map* events() const final { return events_; }
+  const bpf_map* counters() const final { return counters_; }
+  FamilyProgs progs() const final { return uprobe_.progs; }
+  uint32_t* capture_flag() const final { return uprobe_.capture; }
+  bpf_map* thread_map() const final { return uprobe_.threads; }
+
+ protected:
+  // open_and_load() into skel_; a uprobe family passes `uprobe_handles`, which names its UprobeHandles.
+  template <typename Configure>
+  std::string load_skeleton(Skel* (*open)(), int (*load)(Skel*), void (*unload)(Skel*), uint32_t ringbuf_bytes,
+                            bool uprobe_multi, Configure&& configure,
+                            UprobeHandles (*uprobe_handles)(Skel*) = nullptr) {
+    std::string err = open_and_load(skel_, open, load, unload, ringbuf_bytes, uprobe_multi, configure);
+    if (!err.empty()) return err;
+    unload_ = unload;
+    obj_ = skel_->obj;
+    events_ = skel_->maps.events;
+    counters_ = skel_->maps.counters;
+    if (uprobe_handles) uprobe_ = uprobe_handles(skel_);
+    return {};
+  }
+
+  Skel* skel_ = nullptr;
+
+ private:
+  void (*unload_)(Skel*) = nullptr;
+  bpf_object* obj_ = nullptr;
+  bpf_map* events_ = nullptr;
+  const bpf_map* counters_ = nullptr;
+  UprobeHandles uprobe_;
+};
+
 }  // namespace stackscope::trace

@@ -9,21 +9,13 @@
 namespace stackscope::trace {
 
 std::string ProcProbes::load(uint32_t ringbuf_bytes, bool uprobe_multi) {
-  return open_and_load(skel_, proc_bpf__open, proc_bpf__load, proc_bpf__destroy, ringbuf_bytes, uprobe_multi,
+  return load_skeleton(proc_bpf__open, proc_bpf__load, proc_bpf__destroy, ringbuf_bytes, uprobe_multi,
                        [&](proc_bpf* s) {
                          s->rodata->all_processes = all_processes_;
                          s->rodata->follow_children = follow_children_;
                        });
 }
 
-void ProcProbes::destroy() {
-  if (skel_) proc_bpf__destroy(skel_);
-  skel_ = nullptr;
-}
-
-bpf_object* ProcProbes::object() const { return skel_ ? skel_->obj : nullptr; }
-bpf_map* ProcProbes::events() const { return skel_ ? skel_->maps.events : nullptr; }
-const bpf_map* ProcProbes::counters() const { return skel_ ? skel_->maps.counters : nullptr; }
 bpf_program* ProcProbes::calibrate() const { return skel_ ? skel_->progs.calibrate : nullptr; }
 bpf_program* ProcProbes::calibrate_multi() const { return skel_ ? skel_->progs.calibrate_multi : nullptr; }
 

@@ -11,18 +11,13 @@ struct proc_bpf;
 
 namespace stackscope::trace {
 
-class ProcProbes final : public ProbeFamily {
+class ProcProbes final : public SkeletonFamily<proc_bpf> {
  public:
   ProcProbes(bool all_processes, bool follow_children)
       : all_processes_(all_processes), follow_children_(follow_children) {}
-  ~ProcProbes() override { destroy(); }
   const char* name() const override { return "proc"; }
   Layer layer() const override { return Layer::host; }  // process lifecycle records
   std::string load(uint32_t ringbuf_bytes, bool uprobe_multi) override;
-  void destroy() override;
-  bpf_object* object() const override;
-  bpf_map* events() const override;
-  const bpf_map* counters() const override;
 
   // Attaches the lifecycle tracepoints. The mmap ones need syscall tracepoints (CONFIG_FTRACE_SYSCALLS): without
   // them `note` says so and rescans cover dlopen. False (with `err`) when a required one fails.
@@ -37,7 +32,6 @@ class ProcProbes final : public ProbeFamily {
 
  private:
   bool all_processes_, follow_children_;
-  proc_bpf* skel_ = nullptr;
 };
 
 }  // namespace stackscope::trace

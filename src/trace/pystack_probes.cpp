@@ -18,18 +18,9 @@
 namespace stackscope::trace {
 
 std::string PyStackProbes::load(uint32_t ringbuf_bytes, bool uprobe_multi) {
-  return open_and_load(skel_, pystack_bpf__open, pystack_bpf__load, pystack_bpf__destroy, ringbuf_bytes,
-                       uprobe_multi, [&](pystack_bpf* s) { s->rodata->offcpu_min_ns = offcpu_min_ns_; });
+  return load_skeleton(pystack_bpf__open, pystack_bpf__load, pystack_bpf__destroy, ringbuf_bytes, uprobe_multi,
+                       [&](pystack_bpf* s) { s->rodata->offcpu_min_ns = offcpu_min_ns_; });
 }
-
-void PyStackProbes::destroy() {
-  if (skel_) pystack_bpf__destroy(skel_);
-  skel_ = nullptr;
-}
-
-bpf_object* PyStackProbes::object() const { return skel_ ? skel_->obj : nullptr; }
-bpf_map* PyStackProbes::events() const { return skel_ ? skel_->maps.events : nullptr; }
-const bpf_map* PyStackProbes::counters() const { return skel_ ? skel_->maps.counters : nullptr; }
 
 bool PyStackProbes::register_process(uint32_t pid, const std::vector<MapEntry>& maps, const MappedLibrary& lib,
                                      const ElfImage& img, const Note& note) {

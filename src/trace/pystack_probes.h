@@ -15,20 +15,15 @@ struct pystack_bpf;
 
 namespace stackscope::trace {
 
-class PyStackProbes final : public ProbeFamily {
+class PyStackProbes final : public SkeletonFamily<pystack_bpf> {
  public:
   using Note = std::function<void(const std::string&)>;
   // `mode` is --python-mode ("stack" says why an interpreter is not sampled; "auto" leaves that to USDT).
   PyStackProbes(std::string mode, int sample_hz, uint64_t offcpu_min_ns)
       : mode_(std::move(mode)), sample_hz_(sample_hz), offcpu_min_ns_(offcpu_min_ns) {}
-  ~PyStackProbes() override { destroy(); }
   const char* name() const override { return "python-stack"; }
   Layer layer() const override { return Layer::python; }
   std::string load(uint32_t ringbuf_bytes, bool uprobe_multi) override;
-  void destroy() override;
-  bpf_object* object() const override;
-  bpf_map* events() const override;
-  const bpf_map* counters() const override;
 
   // Registers the interpreter `img` (mapped as `lib` in `pid`) with the sampler: its _PyRuntime address and its
   // version's offsets. True when the process is sampled (now or already); false when this interpreter is not for
@@ -52,7 +47,6 @@ class PyStackProbes final : public ProbeFamily {
   std::string mode_;
   int sample_hz_;
   uint64_t offcpu_min_ns_;
-  pystack_bpf* skel_ = nullptr;
   mutable std::mutex mu_;  // sampled_
   std::set<uint32_t> sampled_;  // processes registered
   std::vector<bpf_link*> links_;  // maintainer thread, then release()

@@ -5,25 +5,9 @@
 namespace stackscope::trace {
 
 std::string PythonProbes::load(uint32_t ringbuf_bytes, bool uprobe_multi) {
-  return open_and_load(skel_, python_bpf__open, python_bpf__load, python_bpf__destroy, ringbuf_bytes, uprobe_multi,
-                       [&](python_bpf* s) { s->rodata->min_duration_ns = min_duration_ns_; });
-}
-
-void PythonProbes::destroy() {
-  if (skel_) python_bpf__destroy(skel_);
-  skel_ = nullptr;
-}
-
-bpf_object* PythonProbes::object() const { return skel_ ? skel_->obj : nullptr; }
-bpf_map* PythonProbes::events() const { return skel_ ? skel_->maps.events : nullptr; }
-const bpf_map* PythonProbes::counters() const { return skel_ ? skel_->maps.counters : nullptr; }
-uint32_t* PythonProbes::capture_flag() const { return skel_ ? &skel_->data->capture_enabled : nullptr; }
-bpf_map* PythonProbes::thread_map() const { return skel_ ? skel_->maps.call_threads : nullptr; }
-
-FamilyProgs PythonProbes::progs() const {
-  if (!skel_) return {};
-  return {skel_->progs.call_entry, skel_->progs.call_return, skel_->progs.call_entry_multi,
-          skel_->progs.call_return_multi};
+  return load_skeleton(python_bpf__open, python_bpf__load, python_bpf__destroy, ringbuf_bytes, uprobe_multi,
+                       [&](python_bpf* s) { s->rodata->min_duration_ns = min_duration_ns_; },
+                       call_probe_handles<python_bpf>);
 }
 
 LibraryProbes PythonProbes::probes_for(const MappedLibrary& lib, const ElfImage& img, const ProbeContext& ctx) {

@@ -10,22 +10,14 @@ struct python_bpf;
 
 namespace stackscope::trace {
 
-class PythonProbes final : public ProbeFamily {
+class PythonProbes final : public SkeletonFamily<python_bpf> {
  public:
   // `mode`: --python-mode (usdt, capi, auto; stack mode never loads this family). `duty_cycled`: the C-API probes
   // have a fixed duty cycle (--python-duty), which says so in its own note.
   PythonProbes(uint64_t min_duration_ns, std::string mode, bool duty_cycled)
       : min_duration_ns_(min_duration_ns), mode_(std::move(mode)), duty_cycled_(duty_cycled) {}
-  ~PythonProbes() override { destroy(); }
   const char* name() const override { return "python"; }
   std::string load(uint32_t ringbuf_bytes, bool uprobe_multi) override;
-  void destroy() override;
-  bpf_object* object() const override;
-  bpf_map* events() const override;
-  const bpf_map* counters() const override;
-  FamilyProgs progs() const override;
-  uint32_t* capture_flag() const override;
-  bpf_map* thread_map() const override;
   Layer layer() const override { return Layer::python; }
   // An interpreter's function__entry/return USDT probes where it has them (and the mode is not capi); else, under
   // --python-mode capi, probes on the C-API entry points of the catalog (python_capi_spec).
@@ -38,7 +30,6 @@ class PythonProbes final : public ProbeFamily {
   uint64_t min_duration_ns_;
   std::string mode_;
   bool duty_cycled_;
-  python_bpf* skel_ = nullptr;
 };
 
 }  // namespace stackscope::trace

@@ -17,24 +17,12 @@
 namespace stackscope::trace {
 
 std::string TorchProbes::load(uint32_t ringbuf_bytes, bool uprobe_multi) {
-  return open_and_load(skel_, torch_bpf__open, torch_bpf__load, torch_bpf__destroy, ringbuf_bytes, uprobe_multi,
-                       [&](torch_bpf* s) { s->rodata->aggregate = aggregate_; });
-}
-
-void TorchProbes::destroy() {
-  if (skel_) torch_bpf__destroy(skel_);
-  skel_ = nullptr;
-}
-
-bpf_object* TorchProbes::object() const { return skel_ ? skel_->obj : nullptr; }
-bpf_map* TorchProbes::events() const { return skel_ ? skel_->maps.events : nullptr; }
-const bpf_map* TorchProbes::counters() const { return skel_ ? skel_->maps.counters : nullptr; }
-uint32_t* TorchProbes::capture_flag() const { return skel_ ? &skel_->data->capture_enabled : nullptr; }
-bpf_map* TorchProbes::thread_map() const { return skel_ ? skel_->maps.torch_threads : nullptr; }
-
-FamilyProgs TorchProbes::progs() const {
-  if (!skel_) return {};
-  return {skel_->progs.op_entry, skel_->progs.op_return, skel_->progs.op_entry_multi, skel_->progs.op_return_multi};
+  return load_skeleton(torch_bpf__open, torch_bpf__load, torch_bpf__destroy, ringbuf_bytes, uprobe_multi,
+                       [&](torch_bpf* s) { s->rodata->aggregate = aggregate_; }, [](torch_bpf* s) {
+                         return UprobeHandles{s->maps.torch_threads, &s->data->capture_enabled,
+                                              {s->progs.op_entry, s->progs.op_return, s->progs.op_entry_multi,
+                                               s->progs.op_return_multi}};
+                       });
 }
 
 LibraryProbes TorchProbes::probes_for(const MappedLibrary& lib, const ElfImage& img, const ProbeContext& ctx) {

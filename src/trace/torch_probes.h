@@ -21,21 +21,13 @@ struct torch_bpf;
 
 namespace stackscope::trace {
 
-class TorchProbes final : public ProbeFamily {
+class TorchProbes final : public SkeletonFamily<torch_bpf> {
  public:
   // `patterns`: the operators to probe (record --torch-ops; default_torch_ops() when empty).
   TorchProbes(bool aggregate, std::vector<std::string> patterns)
       : aggregate_(aggregate), patterns_(patterns.empty() ? default_torch_ops() : std::move(patterns)) {}
-  ~TorchProbes() override { destroy(); }
   const char* name() const override { return "torch"; }
   std::string load(uint32_t ringbuf_bytes, bool uprobe_multi) override;
-  void destroy() override;
-  bpf_object* object() const override;
-  bpf_map* events() const override;
-  const bpf_map* counters() const override;
-  FamilyProgs progs() const override;
-  uint32_t* capture_flag() const override;
-  bpf_map* thread_map() const override;
   Layer layer() const override { return Layer::torch; }
   // The operators of libtorch_cpu (see operator_probes).
   LibraryProbes probes_for(const MappedLibrary& lib, const ElfImage& img, const ProbeContext& ctx) override;
@@ -54,7 +46,6 @@ class TorchProbes final : public ProbeFamily {
  private:
   bool aggregate_;
   std::vector<std::string> patterns_;
-  torch_bpf* skel_ = nullptr;
   mutable std::mutex mu_;  // names_, ops_by_image_
   std::vector<std::string> names_;                                                 // op id -> event name
   std::map<std::string, std::vector<std::pair<uint32_t, uint64_t>>> ops_by_image_;  // image -> (op id, vaddr)

@@ -172,14 +172,7 @@ CallWindowFeatures::CallWindowFeatures(Layer layer, WindowGrid grid, CallWindowO
       offcpu_n_(grid.count, 0.0) {}
 
 CallRecord call_record_of(const Event& e) {
-  CallRecord c;
-  c.layer = e.layer;
-  c.timed = !(e.flags & (kEventInstant | kEventUnfinished));
-  c.instant = e.flags & kEventInstant;
-  c.pid = e.pid;
-  c.tid = e.tid;
-  c.start_ns = e.start_ns;
-  c.duration_ns = e.duration_ns;
+  CallRecord c = call_record_header(e);
   c.name = e.name;
   const ArgValue* sample = e.arg("sample");
   c.sample = sample != nullptr;

@@ -103,6 +103,21 @@ struct CallRecord {
 // The CallRecord of an Event (its string arguments read by key), for callers that hold Event objects.
 CallRecord call_record_of(const Event& e);
 
+// The CallRecord fields that an event's header gives alone, for Event and for the store's zero-copy EventRef
+// (same field names); its name and arguments are left to the caller.
+template <typename EventHeader>
+CallRecord call_record_header(const EventHeader& e) {
+  CallRecord c;
+  c.layer = e.layer;
+  c.timed = !(e.flags & (kEventInstant | kEventUnfinished));
+  c.instant = e.flags & kEventInstant;
+  c.pid = e.pid;
+  c.tid = e.tid;
+  c.start_ns = e.start_ns;
+  c.duration_ns = e.duration_ns;
+  return c;
+}
+
 // Accumulates the events of one layer (others are ignored) one at a time, so a long recording never has to be
 // held as Event objects; table() builds the columns described above.
 //

@@ -1,49 +1,11 @@
-// Median and MAD over the finite values of a sample: the incident engine's baselines are robust to the
-// episodes they are compared with.
+// Moved to analyze/robust_stats.h (shared with the straggler and reveal analyses); this forwarding header keeps
+// the incident engine's includes and its incidents:: names working.
 #pragma once
-#include <algorithm>
-#include <cmath>
-#include <vector>
+#include "analyze/robust_stats.h"
 
 namespace stackscope::analyze::incidents {
-
-// NaN for an empty sample (or one with no finite value).
-inline double median(std::vector<double> v) {
-  std::erase_if(v, [](double x) { return !std::isfinite(x); });
-  if (v.empty()) return NAN;
-  const size_t mid = v.size() / 2;
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
-  const double hi = v[mid];
-  if (v.size() % 2) return hi;
-  return (hi + *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid))) / 2;
-}
-
-// The mean of the finite values; NaN when there is none.
-inline double mean_of(const std::vector<double>& v) {
-  double sum = 0;
-  size_t n = 0;
-  for (double x : v)
-    if (std::isfinite(x)) sum += x, ++n;
-  return n ? sum / static_cast<double>(n) : NAN;
-}
-
-inline double quantile(std::vector<double> v, double q) {
-  std::erase_if(v, [](double x) { return !std::isfinite(x); });
-  if (v.empty()) return NAN;
-  std::sort(v.begin(), v.end());
-  const double pos = q * static_cast<double>(v.size() - 1);
-  const auto lo = static_cast<size_t>(pos);
-  const size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
-}
-
-// 1.4826 x median absolute deviation: the standard deviation of a normal sample.
-inline double robust_sd(const std::vector<double>& v, double centre) {
-  std::vector<double> dev;
-  dev.reserve(v.size());
-  for (double x : v)
-    if (std::isfinite(x)) dev.push_back(std::abs(x - centre));
-  return 1.4826 * median(std::move(dev));
-}
-
+using analyze::mean_of;
+using analyze::median;
+using analyze::quantile;
+using analyze::robust_sd;
 }  // namespace stackscope::analyze::incidents

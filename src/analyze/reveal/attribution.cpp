@@ -7,18 +7,11 @@
 #include <set>
 #include <stdexcept>
 
+#include "analyze/robust_stats.h"
+
 namespace stackscope::analyze {
 
 namespace {
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0;
-  const size_t mid = v.size() / 2;
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
-  double m = v[mid];
-  if (v.size() % 2 == 0) m = (m + *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid))) / 2;
-  return m;
-}
-
 // Scale of a sample: 1.4826 MAD, else the standard deviation, else a floor relative to the level.
 double robust_scale(const std::vector<double>& v, double centre) {
   std::vector<double> dev(v.size());

@@ -6,6 +6,7 @@
 #include <numeric>
 #include <random>
 
+#include "analyze/robust_stats.h"
 #include "analyze/stragglers/straggler.h"
 
 namespace stackscope::analyze {
@@ -27,18 +28,11 @@ double ks_statistic(std::vector<double> a, std::vector<double> b) {
 
 namespace {
 
-double mean_of(const std::vector<double>& v) {
+// The mean of every value; 0 for an empty sample (a worker without data), unlike robust_stats.h's mean_of().
+double mean_or_zero(const std::vector<double>& v) {
   double sum = 0;
   for (double x : v) sum += x;
   return v.empty() ? 0 : sum / double(v.size());
-}
-
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0;
-  auto mid = v.begin() + v.size() / 2;
-  std::nth_element(v.begin(), mid, v.end());
-  if (v.size() % 2) return *mid;
-  return 0.5 * (*mid + *std::max_element(v.begin(), mid));  // even count: the mean of the middle two
 }
 
 // The ECDFs of `members` evaluated on a grid of pooled quantiles, one column per member.
@@ -183,7 +177,7 @@ Stage1Result stage1_rhythm(const std::vector<std::vector<std::vector<double>>>& 
   std::vector<double> own_median(n, 0), own_mean(n, 0);
   for (size_t w = 0; w < n; ++w) {
     own_median[w] = median_of(flat[w]);
-    own_mean[w] = mean_of(flat[w]);
+    own_mean[w] = mean_or_zero(flat[w]);
   }
   std::vector<std::vector<bool>> slower_in_window;
   for (size_t b = 0; b < k; b += win) {
@@ -197,7 +191,7 @@ Stage1Result stage1_rhythm(const std::vector<std::vector<std::vector<double>>>& 
     }
     r.windows.push_back({steps[b], steps[e - 1], ks_abnormality(part, group, options.ks)});
     std::vector<double> med(n);
-    for (size_t w = 0; w < n; ++w) med[w] = mean_of(part[w]);
+    for (size_t w = 0; w < n; ++w) med[w] = mean_or_zero(part[w]);
     slower_in_window.push_back(slower_than_group(med, group, part));
     if (e == k) break;
   }

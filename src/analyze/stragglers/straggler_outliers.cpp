@@ -8,6 +8,7 @@
 #include <map>
 #include <tuple>
 
+#include "analyze/robust_stats.h"
 #include "analyze/stragglers/straggler.h"
 
 namespace stackscope::analyze {
@@ -29,16 +30,6 @@ struct Entry {
 struct Center {
   double center, scale;
 };
-
-// The median (the mean of the two middle values for an even count: with 4 workers the upper middle value
-// would often be the outlier's neighbour).
-double median_in_place(std::vector<double>& v) {
-  const size_t n = v.size();
-  std::nth_element(v.begin(), v.begin() + n / 2, v.end());
-  const double hi = v[n / 2];
-  if (n % 2) return hi;
-  return 0.5 * (hi + *std::max_element(v.begin(), v.begin() + n / 2));
-}
 
 Center center_scale(std::vector<double>& v, bool robust, double floor) {
   const size_t n = v.size();

@@ -1,5 +1,5 @@
-// A TelemetrySink for collector benchmarks: declares and counts, keeps nothing (what a sink costs is the store's
-// benchmark, not theirs).
+// A TelemetrySink that declares series and counts samples but keeps nothing: for measuring a collector's own
+// cost or memory (benchmarks, tests) without a store's.
 #pragma once
 #include <cstdint>
 #include <span>
@@ -7,7 +7,7 @@
 
 #include "model/sink.h"
 
-namespace stackscope::bench {
+namespace stackscope {
 
 class CountingSink final : public TelemetrySink {
  public:
@@ -20,4 +20,4 @@ class CountingSink final : public TelemetrySink {
   uint64_t samples = 0;
 };
 
-}  // namespace stackscope::bench
+}  // namespace stackscope
