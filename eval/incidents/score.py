@@ -205,6 +205,18 @@ def score_run(name, faults_path, analysis_path, slack_s, online_path=None):
             continue
         false.append({"start_s": inc.get("start_s"), "end_s": inc.get("end_s"), "class": cause_class(inc),
                       "impact_s": inc.get("impact_s"), "summary": inc.get("summary", "")})
+    # Online (record --detect, or the replay): an incident (its lines by id) none of whose moments overlaps an
+    # episode widened by the slack was told to an operator while nothing was wrong.
+    online_false, by_id = [], {}
+    for inc in online:
+        by_id.setdefault(inc.get("id"), []).append(inc)
+    for lines in by_id.values():
+        if not any(i["start_ns"] - slack <= ep["end_ns"] and i["end_ns"] + slack >= ep["start_ns"]
+                   for i in lines for ep in episodes):
+            last = lines[-1]
+            online_false.append({"start_s": last.get("start_s"), "end_s": last.get("end_s"),
+                                 "class": cause_class(last), "detected_at_s": last.get("detected_at_s"),
+                                 "summary": last.get("summary", "")})
     # Clean time: the recording less each episode widened by the slack (merged where they touch).
     spans = sorted((e["start_ns"] - slack, e["end_ns"] + slack) for e in episodes)
     faulty, cur = 0.0, None
@@ -219,7 +231,8 @@ def score_run(name, faults_path, analysis_path, slack_s, online_path=None):
         faulty += (cur[1] - cur[0]) / 1e9
     return {"run": name, "workload": meta.get("workload"), "seed": meta.get("seed"), "schema": schema,
             "clean_run": not episodes, "seconds": round(seconds, 2), "clean_s": round(max(0.0, seconds - faulty), 2),
-            "incidents": len(incidents), "episodes": out_eps, "false_incidents": false}
+            "incidents": len(incidents), "episodes": out_eps, "false_incidents": false,
+            "online": bool(online_path and os.path.exists(online_path)), "online_false_incidents": online_false}
 
 
 def poisson_upper(k, conf=0.95):
@@ -262,6 +275,8 @@ def summarise(runs):
         "extra_incidents_in_episodes": sum(max(0, e["incidents"] - 1) for e in eps),
         "false_incidents": false_n,
         "false_in_clean_runs": sum(len(r["false_incidents"]) for r in runs if r["clean_run"]),
+        "online_runs": sum(bool(r.get("online")) for r in runs),
+        "online_false_incidents": sum(len(r.get("online_false_incidents", [])) for r in runs),
         "clean_hours": round(clean_h, 4), "false_per_hour": (false_n / clean_h) if clean_h else None,
         # What the clean time can show: the rate that this count would still be consistent with (95 %).
         "false_per_hour_upper95": round(poisson_upper(false_n) / clean_h, 3) if clean_h else None,
@@ -342,6 +357,8 @@ def markdown(runs, overall, targets, per_class, confusion):
     for label, value, t in rows:
         met = "n/a" if t["met"] is None else ("yes" if t["met"] else "NO")
         md.append(f"| {label} | {value} | {t['target']} | {met} |")
+    md += ["", f"Online (record --detect's lines, or the replay's, in {o['online_runs']} of the runs): "
+           f"{o['online_false_incidents']} incident(s) outside every episode (withdrawn ones not counted)."]
     md += ["", f"Extra incidents inside episodes (one episode split into several): {o['extra_incidents_in_episodes']}. "
            f"Culprit process named: {o['culprit_named']}/{o['culprit_checked']} episodes with a process culprit.", "",
            "| class | episodes | found | class right | median slowdown of the job | median detection |",
@@ -354,12 +371,14 @@ def markdown(runs, overall, targets, per_class, confusion):
            "| injected \\ reported | " + " | ".join(cols) + " |", "| --- |" + " --- |" * len(cols)]
     for c, row in confusion.items():
         md.append(f"| {c} | " + " | ".join(str(row.get(k, 0)) for k in cols) + " |")
-    md += ["", "| run | workload | seed | seconds | clean s | episodes | found | class right | false incidents |",
-           "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    md += ["", "| run | workload | seed | seconds | clean s | episodes | found | class right | false incidents | "
+           "false online |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in runs:
         e = r["episodes"]
+        online = len(r.get("online_false_incidents", [])) if r.get("online") else "-"
         md.append(f"| {r['run']} | {r['workload']} | {r['seed']} | {r['seconds']} | {r['clean_s']} | {len(e)} | "
-                  f"{sum(x['found'] for x in e)} | {sum(x['class_right'] for x in e)} | {len(r['false_incidents'])} |")
+                  f"{sum(x['found'] for x in e)} | {sum(x['class_right'] for x in e)} | {len(r['false_incidents'])} | "
+                  f"{online} |")
     misses = [(r["run"], e) for r in runs for e in r["episodes"] if not e["class_right"]]
     if misses:
         md += ["", "Misses and wrong classes:", ""]
@@ -375,6 +394,12 @@ def markdown(runs, overall, targets, per_class, confusion):
         md += ["", "False incidents:", ""]
         for run, f in falses:
             md.append(f"- {run}: {f['class']} at {fmt(f['start_s'], ' s')}-{fmt(f['end_s'], ' s')}: {f['summary']}")
+    online_falses = [(r["run"], f) for r in runs for f in r.get("online_false_incidents", [])]
+    if online_falses:
+        md += ["", "False incidents online:", ""]
+        for run, f in online_falses:
+            md.append(f"- {run}: {f['class']} at {fmt(f['start_s'], ' s')}-{fmt(f['end_s'], ' s')} (told at "
+                      f"{fmt(f['detected_at_s'], ' s')}): {f['summary']}")
     return "\n".join(md) + "\n"
 
 

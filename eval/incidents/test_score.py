@@ -5,6 +5,7 @@ The expected figures are worked out by hand in the comments from the fixture fil
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -82,6 +83,28 @@ class ScoreFixtures(unittest.TestCase):
         self.assertFalse(t["detection_s"]["met"])
         self.assertFalse(t["cause_s"]["met"])
         self.assertEqual(self.doc["overall"]["detection"]["measured"], 3)
+
+    def test_online_false_incidents(self):
+        # fault_run's online lines both overlap the storage_stall episode: none false. Added: incident 7 at
+        # 1000-1005 s (15 s before the first episode, past the 2 s slack), opened then closed: one false incident
+        # however many lines it has; incident 8 likewise but withdrawn (the job's end): not counted.
+        self.assertEqual(self.doc["overall"]["online_false_incidents"], 0)
+        with tempfile.TemporaryDirectory() as d:
+            for ext in ("analysis.json", "faults.jsonl", "online.jsonl"):
+                shutil.copy(os.path.join(DATA, "fault_run." + ext), d)
+            line = {"start_s": 5.0, "end_s": 10.0, "start_ns": 1000000000000, "end_ns": 1005000000000,
+                    "detected_at_s": 7.0, "cause": {"class": "host_stall"}}
+            with open(os.path.join(d, "fault_run.online.jsonl"), "a") as f:
+                for i, what in ((7, "open"), (7, "close"), (8, "open"), (8, "withdrawn")):
+                    f.write(json.dumps(dict(line, id=i, online=what)) + "\n")
+            js = os.path.join(d, "score.json")
+            rc, md, _ = run_score(os.path.join(d, "fault_run"), "--json", js)
+            with open(js) as f:
+                doc = json.load(f)
+        self.assertEqual(rc, 0)
+        self.assertEqual(doc["overall"]["online_false_incidents"], 1)
+        self.assertEqual([x["class"] for x in doc["runs"][0]["online_false_incidents"]], ["host_stall"])
+        self.assertIn("False incidents online", md)
 
     def test_targets_and_confusion(self):
         t = self.doc["targets"]

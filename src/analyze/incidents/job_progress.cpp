@@ -85,9 +85,20 @@ JobProgress choose_progress(std::vector<ProgressSignal> candidates, std::optiona
   JobProgress out;
   out.steps = steps;
   for (auto& c : candidates) c.regularity_cv = regularity(c.per_window);
+  // A job that has made GPU work calls (a synchronisation, a kernel launch, a collective) is judged by its GPU work
+  // only. Its interpreter's on-CPU samples and its operators run from the first import: while it imports, reads its
+  // data, builds its model and sets up CUDA and its process group they rise and dip with that set-up, not with the
+  // work it is for. Offline the GPU work is the signal and its empty first seconds are the start-up; online, the
+  // early passes had too few windows of it to judge by and fell back on the Python samples, so the set-up's waits
+  // became host and storage stalls (5 false incidents in the first 7-24 s of the benchmark's GPU jobs, none of them
+  // offline). Until one GPU signal can be judged, such a job has no progress signal: it is starting up.
+  const bool gpu_work = std::any_of(candidates.begin(), candidates.end(), [](const ProgressSignal& c) {
+    return c.metric == "syncs" || c.metric == "launches" || c.metric == "collectives";
+  });
   const ProgressSignal* best = nullptr;
   for (const auto& c : candidates) {
     if (!std::isfinite(c.regularity_cv)) continue;
+    if (gpu_work && (c.metric == "python_samples" || c.metric == "torch_ops")) continue;
     const size_t skip = c.per_window.size() / 10;
     const double typical = median(std::vector<double>(c.per_window.begin() + static_cast<std::ptrdiff_t>(skip),
                                                       c.per_window.end() - static_cast<std::ptrdiff_t>(skip)));

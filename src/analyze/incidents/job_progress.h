@@ -46,7 +46,9 @@ struct JobProgress {
 };
 
 // Chooses among candidate signals: steps when found and regular enough, else the most regular signal with at
-// least `min_per_window` units in a typical window. Pure; the counter below produces the candidates.
+// least `min_per_window` units in a typical window; once the job has made GPU work calls, only its GPU work (steps,
+// collectives, synchronisations, launches) is judged by, none while none is typical yet (start-up). Pure; the
+// counter below produces the candidates.
 JobProgress choose_progress(std::vector<ProgressSignal> candidates, std::optional<StepStats> steps,
                             double min_per_window = 5);
 
