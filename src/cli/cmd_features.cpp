@@ -117,7 +117,7 @@ int run_features(const FeaturesCliOptions& opt) {
       j["baseline"] = {{"windows", baseline.windows}, {"side", opt.baseline_side}, {"scale", opt.baseline_scale}};
     std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
-    std::cout << fmt::format("{}: {} windows of {} s x {} {}features ({} subjects){} -> {}\n", opt.recording,
+    std::cout << fmt::format("{}: {} windows of {:g} s x {} {}features ({} subjects){} -> {}\n", opt.recording,
                              grid.count, window_s, table.columns.size(), opt.layer.empty() ? "" : opt.layer + " ",
                              table.subjects.size(),
                              opt.baseline_s > 0 ? fmt::format(", departures from a {}-window baseline ({})",

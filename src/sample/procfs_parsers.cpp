@@ -341,7 +341,6 @@ ParseReport parse_interrupts(std::string_view text, Interrupts& out) {
     row.first = out.counts.size();
     Tokens t(line.substr(colon + 1));
     bool bad = false;
-    std::string_view rest;
     while (row.n < out.cpus.size()) {
       Tokens probe = t;
       if (!probe.next(tok)) break;
