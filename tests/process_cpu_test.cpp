@@ -209,6 +209,8 @@ TEST(ProcessCpuParsers, PidStatFieldsAfterTheLastParenthesis) {
   }
   EXPECT_EQ(parse_schedstat_run_delay("123 4567 89\n"), 4567u);
   EXPECT_EQ(parse_schedstat_run_delay("123\n"), std::nullopt);
+  EXPECT_EQ(parse_schedstat_on_cpu("123 4567 89\n"), 123u);
+  EXPECT_EQ(parse_schedstat_on_cpu(""), std::nullopt);
   EXPECT_EQ(printable_comm("a\nb"), "a?b");
   EXPECT_EQ(printable_comm(""), "?");
 }

@@ -28,6 +28,17 @@ ClickHouseReply query_clickhouse(const ClickHouseSource& source, const std::stri
 std::vector<std::string_view> split_tsv_line(std::string_view line);
 std::string unescape_tsv(std::string_view field);
 
+// fn(line, fields) for each non-empty line of a TabSeparated answer.
+template <typename Fn>
+void for_each_tsv_row(std::string_view body, Fn&& fn) {
+  while (!body.empty()) {
+    const size_t nl = body.find('\n');
+    const std::string_view line = body.substr(0, nl);
+    body = nl == std::string_view::npos ? std::string_view() : body.substr(nl + 1);
+    if (!line.empty()) fn(line, split_tsv_line(line));
+  }
+}
+
 // A whole field as a number.
 template <typename T>
 bool parse_number(std::string_view s, T& out) {

@@ -62,7 +62,6 @@ FleetSamples read_fleet_samples(const ClickHouseSource& source, const FleetSampl
 
   std::vector<FleetHost>& out = result.hosts;
   const size_t columns = result.kind_column ? 7 : 6;
-  std::string_view body = reply.body;
   size_t rows = 0;
   std::string prev_key;
   // The current series' kind, from the first of its rows that carries one (-1: none yet). Not an optional: GCC 12
@@ -77,12 +76,7 @@ FleetSamples read_fleet_samples(const ClickHouseSource& source, const FleetSampl
     h.kinds_guessed += !s.kind_stored;
     stored = -1;
   };
-  while (!body.empty()) {
-    const size_t nl = body.find('\n');
-    std::string_view line = body.substr(0, nl);
-    body = nl == std::string_view::npos ? std::string_view() : body.substr(nl + 1);
-    if (line.empty()) continue;
-    const std::vector<std::string_view> f = split_tsv_line(line);
+  for_each_tsv_row(reply.body, [&](std::string_view line, const std::vector<std::string_view>& f) {
     uint64_t ts = 0;
     double value = 0;
     if (f.size() != columns || !parse_number(f[4], ts) || !parse_number(f[5], value))
@@ -121,7 +115,7 @@ FleetSamples read_fleet_samples(const ClickHouseSource& source, const FleetSampl
     h.first_ns = h.rows == 0 ? static_cast<int64_t>(ts) : std::min(h.first_ns, static_cast<int64_t>(ts));
     h.last_ns = std::max(h.last_ns, static_cast<int64_t>(ts));
     ++h.rows;
-  }
+  });
   close_series();
   return result;
 }
@@ -148,19 +142,13 @@ FleetClockOffsets read_fleet_clock_offsets(const ClickHouseSource& source, const
     }
     throw std::runtime_error("ClickHouse at " + source.url + ": " + reply.describe());
   }
-  std::string_view body = reply.body;
-  while (!body.empty()) {
-    const size_t nl = body.find('\n');
-    const std::string_view line = body.substr(0, nl);
-    body = nl == std::string_view::npos ? std::string_view() : body.substr(nl + 1);
-    if (line.empty()) continue;
-    const std::vector<std::string_view> f = split_tsv_line(line);
+  for_each_tsv_row(reply.body, [&](std::string_view line, const std::vector<std::string_view>& f) {
     HostClockOffset o;
     if (f.size() != 4 || !parse_number(f[1], o.probes) || !parse_number(f[2], o.offset_ns) ||
         !parse_number(f[3], o.median_rtt_ns))
       throw std::runtime_error(fmt::format("ClickHouse at {}: unexpected row '{}'", source.url, line.substr(0, 200)));
     out.by_host[unescape_tsv(f[0])] = o;
-  }
+  });
   return out;
 }
 

@@ -39,14 +39,8 @@ FleetRankWaits read_fleet_waits(const ClickHouseSource& source, const FleetSampl
   };
   std::map<std::tuple<std::string, std::string, std::string>, Rows> by_worker;
   std::map<int64_t, size_t> interval_votes;
-  std::string_view body = reply.body;
   size_t rows = 0;
-  while (!body.empty()) {
-    const size_t nl = body.find('\n');
-    const std::string_view line = body.substr(0, nl);
-    body = nl == std::string_view::npos ? std::string_view() : body.substr(nl + 1);
-    if (line.empty()) continue;
-    const std::vector<std::string_view> f = split_tsv_line(line);
+  for_each_tsv_row(reply.body, [&](std::string_view line, const std::vector<std::string_view>& f) {
     int64_t start = 0, interval = 0;
     uint64_t wait = 0;  // a sum of UInt64
     if (f.size() != 6 || !parse_number(f[3], start) || !parse_number(f[4], interval) || !parse_number(f[5], wait))
@@ -59,7 +53,7 @@ FleetRankWaits read_fleet_waits(const ClickHouseSource& source, const FleetSampl
     r.wait_by_interval[start] += w;
     r.total += w;
     ++interval_votes[interval];
-  }
+  });
   if (!interval_votes.empty())
     out.interval_ns = std::max_element(interval_votes.begin(), interval_votes.end(), [](const auto& a, const auto& b) {
                         return a.second < b.second;

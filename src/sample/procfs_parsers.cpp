@@ -494,6 +494,13 @@ std::optional<uint64_t> parse_schedstat_run_delay(std::string_view text) {
   return parse_u64(t);
 }
 
+std::optional<uint64_t> parse_schedstat_on_cpu(std::string_view text) {
+  Tokens tok(text);
+  std::string_view t;
+  if (!tok.next(t)) return std::nullopt;
+  return parse_u64(t);
+}
+
 std::string printable_comm(std::string_view comm) {
   std::string out;
   for (char c : comm) out.push_back(static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? '?' : c);

@@ -130,6 +130,8 @@ ParseReport parse_pid_stat(std::string_view text, PidStat& out);
 
 // ---- /proc/[pid]/task/[tid]/schedstat: "on-cpu-ns run-queue-wait-ns timeslices"; the wait, nullopt if unreadable
 std::optional<uint64_t> parse_schedstat_run_delay(std::string_view text);
+// The first field of the same: ns the task ran on a CPU (exact, where stat's utime+stime are clock ticks).
+std::optional<uint64_t> parse_schedstat_on_cpu(std::string_view text);
 
 // A process name fit for a series' device: control characters (a name is any 15 bytes) become '?'; "?" for empty.
 std::string printable_comm(std::string_view comm);
