@@ -5,7 +5,7 @@
 #include <optional>
 #include <regex>
 
-#include "analyze/incidents/robust_stats.h"
+#include "analyze/robust_stats.h"
 
 namespace stackscope::analyze::incidents {
 

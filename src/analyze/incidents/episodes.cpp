@@ -5,7 +5,7 @@
 #include <numbers>
 #include <fmt/format.h>
 
-#include "analyze/incidents/robust_stats.h"
+#include "analyze/robust_stats.h"
 
 namespace stackscope::analyze::incidents {
 

@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "analyze/incidents/robust_stats.h"
+#include "analyze/robust_stats.h"
 
 namespace stackscope::analyze::incidents {
 

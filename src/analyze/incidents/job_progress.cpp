@@ -5,7 +5,7 @@
 #include <map>
 #include <type_traits>
 
-#include "analyze/incidents/robust_stats.h"
+#include "analyze/robust_stats.h"
 #include "analyze/stragglers/straggler.h"
 
 namespace stackscope::analyze::incidents {
