@@ -40,28 +40,18 @@ plan=()
 # spinning process on the slowed rank's (expected cause class: host)
 classes=(none compute host gpu cpu)
 [[ -n "${CPU:-}" ]] && classes=(none compute host cpu)
-for ((i = 0; i < per; i++)); do plan+=("${classes[@]}"); done
+for ((i = 0; i < per; i++)); do plan+=("${classes[@]:1}"); done
+for ((i = 0; i < ${CLEAN_RUNS:-$per}; i++)); do plan+=(none); done  # CLEAN_RUNS=N: other than RUNS_PER_CLASS clean runs
 mapfile -t plan < <(printf '%s\n' "${plan[@]}" | shuf --random-source=<(yes "${SEED:-15}"))
 RANDOM=${SEED:-15}  # the slowed ranks, reproducible per SEED
-t_begin=$(date +%s)
-: > "$out/results.jsonl"
-i=0
-for fault in "${plan[@]}"; do
-  # MAX_S: start no run after this many seconds (a device command may last 10 minutes; a run takes 30-45 s)
-  if [[ -n "${MAX_S:-}" ]] && (( $(date +%s) - t_begin > MAX_S )); then echo "stopped after $i runs (MAX_S)"; break; fi
-  slow=-1; [[ $fault != none ]] && slow=$((RANDOM % ranks))
-  rec="$w/run$i.sdb"
-  start=$(date +%s.%N)
-  read -r -a cmd <<< "$(job_cmd $((29700 + i)))"
-  "$BIN" record -q "${layers[@]}" -o "$rec" -- "${cmd[@]}" --steps "$steps" --slow-rank "$slow" --fault "$fault" \
-    --delay-ms "$delay" > "$w/run$i.log" 2>&1
-  rc=$?
-  end=$(date +%s.%N)
+# The analysis and scoring of one run. On a machine of more than 8 CPUs it runs in the background on the upper
+# half of the CPUs (the job's ranks and the cpu fault's spinner use the first ones) while the next run records: a
+# run records in ~20 s and its analyses took as long again. KEEP_MISSES=DIR keeps the recordings of wrong verdicts.
+score_run() {
+  local i=$1 fault=$2 slow=$3 rc=$4 start=$5 end=$6 rec=$7
   "$BIN" stragglers "$rec" > "$out/reports/run$i.txt" 2>&1
   "$BIN" stragglers --json "$rec" > "$out/reports/run$i.json" 2> "$out/reports/run$i.err"
-  "$BIN" info "$rec" > "$out/reports/run$i.info.txt" 2>&1
-  tail -3 "$w/run$i.log" > "$out/reports/run$i.job.txt"
-  "$PY" - "$out/reports/run$i.json" "$fault" "$slow" "$steps" "$i" "$rc" "$start" "$end" >> "$out/results.jsonl" <<'PYEOF'
+  "$PY" - "$out/reports/run$i.json" "$fault" "$slow" "$steps" "$i" "$rc" "$start" "$end" >> "$out/results.run$i.jsonl" <<'PYEOF'
 import json, sys
 path, fault, slow, steps, i, rc, t0, t1 = sys.argv[1:]
 try:
@@ -84,10 +74,37 @@ print(json.dumps({"run": int(i), "fault": fault, "slow_rank": int(slow), "job_rc
                   "ok_kind": ok_kind, "ok_rank": ok_kind and ok_rank, "ok_cause": ok_kind and ok_rank and ok_cause,
                   "kair_top": j["stragglers"][0] if j.get("stragglers") else None}))
 PYEOF
-  if [[ -n "${KEEP:-}" ]]; then mkdir -p "$KEEP"; mv -f "$rec" "$KEEP/run$i.sdb"; fi
+  if [[ -n "${KEEP:-}" ]]; then mkdir -p "$KEEP"; mv -f "$rec" "$KEEP/run$i.sdb"
+  elif [[ -n "${KEEP_MISSES:-}" ]] && ! grep -q '"ok_cause": true' "$out/results.run$i.jsonl"; then
+    mkdir -p "$KEEP_MISSES"; mv -f "$rec" "$KEEP_MISSES/run$i.sdb"; fi
   rm -f "$rec" "$rec"-*
+}
+ncpu=$(nproc)
+bg_cpus=${BG_CPUS-}; [[ -z ${BG_CPUS+x} ]] && (( ncpu > 8 )) && bg_cpus="$((ncpu / 2))-$((ncpu - 1))"  # BG_CPUS=LIST: there
+t_begin=$(date +%s)
+i=0
+for fault in "${plan[@]}"; do
+  # MAX_S: start no run after this many seconds (a device command may last 10 minutes; a run takes 30-45 s)
+  if [[ -n "${MAX_S:-}" ]] && (( $(date +%s) - t_begin > MAX_S )); then echo "stopped after $i runs (MAX_S)"; break; fi
+  slow=-1; [[ $fault != none ]] && slow=$((RANDOM % ranks))
+  rec="$w/run$i.sdb"
+  start=$(date +%s.%N)
+  read -r -a cmd <<< "$(job_cmd $((29700 + i)))"
+  "$BIN" record -q "${layers[@]}" -o "$rec" -- "${cmd[@]}" --steps "$steps" --slow-rank "$slow" --fault "$fault" \
+    --delay-ms "$delay" > "$w/run$i.log" 2>&1
+  rc=$?
+  end=$(date +%s.%N)
+  tail -3 "$w/run$i.log" > "$out/reports/run$i.job.txt"
+  if [[ -n "$bg_cpus" ]]; then
+    while (( $(jobs -rp | wc -l) >= 4 )); do wait -n; done
+    taskset -c "$bg_cpus" bash -c "$(declare -f score_run); $(declare -p BIN PY out steps); export KEEP=${KEEP:-} KEEP_MISSES=${KEEP_MISSES:-}; score_run $i $fault $slow $rc $start $end $rec" &
+  else
+    score_run "$i" "$fault" "$slow" "$rc" "$start" "$end" "$rec"
+  fi
   i=$((i + 1))
 done
+wait
+for ((k = 0; k < i; k++)); do cat "$out/results.run$k.jsonl" 2>/dev/null; rm -f "$out/results.run$k.jsonl"; done > "$out/results.jsonl"
 "$PY" - "$out/results.jsonl" > "$out/score.txt" <<'PYEOF'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
