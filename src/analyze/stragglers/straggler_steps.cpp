@@ -83,18 +83,40 @@ double phase_peak(const std::vector<double>& gap_after, int p) {
 
 // A name sequence can repeat faster than the step (three equal all-reduce buckets repeat every collective):
 // the step is the multiple k*p whose pauses line up, i.e. one position carries the long pause between steps.
-// Multiples are tried only while each position is seen at least 30 times; a maximum over many medians of a few
-// noisy pauses still grows with k by chance alone.
+// Multiples are tried only while each position is seen at least 60 times; a maximum over many medians of a few
+// noisy pauses still grows with k by chance alone (at 30, a 4-rank run whose NCCL probes were watched for 195
+// collectives passed a chance pair of medians, 3.0 against 2.0 ms: 34 steps of 600).
 int step_multiple(const std::vector<double>& gap_after, int p) {
-  const int max_k = std::max<int>(1, static_cast<int>(gap_after.size() / (30 * p)));
+  const int max_k = std::max<int>(1, static_cast<int>(gap_after.size() / (60 * p)));
   std::vector<double> peak(max_k + 1, 0);
+  std::vector<bool> stands_out(max_k + 1, true);
   double best = 0;
-  for (int k = 1; k <= max_k; ++k) best = std::max(best, peak[k] = phase_peak(gap_after, k * p));
+  for (int k = 1; k <= max_k; ++k) {
+    const auto med = phase_medians(gap_after, k * p);
+    const int at = static_cast<int>(std::max_element(med.begin(), med.end()) - med.begin());
+    best = std::max(best, peak[k] = med[at]);
+    // In a real multiple one position of the k that share a place in the name sequence carries the pause
+    // between steps and the other k-1 ordinary ones. Pauses that are long at random (a rank sharing its CPU
+    // is descheduled for a time slice every few collectives: 1.8 ms typical, 4.4 ms at the chance peak) lift
+    // the peak at every multiple, its siblings with it, and read 600 steps as 41.
+    double sibling = 0;
+    for (int q = at % p; q < k * p; q += p)
+      if (q != at) sibling = std::max(sibling, med[q]);
+    stands_out[k] = k == 1 || peak[k] >= 1.5 * sibling;
+  }
   // A real multiple lifts the peak from an ordinary pause to the pause between steps (several times longer);
   // chance lifts it by 10-25 % (1.9 -> 2.4 ms over 600 H200 steps): a third more is needed to leave k = 1.
   if (best < 1.33 * peak[1]) return 1;
-  for (int k = 1; k <= max_k; ++k)
-    if (peak[k] >= 0.85 * best) return k;
+  for (int k = 1; k <= max_k; ++k) {
+    if (peak[k] < 0.85 * best) continue;
+    // A real multiple repeats only at its own multiples: a period that is no multiple of k mixes the pause
+    // between steps into several positions and stays at the ordinary peak. A time slice lost every ~28 ms
+    // lines up with several periods near it (12, 15 and 16 collective triples on one run).
+    bool alone = stands_out[k];
+    for (int j = k + 1; j <= max_k && alone; ++j)
+      if (j % k != 0 && peak[j] >= 0.85 * peak[k]) alone = false;
+    return alone ? k : 1;
+  }
   return 1;
 }
 
