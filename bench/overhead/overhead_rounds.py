@@ -12,6 +12,7 @@ and reads the recording's event and drop counts with `stackscope info --json`.
 Writes OUT/WORKLOAD.json (everything) and OUT/WORKLOAD.md (the table). Needs root for the traced runs."""
 import argparse
 import ctypes
+import csv
 import json
 import os
 import platform
@@ -171,6 +172,7 @@ def run_once(a, name, rec_args, workdir, count_calls=False):
     errlog = os.path.join(workdir, "stderr.log")
     base = kernel_probes()
     res = {"config": name, "cmd": shlex.join(cmd), "ok": False}
+    step_list = None  # (start ns, seconds) of each timed step, from step_rounds.py workloads
     t_start = time.monotonic()
     with open(errlog, "w") as err:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, cwd=ROOT,
@@ -190,6 +192,8 @@ def run_once(a, name, rec_args, workdir, count_calls=False):
                 res["steps"] = len(steps) if steps else obj.get("steps")
                 res["mean_step_s"] = statistics.fmean(steps) if steps else obj.get("mean_step_s")
                 res["cpu_per_step_s"] = obj.get("cpu_per_step_s")  # step_rounds.py workloads
+                if obj.get("step_start_ns"):
+                    step_list = list(zip(obj["step_start_ns"], obj["step_s"]))
                 if not holds and rec_args is not None:
                     res["links_held"] = links_held_by(proc.pid)
                     t_sig = time.monotonic()
@@ -251,6 +255,8 @@ def run_once(a, name, rec_args, workdir, count_calls=False):
         res["background_detacher"] = helper is not None
     res["base"] = base
     res["stderr_tail"] = stderr[-600:]
+    if step_list:
+        res.update(watched_split(a.stackscope, rec, step_list, workdir))
     try:
         info = json.loads(subprocess.run([a.stackscope, "info", "--json", rec], capture_output=True, text=True,
                                          timeout=60).stdout)
@@ -267,6 +273,52 @@ def run_once(a, name, rec_args, workdir, count_calls=False):
     except (OSError, subprocess.SubprocessError, json.JSONDecodeError) as e:
         res["info_error"] = str(e)
     return res
+
+def watched_split(stackscope, rec, steps, workdir):
+    """The probes' cost measured inside one recorded run: the steps run while no duty-cycled family
+    (trace.<family>.watching = 1) was attached against all timed steps of the same process. Between runs the
+    step time of one machine spreads +-10 % (session 11, H200 launch-bound: bare against bare), more than a 2 %
+    target; within a run the watched and unwatched steps alternate every few seconds and share the process, its
+    GPU clocks and the recorder's other threads, so this isolates what the probes cost the job. What it does not
+    hold: the recorder's steady costs (its sampling threads on other cores), which the bare pairs still measure."""
+    path = os.path.join(workdir, "samples.csv")
+    try:
+        subprocess.run([stackscope, "export", rec, "--format", "csv", "--what", "samples", "-o", path],
+                       capture_output=True, timeout=120, check=True)
+        flips = {}
+        with open(path) as f:
+            for row in csv.DictReader(f):
+                if row["series"].startswith("trace.") and row["series"].endswith(".watching"):
+                    flips.setdefault(row["series"][6:-9], []).append((int(row["t_ns"]), float(row["value"] or 0)))
+    except (OSError, subprocess.SubprocessError, KeyError, ValueError) as e:
+        return {"split_error": str(e)}
+    finally:
+        if os.path.exists(path):
+            os.remove(path)
+    if not flips:
+        return {"split_error": "no trace.*.watching series (no family was duty-cycled)"}
+    for v in flips.values():
+        v.sort()
+
+    def attached_during(points, t0, t1):  # whether the family was attached at any moment of [t0, t1)
+        state, i = 1.0, 0  # a family starts attached (the budget cuts it back)
+        while i < len(points) and points[i][0] <= t0:
+            state = points[i][1]
+            i += 1
+        if state >= 0.5:
+            return True
+        return any(t < t1 and x >= 0.5 for t, x in points[i:])
+
+    clean, every = [], []
+    for t0, d in steps:
+        every.append(d)
+        if not any(attached_during(p, t0, t0 + int(d * 1e9)) for p in flips.values()):
+            clean.append(d)
+    out = {"families_cycled": sorted(flips), "steps_unwatched": len(clean), "steps_timed": len(every)}
+    if len(clean) >= 20:
+        out["mean_step_unwatched_s"] = statistics.fmean(clean)
+        out["probe_cost"] = statistics.fmean(every) / statistics.fmean(clean) - 1.0
+    return out
 
 # ---------------------------------------------------------------- summary
 
@@ -302,6 +354,11 @@ def summarise(a, configs, rounds, calls):
                         "events": med(r.get("events") for r in good), "dropped": med(r.get("dropped") for r in good),
                         "events_by_layer": (good[-1].get("events_by_layer") if good else None),
                         "recorder_cpu_pct": med(r.get("recorder_cpu_pct") for r in good),
+                        # in-run: all timed steps against those run with no duty-cycled family attached
+                        "probe_cost": med(r.get("probe_cost") for r in good),
+                        "per_round_probe_cost": [r.get("probe_cost") for r in runs],
+                        "steps_unwatched_share": med(r["steps_unwatched"] / r["steps_timed"] for r in good
+                                                     if r.get("steps_timed")),
                         "recorder_threads_s": (good[-1].get("recorder_threads_s") if good else None),
                         "errors": [r.get("error") for r in runs if not r["ok"]][:2]})
         else:
@@ -352,6 +409,12 @@ def markdown(s):
             top = sorted((r.get("recorder_threads_s") or {}).items(), key=lambda kv: -kv[1])[:4]
             lines.append(f"\nRecorder CPU, {r['config']}: {r['recorder_cpu_pct']:.1f} % of a core (median); last round's "
                          "threads: " + ", ".join(f"{k} {v:.2f} s" for k, v in top))
+    for r in s["rows"]:  # the probes' cost inside each recorded run (watched_split)
+        if r.get("probe_cost") is not None:
+            per = ", ".join("-" if x is None else f"{x * 100:+.1f}" for x in r.get("per_round_probe_cost") or [])
+            lines.append(f"\nIn-run probe cost, {r['config']}: {r['probe_cost'] * 100:+.2f} % (median of rounds: {per} %): "
+                         f"every timed step against the {r['steps_unwatched_share'] * 100:.0f} % run with no "
+                         "duty-cycled family attached, in the same process")
     n = max((r["rounds"] for r in s["rows"]), default=0)
     lines += ["", f"Median over {n} interleaved rounds; workload args `{s['workload_args']}`; "
               f"extra record args `{s['record_args']}`."]

@@ -44,10 +44,14 @@ def emit(tag, obj):
     print(tag + " " + json.dumps(obj), flush=True)
 
 
-def time_round(step, sync, steps):
+def time_round(step, sync, steps, starts=None):
+    """Step times in seconds; `starts` (a list) gets each step's start in CLOCK_MONOTONIC ns, the recorder's clock,
+    so overhead_rounds.py can tell the steps run while a duty-cycled probe family was attached from the others."""
     times = []
     for _ in range(steps):
         t0 = time.perf_counter()
+        if starts is not None:
+            starts.append(time.monotonic_ns())
         step()
         sync()
         times.append(time.perf_counter() - t0)
@@ -97,12 +101,13 @@ def run(workload, args, step, sync, extra=None):
         # system time of the job, and on a loaded machine the wall mean mostly measures waiting for a core. The
         # median step hides a duty-cycled probe (attached for a few % of the steps); the CPU mean does not.
         cpu0 = time.process_time()
-        times = time_round(step, sync, args.steps)
+        starts = []
+        times = time_round(step, sync, args.steps, starts)
         cpu = (time.process_time() - cpu0) / len(times)
         last = statistics.median(times)
         emit("RESULT", {"workload": workload, "round": r, "median_step_s": last, "steps_per_s": 1.0 / last,
                         "steps": len(times), "mean_step_s": statistics.fmean(times), "cpu_per_step_s": cpu,
-                        **extra})
+                        "step_start_ns": starts, "step_s": times, **extra})
     if args.count_calls:
         import torch
 
