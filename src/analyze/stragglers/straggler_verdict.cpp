@@ -624,7 +624,7 @@ StragglerVerdict wait_verdict(const TimelineSet& set, const SyncPoints& sp, cons
     const double ratio = std::min(1.0, std::max(0.0, mean_diff) / threshold);
     v.confidence = std::clamp(1.0 - 0.5 * ratio - 0.3 * std::max(0.0, consistent - 0.5), 0.3, 1.0);
     std::snprintf(buf, sizeof buf,
-                  "no rank kept the others waiting: the latest arrivals were %.2f ms behind the rest per point "
+                  "no rank's host kept the others waiting: the latest arrivals were %.2f ms behind the rest per point "
                   "(threshold %.2f ms, t %.1f) over %zu points",
                   mean_diff / 1e6, threshold / 1e6, t, m);
     v.evidence = buf;
