@@ -167,6 +167,12 @@ TEST(NvmlSampler, FakeLibraryGivesSeriesInBaseUnitsAndSkipsUnsupportedQueries) {
   EXPECT_DOUBLE_EQ(sink.last("gpu.nvlink.rx", "gpu1"), 200 * 1024.0);
   EXPECT_DOUBLE_EQ(sink.last("gpu.util", "gpu1"), 0.10);
   EXPECT_DOUBLE_EQ(sink.last("gpu.pcie.replay", "gpu1"), 3);
+  // GPU 1 has the PCIe byte counters: their rate (5 and 2 GB/s in the fake) replaces the throughput query, which
+  // blocks 20 ms a direction; GPU 0 has none and keeps the query.
+  EXPECT_NEAR(sink.last("gpu.pcie.tx", "gpu1"), 5e9, 5e8);
+  EXPECT_NEAR(sink.last("gpu.pcie.rx", "gpu1"), 2e9, 2e8);
+  EXPECT_LE(fake_calls("pcie", 1), 2) << "at most the first round, before a counter rate exists";
+  EXPECT_GE(fake_calls("pcie", 0), 4);
   // ... and are asked once only, while the supported ones are asked every interval.
   int util_calls = fake_calls("util", 1);
   EXPECT_GE(util_calls, 5);

@@ -84,6 +84,7 @@ constexpr int kPcieTxBytes = 0, kPcieRxBytes = 1;  // KB/s
 constexpr int kErrorCorrected = 0, kErrorUncorrected = 1, kVolatileEcc = 0;
 constexpr unsigned int kFieldPcieReplayCounter = 94;
 constexpr unsigned int kFieldNvlinkDataTx = 138, kFieldNvlinkDataRx = 139;  // KiB, scopeId UINT_MAX: all links
+constexpr unsigned int kFieldPcieCountTx = 197, kFieldPcieCountRx = 198;     // bytes since boot (R525+)
 // Clock event (throttle) reasons.
 constexpr unsigned long long kSwPowerCap = 0x4, kHwSlowdown = 0x8, kSwThermal = 0x20, kHwThermal = 0x40,
                              kHwPowerBrake = 0x80;
@@ -118,12 +119,13 @@ struct Api {
 // One query of one GPU. Unsupported ones are switched off for that GPU for the rest of the run.
 enum Probe {
   kUtil, kMemory, kPower, kEnergy, kTemp, kClockSm, kClockMem, kPcieTx, kPcieRx, kPcieReplay, kNvlinkTx, kNvlinkRx,
-  kThrottle, kEccCorrected, kEccUncorrected, kProcUtil, kProcMem, kProbeCount
+  kThrottle, kEccCorrected, kEccUncorrected, kProcUtil, kProcMem, kPcieTxCount, kPcieRxCount, kProbeCount
 };
 constexpr const char* kProbeNames[kProbeCount] = {
     "utilization", "memory info", "power", "energy", "temperature", "SM clock", "memory clock", "PCIe TX throughput",
     "PCIe RX throughput", "PCIe replay counter", "NVLink TX", "NVLink RX", "clock throttle reasons",
-    "ECC corrected", "ECC uncorrected", "process utilization", "process memory"};
+    "ECC corrected", "ECC uncorrected", "process utilization", "process memory", "PCIe TX byte counter",
+    "PCIe RX byte counter"};
 
 struct Gpu {
   unsigned int index = 0;
@@ -133,6 +135,10 @@ struct Gpu {
   std::set<std::pair<int, nvml::Return>> noted;  // (probe, error) already reported
   unsigned long long last_proc_sample_us = 0;
   double mem_total = -1;
+  // The PCIe byte counters' last reading (t ns, bytes) per direction, for the rate between two readings.
+  std::optional<std::pair<int64_t, unsigned long long>> pcie_count[2];
+  bool pcie_counted = false;  // this tick's rates came from the counters
+  size_t index_in_list = 0;   // position among the GPUs sampled (a GPU without a handle is skipped)
 };
 
 class NvmlSampler final : public Collector {
@@ -166,6 +172,7 @@ class NvmlSampler final : public Collector {
       if (api_.DeviceGetName && api_.DeviceGetName(g.handle, buf, sizeof buf) == nvml::kSuccess)
         names += (names.empty() ? "" : ", ") + g.device + " " + buf;
       switch_off_missing(g);
+      g.index_in_list = gpus_.size();
       gpus_.push_back(std::move(g));
     }
     if (gpus_.empty()) return unavailable("NVML found no GPU");
@@ -278,7 +285,8 @@ class NvmlSampler final : public Collector {
         {kThrottle, api_.DeviceGetClockReasons != nullptr}, {kEccCorrected, api_.DeviceGetTotalEccErrors != nullptr},
         {kEccUncorrected, api_.DeviceGetTotalEccErrors != nullptr},
         {kProcUtil, opt_.per_process && api_.DeviceGetProcessUtilization != nullptr},
-        {kProcMem, opt_.per_process && api_.DeviceGetComputeRunningProcesses != nullptr}};
+        {kProcMem, opt_.per_process && api_.DeviceGetComputeRunningProcesses != nullptr},
+        {kPcieTxCount, api_.DeviceGetFieldValues != nullptr}, {kPcieRxCount, api_.DeviceGetFieldValues != nullptr}};
     for (auto [p, ok] : have) {
       if (ok) continue;
       g.off[p] = true;
@@ -355,10 +363,6 @@ class NvmlSampler final : public Collector {
       gauge(g, "gpu.clock.sm", "hertz", t, ui * 1e6);
     if (on(kClockMem) && check(g, kClockMem, api_.DeviceGetClockInfo(g.handle, nvml::kClockMem, &ui)))
       gauge(g, "gpu.clock.mem", "hertz", t, ui * 1e6);
-    if (on(kPcieTx) && check(g, kPcieTx, api_.DeviceGetPcieThroughput(g.handle, nvml::kPcieTxBytes, &ui)))
-      gauge(g, "gpu.pcie.tx", "bytes_per_second", t, ui * 1024.0);
-    if (on(kPcieRx) && check(g, kPcieRx, api_.DeviceGetPcieThroughput(g.handle, nvml::kPcieRxBytes, &ui)))
-      gauge(g, "gpu.pcie.rx", "bytes_per_second", t, ui * 1024.0);
     if (on(kThrottle) && check(g, kThrottle, api_.DeviceGetClockReasons(g.handle, &ull))) {
       gauge(g, "gpu.throttle.reasons", "bitmask", t, static_cast<double>(ull));
       gauge(g, "gpu.throttle.power", "bool", t, (ull & (nvml::kSwPowerCap | nvml::kHwPowerBrake)) ? 1 : 0);
@@ -373,6 +377,15 @@ class NvmlSampler final : public Collector {
               api_.DeviceGetTotalEccErrors(g.handle, nvml::kErrorUncorrected, nvml::kVolatileEcc, &ull)))
       counter(g, "gpu.ecc.uncorrected", "count", SeriesCategory::event_counter, t, static_cast<double>(ull));
     sample_fields(g, t);
+    // nvmlDeviceGetPcieThroughput counts bytes over 20 ms and returns only then: 40 ms a GPU for both directions,
+    // so 8 GPUs could not be sampled every 100 ms. Where the driver has the byte counters (fields 197/198, read
+    // with the other fields) their rate replaces it; else one GPU's throughput is read per tick, in turn.
+    if (!g.pcie_counted && (gpus_.size() <= 1 || tick_ % gpus_.size() == g.index_in_list)) {
+      if (on(kPcieTx) && check(g, kPcieTx, api_.DeviceGetPcieThroughput(g.handle, nvml::kPcieTxBytes, &ui)))
+        gauge(g, "gpu.pcie.tx", "bytes_per_second", t, ui * 1024.0);
+      if (on(kPcieRx) && check(g, kPcieRx, api_.DeviceGetPcieThroughput(g.handle, nvml::kPcieRxBytes, &ui)))
+        gauge(g, "gpu.pcie.rx", "bytes_per_second", t, ui * 1024.0);
+    }
     seen_pids_.clear();
     if (on(kProcUtil)) sample_process_util(g, t);
     if (on(kProcMem)) sample_process_memory(g, t);
@@ -424,8 +437,10 @@ class NvmlSampler final : public Collector {
       unsigned int id;
     };
     std::vector<Want> want;
+    g.pcie_counted = false;
     for (Want w : {Want{kPcieReplay, nvml::kFieldPcieReplayCounter}, Want{kNvlinkTx, nvml::kFieldNvlinkDataTx},
-                   Want{kNvlinkRx, nvml::kFieldNvlinkDataRx}})
+                   Want{kNvlinkRx, nvml::kFieldNvlinkDataRx}, Want{kPcieTxCount, nvml::kFieldPcieCountTx},
+                   Want{kPcieRxCount, nvml::kFieldPcieCountRx}})
       if (!g.off[w.probe]) want.push_back(w);
     if (want.empty()) return;
     // Guarded: on H200 hosts with NVLink (driver 580) this call wrote past the entries it was given and
@@ -435,7 +450,8 @@ class NvmlSampler final : public Collector {
     auto* fv = buf.as<nvml::FieldValue>();
     for (size_t i = 0; i < want.size(); ++i) {
       fv[i].fieldId = want[i].id;
-      fv[i].scopeId = want[i].probe == kPcieReplay ? 0 : UINT_MAX;  // UINT_MAX: summed over all NVLinks
+      const bool nvlink = want[i].probe == kNvlinkTx || want[i].probe == kNvlinkRx;
+      fv[i].scopeId = nvlink ? UINT_MAX : 0;  // UINT_MAX: summed over all NVLinks
     }
     nvml::Return r = api_.DeviceGetFieldValues(g.handle, static_cast<int>(want.size()), fv);
     check_guard(buf, "nvmlDeviceGetFieldValues");
@@ -444,7 +460,12 @@ class NvmlSampler final : public Collector {
       return;
     }
     for (size_t i = 0; i < want.size(); ++i) {
-      if (!check(g, want[i].probe, fv[i].nvmlReturn)) continue;
+      const Probe p = want[i].probe;
+      if (p == kPcieTxCount || p == kPcieRxCount) {
+        pcie_counter(g, p, fv[i], t);
+        continue;
+      }
+      if (!check(g, p, fv[i].nvmlReturn)) continue;
       auto value = field_number(fv[i]);
       if (!value) continue;
       if (want[i].probe == kPcieReplay)
@@ -453,6 +474,24 @@ class NvmlSampler final : public Collector {
         counter(g, want[i].probe == kNvlinkTx ? "gpu.nvlink.tx" : "gpu.nvlink.rx", "bytes", SeriesCategory::dynamic, t,
                 *value * 1024.0);
     }
+  }
+
+  // A PCIe byte counter: its rate since the last reading is gpu.pcie.tx / rx. Only a 64-bit counter is used:
+  // a 32-bit one wraps every 4 GiB, under 0.1 s at Gen5 rates, so a wrap between readings could not be told.
+  // Unsupported (an older driver) or 32-bit: switched off quietly, the throughput query stays.
+  void pcie_counter(Gpu& g, Probe p, const nvml::FieldValue& f, int64_t t) {
+    if (f.nvmlReturn != nvml::kSuccess || f.valueType != nvml::kULongLong) {
+      g.off[p] = true;
+      return;
+    }
+    auto& last = g.pcie_count[p == kPcieTxCount ? 0 : 1];
+    const unsigned long long v = f.value.ullVal;
+    if (last && v >= last->second && t > last->first) {
+      gauge(g, p == kPcieTxCount ? "gpu.pcie.tx" : "gpu.pcie.rx", "bytes_per_second", t,
+            static_cast<double>(v - last->second) * 1e9 / static_cast<double>(t - last->first));
+    }
+    last = {t, v};
+    g.pcie_counted = true;
   }
 
   static std::optional<double> field_number(const nvml::FieldValue& f) {
@@ -578,6 +617,7 @@ class NvmlSampler final : public Collector {
     auto next = std::chrono::steady_clock::now();
     for (;;) {
       for (auto& g : gpus_) sample_gpu(g);
+      ++tick_;
       if (!batch_.empty()) {
         sink_->append_samples(batch_);
         batch_.clear();
@@ -649,6 +689,7 @@ class NvmlSampler final : public Collector {
   TelemetrySink* sink_ = nullptr;
   std::string host_;
   int interval_ms_ = 100;
+  size_t tick_ = 0;  // sampling rounds so far (whose turn the PCIe throughput query is)
   std::vector<Gpu> gpus_;
   std::map<std::string, SeriesId> series_;  // sampler thread only
   std::vector<Sample> batch_;               // sampler thread only

@@ -1,9 +1,11 @@
 /* A stand-in libnvidia-ml.so.1 for the NVML sampler's tests: two GPUs with fixed readings. GPU 1 refuses
  * power, ECC and NVLink (NVML_ERROR_NOT_SUPPORTED); nvmlDeviceGetTotalEnergyConsumption is not exported at
- * all; the clock reasons come only under their pre-535 name. fake_nvml_calls() tells a test how often an
+ * all; the clock reasons come only under their pre-535 name. GPU 1 has the PCIe byte counters (fields 197/198),
+ * GPU 0 only the 20 ms throughput query. fake_nvml_calls() tells a test how often an
  * entry point was called per GPU, so it can check that refused queries are not asked again. */
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef int nvmlReturn_t;
@@ -24,8 +26,8 @@ typedef struct { nvmlDevice_t device; unsigned long long eventType, eventData; u
                  computeInstanceId; } nvmlEventData_t;
 
 enum { OK = 0, NOT_SUPPORTED = 3, NOT_FOUND = 6, INSUFFICIENT_SIZE = 7, TIMEOUT = 10 };
-enum { F_POWER, F_ECC, F_FIELDS, F_UTIL, F_PROC_UTIL, F_WAIT, F_COUNT };
-static const char* const kNames[F_COUNT] = {"power", "ecc", "fields", "util", "proc_util", "wait"};
+enum { F_POWER, F_ECC, F_FIELDS, F_UTIL, F_PROC_UTIL, F_WAIT, F_PCIE, F_COUNT };
+static const char* const kNames[F_COUNT] = {"power", "ecc", "fields", "util", "proc_util", "wait", "pcie"};
 static int calls[F_COUNT][2];
 
 static int idx(nvmlDevice_t d) { return (int)((uintptr_t)d - 0x1000); }
@@ -105,7 +107,7 @@ nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t d, int type, unsigned int* mhz)
   return OK;
 }
 nvmlReturn_t nvmlDeviceGetPcieThroughput(nvmlDevice_t d, int counter, unsigned int* kbs) {
-  (void)d;
+  count(F_PCIE, d);
   *kbs = counter == 0 ? 1000 : 2000;
   return OK;
 }
@@ -116,6 +118,13 @@ nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t d, int n, nvmlFieldValue_t* v
     if (v[i].fieldId == 94) {
       v[i].nvmlReturn = OK;
       v[i].value.ullVal = 3;
+    } else if (v[i].fieldId == 197 || v[i].fieldId == 198) {
+      /* PCIe byte counters on GPU 1 only: 5 GB/s out, 2 GB/s in, as bytes since an epoch (the clock). */
+      struct timespec ts;
+      clock_gettime(CLOCK_MONOTONIC, &ts);
+      unsigned long long ns = (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
+      v[i].nvmlReturn = idx(d) ? OK : NOT_SUPPORTED;
+      v[i].value.ullVal = ns * (v[i].fieldId == 197 ? 5 : 2);
     } else if (v[i].fieldId == 138 || v[i].fieldId == 139) {
       v[i].nvmlReturn = idx(d) ? OK : NOT_SUPPORTED;
       v[i].value.ullVal = v[i].fieldId == 138 ? 100 : 200;
