@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <fstream>
@@ -197,6 +198,12 @@ TEST(NvmlSampler, FakeLibraryGivesSeriesInBaseUnitsAndSkipsUnsupportedQueries) {
   }
   EXPECT_EQ(power_notes, 1);
   EXPECT_EQ(energy_notes, 1);
+  // At stop, where the sampling thread's time went, by query group (the GPU 0 throughput queries among them).
+  auto cost = std::find_if(sink.notes.begin(), sink.notes.end(),
+                           [](auto& n) { return n.find("sampling round of 2 GPU(s)") != std::string::npos; });
+  ASSERT_NE(cost, sink.notes.end());
+  EXPECT_NE(cost->find("PCIe throughput (20 ms each)"), std::string::npos) << *cost;
+  EXPECT_NE(cost->find("process utilization"), std::string::npos) << *cost;
 }
 
 // gpu.proc.present names each process seen on a GPU: comm from /proc for a real process; "?" for a pid that /proc
