@@ -178,35 +178,35 @@ TEST(StragglerRealRecordings, GlooRankSharingItsCpuWithASpinnerIsNamedWithHostCa
   EXPECT_NE(r.verdict.cause_detail.find("CPU contention"), std::string::npos) << r.verdict.cause_detail;
 }
 
-// Session 12's GPU batches (H200, torchrun, NCCL, record's defaults; tests/data/stragglers/README.md). Rank 1 spun
-// its GPU ~4 ms more each step: one more launch per step (45 against 44), while the healthy rank's count per step
-// scattered 44 +- 8 with where its launches fell around the points (a step-by-step rule said "none").
-TEST(StragglerRealRecordings, H200ExtraGpuWorkIsNamedThoughThePeersLaunchCountsScatter) {
-  const auto r = analyse_xz("stragglers/h200x2_compute_rank1.sdb.xz");
+// Session 12's GPU batches (H200, torchrun, NCCL, record's defaults, 600 steps; tests/data/stragglers/README.md):
+// each names one rank with one cause class and counts the job's steps.
+namespace {
+StragglerReport expect_one_straggler(const std::string& file, int rank, CauseClass cause) {
+  auto r = analyse_xz("stragglers/" + file);
   EXPECT_TRUE(within_one_percent(r.steps.steps, 600)) << r.steps.steps << " steps";
   EXPECT_EQ(r.verdict.kind, VerdictKind::one_straggler) << r.verdict.evidence;
-  EXPECT_EQ(verdict_rank(r), 1) << r.verdict.evidence;
-  EXPECT_EQ(r.verdict.cause, CauseClass::compute) << r.verdict.cause_detail;
+  EXPECT_EQ(verdict_rank(r), rank) << r.verdict.evidence;
+  EXPECT_EQ(r.verdict.cause, cause) << r.verdict.cause_detail;
+  return r;
+}
+}  // namespace
+
+// Rank 1 spun its GPU ~4 ms more each step: one more launch per step (45 against 44), while the healthy rank's
+// count per step scattered 44 +- 8 with where its launches fell around the points (a step-by-step rule said "none").
+TEST(StragglerRealRecordings, H200ExtraGpuWorkIsNamedThoughThePeersLaunchCountsScatter) {
+  expect_one_straggler("h200x2_compute_rank1.sdb.xz", 1, CauseClass::compute);
 }
 
 // A spinner shared rank 1's CPU: the rank's host fed its GPU late, its SMs idled while the other GPU waited (busy)
 // in NCCL's kernels. The time slices it lost every ~28 ms lined up with 12 collective triples (41 steps were found),
 // and the busier SMs named the healthy rank "compute".
 TEST(StragglerRealRecordings, H200CpuContentionIsAStarvedGpuAndItsTimeSlicesAreNoStep) {
-  const auto r = analyse_xz("stragglers/h200x2_cpu_rank1.sdb.xz");
-  EXPECT_TRUE(within_one_percent(r.steps.steps, 600)) << r.steps.steps << " steps";
-  EXPECT_EQ(r.verdict.kind, VerdictKind::one_straggler) << r.verdict.evidence;
-  EXPECT_EQ(verdict_rank(r), 1) << r.verdict.evidence;
-  EXPECT_EQ(r.verdict.cause, CauseClass::host) << r.verdict.cause_detail;
+  const auto r = expect_one_straggler("h200x2_cpu_rank1.sdb.xz", 1, CauseClass::host);
   EXPECT_NE(r.verdict.cause_detail.find("starved GPU"), std::string::npos) << r.verdict.cause_detail;
 }
 
 // The same on 4 ranks, the NCCL probes watched for 195 collectives only (34 steps were found from a chance pair of
 // pause medians).
 TEST(StragglerRealRecordings, H200FourRanksCpuContentionOnOneRank) {
-  const auto r = analyse_xz("stragglers/h200x4_cpu_rank1.sdb.xz");
-  EXPECT_TRUE(within_one_percent(r.steps.steps, 600)) << r.steps.steps << " steps";
-  EXPECT_EQ(r.verdict.kind, VerdictKind::one_straggler) << r.verdict.evidence;
-  EXPECT_EQ(verdict_rank(r), 1) << r.verdict.evidence;
-  EXPECT_EQ(r.verdict.cause, CauseClass::host) << r.verdict.cause_detail;
+  expect_one_straggler("h200x4_cpu_rank1.sdb.xz", 1, CauseClass::host);
 }
