@@ -1,20 +1,12 @@
-// `stackscope analyze` (default detector "incidents"): reads each recording into the incident engine
-// (incident_input.h), prints what the engine found -- one line for a healthy run, otherwise one block per
-// incident ranked by the job time it cost -- or the JSON object of docs/INCIDENTS.md, and stores the incidents
-// back into the recording as findings (detector "incident").
+#include "export/incident_report.h"
+
 #include <cmath>
 #include <ctime>
-#include <filesystem>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "analyze/incidents/incident_engine.h"
-#include "cli/analyze.h"
-#include "cli/incident_input.h"
-#include "store/recording_reader.h"
-
-namespace stackscope::cli {
+namespace stackscope {
 namespace {
 
 using namespace analyze::incidents;
@@ -46,17 +38,11 @@ std::string subsystem_of(CauseClass c) {
   }
 }
 
-struct Reported {
-  nlohmann::json json;
-  std::string text;
-};
+}  // namespace
 
-Reported report_recording(const std::string& path, const AnalyzeOptions& opt) {
-  const RecordingReader reader(path);
-  const RecordingIncidentInput rin = read_incident_input(reader, opt.incident_window_s);
-  IncidentOptions io;
-  io.episodes.v1_thresholds = opt.episodes_v1;
-  const IncidentReport rep = find_incidents(rin.input, io);
+RenderedIncidentReport render_incident_report(const std::string& path, const RecordingIncidentInput& rin,
+                                              const analyze::incidents::IncidentReport& rep, double window_s,
+                                              bool verbose) {
   const int64_t t0 = rin.start_ns;
   const double seconds = static_cast<double>(rin.end_ns - rin.start_ns) * 1e-9;
   auto rel = [&](int64_t t) { return static_cast<double>(t - t0) * 1e-9; };
@@ -76,14 +62,9 @@ Reported report_recording(const std::string& path, const AnalyzeOptions& opt) {
     phases.push_back({{"kind", phase_kind_name(p.kind)}, {"start_s", rel(p.start_ns)}, {"end_s", rel(p.end_ns)},
                       {"start_utc", iso(p.start_ns)}, {"end_utc", iso(p.end_ns)}, {"note", p.note}});
   nlohmann::json incidents = nlohmann::json::array();
-  std::vector<Finding> findings;
-  for (const Incident& inc : rep.incidents) {
-    incidents.push_back(incident_json(inc, t0, rin.realtime_offset_ns));
-    findings.push_back(incident_finding(inc, rin.host));
-  }
-  if (opt.store) store_findings(path, "incident", findings);
+  for (const Incident& inc : rep.incidents) incidents.push_back(incident_json(inc, t0, rin.realtime_offset_ns));
 
-  Reported out;
+  RenderedIncidentReport out;
   out.json = {{"path", path},
               {"host", rin.host},
               {"start_utc", iso(t0)},
@@ -132,9 +113,9 @@ Reported report_recording(const std::string& path, const AnalyzeOptions& opt) {
                               also.empty() ? "" : "; also supported: " + also);
     }
   }
-  if (opt.verbose) {
+  if (verbose) {
     out.text += fmt::format("   windows: {} of {:g} s; layers: {}; steady progress {:.4g} {} per window\n", rep.windows,
-                            opt.incident_window_s, fmt::join(rep.layers, ", "), rep.steady_per_window,
+                            window_s, fmt::join(rep.layers, ", "), rep.steady_per_window,
                             rep.progress_metric);
     for (const auto& c : rin.input.progress.candidates)
       out.text += fmt::format("   progress candidate {}: regularity (robust CV) {:.3f}\n", c.metric, c.regularity_cv);
@@ -144,8 +125,6 @@ Reported report_recording(const std::string& path, const AnalyzeOptions& opt) {
   }
   return out;
 }
-
-}  // namespace
 
 nlohmann::json incident_json(const Incident& inc, int64_t t0, int64_t realtime_offset_ns) {
   auto rel = [&](int64_t t) { return static_cast<double>(t - t0) * 1e-9; };
@@ -188,15 +167,4 @@ Finding incident_finding(const Incident& inc, const std::string& host) {
   return f;
 }
 
-AnalysisOutput analyze_incidents(const AnalyzeOptions& opt) {
-  AnalysisOutput out;
-  out.json = {{"schema", "stackscope.incidents/1"}, {"recordings", nlohmann::json::array()}};
-  for (const std::string& path : opt.recordings) {
-    Reported r = report_recording(path, opt);
-    out.json["recordings"].push_back(std::move(r.json));
-    out.text += r.text;
-  }
-  return out;
-}
-
-}  // namespace stackscope::cli
+}  // namespace stackscope
