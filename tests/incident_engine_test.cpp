@@ -528,7 +528,7 @@ TEST(IncidentEngine, AGpuJobsSetUpIsStartUpNotADipInItsPythonSamples) {
   for (size_t w = 16; w < n; ++w) syncs[w] = jitter(150, w, 0.03);
   for (size_t w = 60; w < 70; ++w) syncs[w] *= 0.5;  // once running: another process slows it for 10 s
 
-  IncidentOptions online;  // as cli/online_detect.cpp runs the engine on the windows so far
+  IncidentOptions online;  // as online/online_detector.cpp runs the engine on the windows so far
   online.episodes.open_end = true;
   online.episodes.max_edge_fraction = 1.0;
   for (size_t k = 8; k < 60; ++k) {

@@ -61,7 +61,7 @@ struct Found {
   size_t max_evaluated = 0;
 };
 
-// The engine's loop of cli/online_detect.cpp over a job of `windows` windows, one pass per window from `from` on.
+// The engine's loop of online/online_detector.cpp over a job of `windows` windows, one pass per window from `from` on.
 Found run_online(size_t span, size_t windows, size_t slow_from, size_t from) {
   OnlineGenerations plan(span);
   struct Gen {

@@ -19,7 +19,7 @@
 #include "agent/job_discovery.h"
 #include "agent/job_trace.h"
 #include "agent/segment_store.h"
-#include "cli/collectors.h"
+#include "online/collectors.h"
 #include "model/clock.h"
 #include "sample/host_info.h"
 #include "sample/self_cpu.h"

@@ -11,8 +11,8 @@
 #include <fmt/format.h>
 
 #include "agent/segment_store.h"
-#include "cli/collectors.h"
-#include "cli/online_detect.h"
+#include "online/collectors.h"
+#include "online/online_detector.h"
 #include "model/clock.h"
 #include "store/recording_reader.h"
 

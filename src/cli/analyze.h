@@ -7,8 +7,6 @@
 #include <string>
 #include <vector>
 
-#include "model/finding.h"
-#include "model/incident.h"
 
 namespace stackscope::cli {
 
@@ -49,10 +47,6 @@ struct AnalysisOutput {
 
 // Throw RecordingError / std::invalid_argument on bad input; the command turns them into a clear error.
 AnalysisOutput analyze_incidents(const AnalyzeOptions& options);
-// One incident as docs/INCIDENTS.md prints it (times relative to `t0_ns`, UTC through the realtime offset), and
-// as the finding stored in the recording (detector "incident"); `analyze` and `record --detect` both use these.
-nlohmann::json incident_json(const Incident& incident, int64_t t0_ns, int64_t realtime_offset_ns);
-Finding incident_finding(const Incident& incident, const std::string& host);
 AnalysisOutput analyze_gmm(const AnalyzeOptions& options);
 AnalysisOutput analyze_reveal(const AnalyzeOptions& options);
 // `analyze --source clickhouse://...` (analyze_fleet.cpp): Reveal's per-host analysis and cross-host comparison

@@ -23,6 +23,7 @@
 #include "store/errors.h"
 #include "store/output_file.h"
 #include "store/recording_reader.h"
+#include "store/recording_sampling_interval.h"
 
 namespace stackscope::cli {
 namespace {

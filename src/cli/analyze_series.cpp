@@ -11,6 +11,7 @@
 #include "cli/analyze.h"
 #include "cli/series_sizing.h"
 #include "store/recording_reader.h"
+#include "store/recording_sampling_interval.h"
 
 namespace stackscope::cli {
 

@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "cli/analyze.h"
-#include "cli/online_detect.h"
+#include "online/online_detector.h"
 #include "cli/registry.h"
 #include "store/errors.h"
 #include "store/recording_reader.h"
@@ -46,7 +46,7 @@ int run_analyze(AnalyzeOptions opt) {
     if (!opt.json) std::cout << out.text;
     if (out.status) status = out.status;
   };
-  if (!opt.online_log.empty()) {  // hidden: what record --detect would have said (online_detect.h)
+  if (!opt.online_log.empty()) {  // hidden: what record --detect would have said (online/online_detector.h)
     if (opt.recordings.size() != 1) throw std::invalid_argument("--online-log takes one recording");
     replay_online(RecordingReader(opt.recordings[0]), opt.online_log, opt.episodes_v1);
   }

@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "analyze/incidents/incident_engine.h"
-#include "cli/incident_input.h"
+#include "store/recording_incident_input.h"
 #include "cli/registry.h"
 #include "export/exporters.h"
 #include "store/errors.h"
@@ -86,7 +86,8 @@ int run_export(const ExportCliOptions& opt) {
     bool binary = opt.format == "perfetto";
     if (binary && opt.incidents)
       for (const RecordingReader* r : views) {
-        // As `analyze` finds them (cli/incident_input.h); a recording the engine cannot read exports without.
+        // As `analyze` finds them (store/recording_incident_input.h); a recording the engine cannot read exports
+        // without.
         try {
           eo.incidents.push_back(analyze::incidents::find_incidents(read_incident_input(*r).input).incidents);
         } catch (const std::invalid_argument&) {

@@ -19,9 +19,9 @@
 #include <fmt/format.h>
 
 #include "cli/duration_option.h"
-#include "cli/collectors.h"
+#include "online/collectors.h"
 #include "cli/crash_report.h"
-#include "cli/online_detect.h"
+#include "online/online_detector.h"
 #include "cli/registry.h"
 #include "analyze/reveal/windows.h"
 #include "model/clock.h"
@@ -58,7 +58,7 @@ struct RecordOptions {
   std::string budget_period;  // MIN[:MAX]
   std::string detail = "budgeted";
   std::vector<std::string> command;
-  bool detect = false;      // --detect: the incident engine while recording (online_detect.h)
+  bool detect = false;      // --detect: the incident engine while recording (online/online_detector.h)
   std::string detect_log;   // --detect-log FILE: its JSON lines ("-": stderr)
   double detect_horizon_s = 1800;  // hidden --detect-horizon: windows the engine looks back over
   bool force = false;       // --force: replace an existing recording (once the new one ends)

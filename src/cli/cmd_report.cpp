@@ -1,13 +1,14 @@
 // stackscope report REC... -o report.html : one self-contained HTML page per job (export/report_html.h). Each
-// recording goes through the incident engine exactly as `analyze` reads it (cli/incident_input.h), nothing is
-// written back into the recordings; several recordings of one job (one per rank) add KAIR's straggler view.
+// recording goes through the incident engine exactly as `analyze` reads it (store/recording_incident_input.h),
+// nothing is written back into the recordings; several recordings of one job (one per rank) add KAIR's straggler
+// view.
 #include <cstdio>
 #include <fstream>
 #include <memory>
 
 #include "analyze/incidents/incident_engine.h"
 #include "analyze/stragglers/straggler.h"
-#include "cli/incident_input.h"
+#include "store/recording_incident_input.h"
 #include "cli/registry.h"
 #include "export/report_html.h"
 #include "store/errors.h"

@@ -1,5 +1,5 @@
-// Window sizing from a recording's own sampling interval (analyze/reveal/window_sizing.h), shared by
-// `analyze --detector reveal` and `analyze --detector series`.
+// Window sizing from a recording's own sampling interval (store/recording_sampling_interval.h,
+// analyze/reveal/window_sizing.h), shared by `analyze --detector reveal` and `analyze --detector series`.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -7,13 +7,8 @@
 #include <vector>
 
 #include "analyze/reveal/window_sizing.h"
-#include "store/recording_reader.h"
 
 namespace stackscope::cli {
-
-// The median sampling interval of the recording's series, read from their first samples only (the replay stops
-// once every series seen has enough gaps, or after a bounded number of sample runs).
-std::optional<int64_t> recording_sampling_interval(const RecordingReader& reader);
 
 // --window / --stride as given ("" = size from the data), checked; throws std::invalid_argument naming the flag
 // and the accepted units. `warning` gets window_sample_warning's text (empty when the window holds enough).

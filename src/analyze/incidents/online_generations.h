@@ -1,4 +1,4 @@
-// Which windows the online incident engine (cli/online_detect.cpp: `record --detect`, the agent) evaluates at each
+// Which windows the online incident engine (online/online_detector.cpp: `record --detect`, the agent) evaluates at each
 // pass. Builders ("generations") start every `span` windows on the recording's grid, each 2 x span windows long; a
 // pass evaluates the windows so far of the oldest one kept, which is dropped once full. So a pass sees at most
 // 2 x span windows whatever the job's age (its cost is bounded), and at least span once the job is that old (the

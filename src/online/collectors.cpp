@@ -1,4 +1,4 @@
-#include "cli/collectors.h"
+#include "online/collectors.h"
 
 #include <sys/resource.h>
 #include <unistd.h>

@@ -8,7 +8,7 @@
 #include "analyze/incidents/incident_engine.h"
 #include "store/recording_reader.h"
 
-namespace stackscope::cli {
+namespace stackscope {
 
 struct RecordingIncidentInput {
   analyze::incidents::IncidentInput input;
@@ -20,4 +20,4 @@ struct RecordingIncidentInput {
 // Throws std::invalid_argument for a recording with no data, RecordingError for a bad file.
 RecordingIncidentInput read_incident_input(const RecordingReader& reader, double window_s = 1.0);
 
-}  // namespace stackscope::cli
+}  // namespace stackscope

@@ -1,11 +1,11 @@
-#include "cli/incident_input.h"
+#include "store/recording_incident_input.h"
 
 #include <stdexcept>
 
 #include "analyze/incidents/incident_input_builder.h"
 #include "store/recording_window_tables.h"
 
-namespace stackscope::cli {
+namespace stackscope {
 
 RecordingIncidentInput read_incident_input(const RecordingReader& r, double window_s) {
   if (!(window_s > 0)) throw std::invalid_argument("the incident window must be > 0 seconds");
@@ -38,4 +38,4 @@ RecordingIncidentInput read_incident_input(const RecordingReader& r, double wind
   return out;
 }
 
-}  // namespace stackscope::cli
+}  // namespace stackscope

@@ -1,4 +1,4 @@
-#include "cli/online_detect.h"
+#include "online/online_detector.h"
 
 #include <algorithm>
 #include <atomic>
@@ -19,7 +19,7 @@
 #include "analyze/incidents/incident_engine.h"
 #include "analyze/incidents/incident_input_builder.h"
 #include "analyze/incidents/online_generations.h"
-#include "cli/analyze.h"
+#include "export/incident_report.h"
 #include "model/clock.h"
 #include "store/output_file.h"
 #include "model/process.h"
