@@ -38,7 +38,7 @@ if __name__ == '__main__':
                 tot[part[f]]['miss'] += 1
                 print(f"{part[f]} {f:60s} win {n} MISSED ({len(idx)} rows)")
         if r['fp']:
-            tot[part[f]]['fp'] += -r['fp_cost']; tot[part[f]]['nfp'] += r['fp']
-            print(f"{part[f]} {f:60s} FP {r['fp']} cost {-r['fp_cost']:.2f}")
+            tot[part[f]]['fp'] += r['fp_cost']; tot[part[f]]['nfp'] += r['fp']
+            print(f"{part[f]} {f:60s} FP {r['fp']} cost {r['fp_cost']:.2f}")
     for p, t in tot.items():
         print(f"part {p}: found {t['found']} missed {t['miss']} (x2 raw vs found = {2 * t['miss']}), late loss {t['late']:.2f}, FP {t['nfp']} cost {t['fp']:.2f}")
