@@ -44,6 +44,13 @@ Session 11 (docs/BENCHMARKS.md; the C++ defaults now: fmem=1000, threshold=0.05;
   gpd_mode, gpd_views               the view's last `history` values, SPOT-like): 'and' = an excess counts only where
                                     the tail probability of the value is below gpd_q; 'replace' = the excess is
                                     log10(gpd_q / p) instead of the range excess
+Session 12 (docs/BENCHMARKS.md; not default, as in the C++):
+  long_kind='hp'                    the 5th view (long_bins) is the value minus the median of the long_bins bins before
+  confirm_n, gate_h, gate_hi,       confirmation (C++ confirm_median_bins, confirm_excess, confirm_alone_excess,
+  confirm_lag                       confirm_lag_bins): a finding is reported from the first bin where its score passes
+                                    gate_hi or a second detector on the value minus the median of the confirm_n bins
+                                    before it scores above gate_h within the last confirm_lag + 1 bins; the CLI with
+                                    confirm_median_bins 96 gives the same figures as "confirm_n=96"
 """
 import math
 from collections import deque
@@ -100,8 +107,13 @@ class SortedWindow:
 
 class Novelty:
     def __init__(self, threshold=0.05, history=4000, short=6, warmup=100, cooldown=100, override=40,
-                 close_after=3, max_hold=2000, floor=0.0, season=0, season_weight=0.3, adapt=0.0, adapt_hist=2000, adapt_q=0.99, clip=10.0, w=(1, 1, 1), persist=0, spike=1e9, learn_close=None, ov_last=True, ov_clip=float('inf'), rel=1e-12, cd_extend=0, cd_dir=False, long_bins=0, long_w=1.0, g=0.0, gH=2000, cd_on_report=False, gstart=0, fix_season=True, winsor=False, relv=0.0, cd_close=-1, bw=0.0, cooldown_s=86400.0, hold_s=604800.0, hold_min=100, cap=1000.0, season_warm=None, learn_after=100, warm_season=True, yield_new=False, sg_days=0, sg_w=3, sg_agg='max', sg_views=(0, 1), season_w=2, tailq=0.0, tail_thr=1.0, tail_views=(0, 1), lc_clip=0.5, lc_views=(3,), override_abs=2.0, gpd_q=0.0, gpd_u=0.02, gpd_views=(0, 1, 2), gpd_min=10, gpd_mode='and', gpd_xi=0.5, fmem=1000, fmem_views=(0, 1, 2), fmem_s=604800.0):
+                 close_after=3, max_hold=2000, floor=0.0, season=0, season_weight=0.3, adapt=0.0, adapt_hist=2000, adapt_q=0.99, clip=10.0, w=(1, 1, 1), persist=0, spike=1e9, learn_close=None, ov_last=True, ov_clip=float('inf'), rel=1e-12, cd_extend=0, cd_dir=False, long_bins=0, long_w=1.0, g=0.0, gH=2000, cd_on_report=False, gstart=0, fix_season=True, winsor=False, relv=0.0, cd_close=-1, bw=0.0, cooldown_s=86400.0, hold_s=604800.0, hold_min=100, cap=1000.0, season_warm=None, learn_after=100, warm_season=True, yield_new=False, sg_days=0, sg_w=3, sg_agg='max', sg_views=(0, 1), season_w=2, tailq=0.0, tail_thr=1.0, tail_views=(0, 1), lc_clip=0.5, lc_views=(3,), override_abs=2.0, gpd_q=0.0, gpd_u=0.02, gpd_views=(0, 1, 2), gpd_min=10, gpd_mode='and', gpd_xi=0.5, fmem=1000, fmem_views=(0, 1, 2), fmem_s=604800.0, long_kind='mean', gate_h=None, gate_hi=0.3, confirm_n=0, confirm_lag=3):
         self.__dict__.update(locals()); del self.__dict__['self']
+        if confirm_n:  # session 12: the confirming detector on the value minus the median of the confirm_n bins before
+            kw = {k: v for k, v in self.__dict__.items() if k not in ('confirm_n',)}
+            kw.update(threshold=1e9, confirm_n=0, gate_h=None)
+            self.confirm = Novelty(**kw); self.confirm_vals = []; self.confirm_recent = []
+            if gate_h is None: self.gate_h = 0.02
         # Durations bounded in time where the bin width is known (as the C++ does with bin_seconds).
         if bw > 0 and cooldown_s > 0: self.cooldown = max(1, min(cooldown, int(cooldown_s // bw)))
         if bw > 0 and fmem_s > 0 and fmem > 0: self.fmem = max(1, min(fmem, int(fmem_s // bw)))
@@ -130,6 +142,13 @@ class Novelty:
         return s / m if m else None
 
     def add(self, b, value):
+        if self.confirm_n:
+            h = self.confirm_vals; med = sorted(h)[len(h) // 2] if h else value
+            h.append(value)
+            if len(h) > self.confirm_n: h.pop(0)
+            self.confirm_recent.append(self.confirm.add(b, value - med))
+            self.confirm_recent = self.confirm_recent[-(self.confirm_lag + 1):]
+            self.ext = max(self.confirm_recent)
         self.recent.append(value)
         if len(self.recent) > self.short: self.recent.popleft()
         n = len(self.recent); level = sum(self.recent) / n
@@ -155,7 +174,12 @@ class Novelty:
                     if then is not None: season = level - then; season_ok = True
         views = [value, level, spread, season]
         used = 4 if self.season > 0 else 3
-        if self.long_bins:
+        if self.long_bins and self.long_kind == 'hp':  # session 12: the value against the median of the bins before
+            med = sorted(self.lrecent)[len(self.lrecent) // 2] if self.lrecent else value
+            self.lrecent.append(value)
+            if len(self.lrecent) > self.long_bins: self.lrecent.popleft()
+            views.append(value - med)
+        elif self.long_bins:
             self.lrecent.append(value)
             if len(self.lrecent) > self.long_bins: self.lrecent.popleft()
             views.append(sum(self.lrecent) / len(self.lrecent))
@@ -221,7 +245,7 @@ class Novelty:
             if outside and (self.cd == 0 or overrides or other_dir):
                 self.last_above = here['above']
                 self.open = here; self.last_score = score; self.quiet = 0; self.held = 0
-                self.bar = bar; self.open['reported'] = b if (score > bar and (self.persist <= 1 or score > self.spike)) else None
+                self.bar = bar; self.open['reported'] = b if (score > bar and (self.persist <= 1 or score > self.spike) and self._confirmed(score)) else None
                 if not self.cd_on_report or self.open['reported'] is not None: self.cd = self.cooldown
                 if self.open['reported'] is not None: (self.alarms.append(self.nb) if self.nb > self.gstart else None)
                 self.open['nout'] = 1
@@ -230,7 +254,7 @@ class Novelty:
             if self.learning and self._out_ref(0, value): value_outside = True
             self.quiet = 0; self.open['last'] = b
             self.open['nout'] = self.open.get('nout', 0) + 1
-            if self.open['reported'] is None and score > self.bar and (self.open['nout'] >= self.persist or score > self.spike):
+            if self.open['reported'] is None and score > self.bar and (self.open['nout'] >= self.persist or score > self.spike) and self._confirmed(score):
                 self.open['reported'] = b; (self.alarms.append(self.nb) if self.nb > self.gstart else None)
                 if self.cd_on_report: self.cd = self.cooldown
             if value_outside: self.last_value_bin = b
@@ -278,6 +302,11 @@ class Novelty:
             if used == 4 and season_ok: self.npushed_season += 1
             self.pushed += 1
         return score
+
+    def _confirmed(self, score):
+        """gate_h (session 12, gate.py): a finding is reported only once its score passes gate_hi or a second view's
+        recent score (self.ext, set by the caller before add) passes gate_h."""
+        return self.gate_h is None or score > self.gate_hi or getattr(self, 'ext', 0.0) > self.gate_h
 
     def _override(self):
         """The excess that opens a finding during a cool-down: override_abs range widths (the C++), or, where None

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 
 namespace stackscope::analyze {
@@ -69,10 +70,34 @@ SeriesNoveltyDetector::SeriesNoveltyDetector(SeriesNoveltyOptions options) : opt
                     ? 0
                     : std::max<size_t>(1, bins_in(opt_.repeat_memory_max_seconds, opt_.bin_seconds,
                                                   opt_.repeat_memory_bins));
+  if (opt_.confirm_median_bins > 0) {
+    // The confirming detector only scores: it never opens a finding, so its ranges learn every bin.
+    SeriesNoveltyOptions c = opt_;
+    c.threshold = std::numeric_limits<double>::infinity();
+    c.confirm_median_bins = 0;
+    confirm_ = std::make_unique<SeriesNoveltyDetector>(c);
+  }
+}
+
+double SeriesNoveltyDetector::confirming_excess(size_t bin, double value) {
+  // The value against the median of the bins before it (the upper median of an even count; the value itself first).
+  double median = value;
+  if (!confirm_values_.empty()) {
+    median_scratch_.assign(confirm_values_.begin(), confirm_values_.end());
+    const auto mid = median_scratch_.begin() + static_cast<std::ptrdiff_t>(median_scratch_.size() / 2);
+    std::nth_element(median_scratch_.begin(), mid, median_scratch_.end());
+    median = *mid;
+  }
+  confirm_values_.push_back(value);
+  if (confirm_values_.size() > opt_.confirm_median_bins) confirm_values_.pop_front();
+  confirm_scores_.push_back(confirm_->add(bin, value - median));
+  if (confirm_scores_.size() > opt_.confirm_lag_bins + 1) confirm_scores_.pop_front();
+  return *std::max_element(confirm_scores_.begin(), confirm_scores_.end());
 }
 
 double SeriesNoveltyDetector::add(size_t bin, double value) {
   if (!std::isfinite(value)) return 0;
+  const double confirming = confirm_ ? confirming_excess(bin, value) : 0;
   recent_.push_back(value);
   if (recent_.size() > opt_.short_bins) recent_.pop_front();
   // Summed afresh (a few values): running sums would drift by rounding over millions of bins.
@@ -153,6 +178,9 @@ double SeriesNoveltyDetector::add(size_t bin, double value) {
   }
   ++added_;
   const bool outside = score > opt_.threshold;
+  // A finding is reported from a bin where it is outside and confirmed (confirm_median_bins).
+  const bool confirmed =
+      !confirm_ || score > opt_.confirm_alone_excess || confirming > opt_.confirm_excess;
   if (cooldown_ > 0) --cooldown_;
   // A noise finding's cool-down must not hide a real episode that follows it: a far larger excess opens anyway.
   const bool opens =
@@ -160,6 +188,9 @@ double SeriesNoveltyDetector::add(size_t bin, double value) {
   if (!open_) {
     if (opens) {
       open_ = here;
+      open_->opened_bin = bin;
+      reported_bin_.reset();
+      if (confirmed) reported_bin_ = bin;
       last_score_ = score;
       cooldown_ = cooldown_len_;
       quiet_ = 0;
@@ -180,10 +211,11 @@ double SeriesNoveltyDetector::add(size_t bin, double value) {
       quiet_ = 0;
       open_->last_bin = bin;
       if (value_out) last_value_bin_ = bin;
+      if (outside && confirmed && !reported_bin_) reported_bin_ = bin;
       if (outside && here.score > open_->score) {
         const size_t first = open_->first_bin, last = open_->last_bin;
         open_ = here;
-        open_->first_bin = first;
+        open_->first_bin = open_->opened_bin = first;
         open_->last_bin = last;
       }
     } else if (++quiet_ >= opt_.close_after_bins) {
@@ -267,7 +299,17 @@ void SeriesNoveltyDetector::close() {
   // The level and spread views trail a step's end by short_bins: where the value itself left the range, the
   // finding ends with the value's last bin outside.
   if (last_value_bin_ && *last_value_bin_ >= open_->first_bin) open_->last_bin = *last_value_bin_;
-  spans_.push_back(*open_);
+  // Reported from the bin it was confirmed at; never confirmed: not reported (its ranges and cool-down stand).
+  if (!confirm_ || reported_bin_) {
+    NoveltySpan span = *open_;
+    span.opened_bin = span.first_bin;
+    if (reported_bin_) {
+      span.first_bin = *reported_bin_;
+      span.last_bin = std::max(span.last_bin, span.first_bin);
+    }
+    spans_.push_back(span);
+  }
+  reported_bin_.reset();
   open_.reset();
   learning_ = false;
   last_value_bin_.reset();
