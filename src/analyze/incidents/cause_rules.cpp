@@ -4,6 +4,7 @@
 #include <cmath>
 #include <optional>
 #include <regex>
+#include <unordered_map>
 
 #include "analyze/robust_stats.h"
 
@@ -127,13 +128,47 @@ struct Support {
   std::string column;
 };
 
-// The best-supporting column of one signal (nullopt: none supports).
-std::optional<Support> signal_support(const SignalRule& sig, const WindowFeatureTable& t, const WindowSet& ws,
-                                      double z_min) {
-  const std::regex re(sig.pattern, std::regex::ECMAScript | std::regex::optimize);
+// Which columns each signal of cause_rules() names. The online engine explains every episode in view at every pass
+// (each second), over tables of hundreds to thousands of columns (one set per call name, per GPU, per NIC) that
+// hardly change from one pass to the next: matching every column against every pattern each time was most of its
+// CPU (std::regex's backtracking matcher; 50-70 % of the engine thread beside a traced job). So each pattern is
+// compiled once and each column name matched once per thread, the answers kept until the cache is full.
+class SignalColumnMatcher {
+ public:
+  // `signal`: the signal's index in cause_rules(), rules and signals in order.
+  bool matches(size_t signal, const std::string& column) {
+    auto it = known_.find(column);
+    if (it == known_.end()) {
+      if (known_.size() >= kMaxColumns) known_.clear();  // a bound for a run whose names keep changing
+      it = known_.emplace(column, std::vector<int8_t>(patterns().size(), -1)).first;
+    }
+    int8_t& m = it->second[signal];
+    if (m < 0) m = std::regex_search(column, patterns()[signal]) ? 1 : 0;
+    return m == 1;
+  }
+
+ private:
+  static constexpr size_t kMaxColumns = 100'000;
+  static const std::vector<std::regex>& patterns() {
+    static const std::vector<std::regex> compiled = [] {
+      std::vector<std::regex> out;
+      for (const CauseRule& rule : cause_rules())
+        for (const SignalRule& sig : rule.signals)
+          out.emplace_back(sig.pattern, std::regex::ECMAScript | std::regex::optimize);
+      return out;
+    }();
+    return compiled;
+  }
+  std::unordered_map<std::string, std::vector<int8_t>> known_;  // column -> per signal: -1 unknown, 0 no, 1 yes
+};
+
+// The best-supporting column of signal number `signal` of cause_rules() (nullopt: none supports).
+std::optional<Support> signal_support(const SignalRule& sig, size_t signal, const WindowFeatureTable& t,
+                                      const WindowSet& ws, double z_min) {
+  thread_local SignalColumnMatcher matcher;  // each engine (one thread per traced job) its own: no lock
   std::optional<Support> best;
   for (size_t c = 0; c < t.columns.size(); ++c) {
-    if (!std::regex_search(t.columns[c], re)) continue;
+    if (!matcher.matches(signal, t.columns[c])) continue;
     const Shift s = column_shift(t.values, static_cast<Eigen::Index>(c), ws, is_log10_column(t.columns[c]), sig.bursty);
     const double change = sig.direction * (s.observed - s.expected);
     const double dz = sig.direction * s.z;
@@ -259,6 +294,7 @@ CauseVerdict explain_episode(const std::map<std::string, WindowFeatureTable>& ta
   CauseVerdict v;
   if (ws.episode.empty() || ws.baseline.size() < 3) return v;
   std::vector<ClassScore> scores;
+  size_t signal = 0;  // index of the next signal in cause_rules()
   for (const CauseRule& rule : cause_rules()) {
     ClassScore cs;
     cs.cls = rule.cls;
@@ -267,9 +303,10 @@ CauseVerdict explain_episode(const std::map<std::string, WindowFeatureTable>& ta
     bool key_seen = false;
     std::vector<Support> supports;
     for (const SignalRule& sig : rule.signals) {
+      const size_t index = signal++;
       auto t = tables.find(sig.layer);
       std::optional<Support> s;
-      if (t != tables.end()) s = signal_support(sig, t->second, ws, opt.z);
+      if (t != tables.end()) s = signal_support(sig, index, t->second, ws, opt.z);
       if (!s) {
         required_ok = required_ok && !sig.required;
         continue;
