@@ -2,6 +2,8 @@
 // /proc/PID/maps, trace/proc_maps.h), grouped into jobs, with the container and pod they run in (from
 // /proc/PID/cgroup) as labels. A job is the topmost such process and every such process below it (a launcher and
 // its ranks, e.g. torchrun or torch.multiprocessing), so the ranks of one job are traced and labelled together.
+// Ranks (RANK and WORLD_SIZE >= 2 in their environment) whose launcher maps none of the libraries are led by that
+// launcher, when it runs in their cgroup: one job of launcher and ranks, as under torchrun.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -62,6 +64,7 @@ class JobScanner {
     unsigned libraries = 0;
     bool kernel_thread = false;
     std::string rank;
+    bool multi_rank = false;  // RANK set and WORLD_SIZE >= 2: a launcher without the libraries may lead it
   };
   unsigned mask_;
   std::string root_;
