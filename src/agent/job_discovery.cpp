@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <fstream>
@@ -134,6 +135,19 @@ unsigned job_libraries_in_maps(const std::string& maps_text) {
     }
   }
   return m;
+}
+
+std::set<std::string> remnants_of(const Job& traced, const std::map<std::string, Job>& found) {
+  std::set<std::string> out;
+  for (const auto& [id, job] : found) {
+    const bool within = !job.processes.empty() &&
+                        std::all_of(job.processes.begin(), job.processes.end(), [&](const auto& p) {
+                          auto it = traced.processes.find(p.first);
+                          return it != traced.processes.end() && it->second.start_ticks == p.second.start_ticks;
+                        });
+    if (within && id != traced.id) out.insert(id);
+  }
+  return out;
 }
 
 JobScanner::JobScanner(unsigned library_mask, std::string proc_root) : mask_(library_mask), root_(std::move(proc_root)) {}

@@ -48,6 +48,11 @@ struct Job {
   unsigned libraries = 0;                    // of all its processes
 };
 
+// The jobs of `found` made only of processes of `traced` (same pid and start): what is left of a traced job whose
+// leader has exited while some of its processes live on (ranks outliving their launcher for a moment as it
+// stops them, or for good). They are still that job, not new ones to trace.
+std::set<std::string> remnants_of(const Job& traced, const std::map<std::string, Job>& found);
+
 // Scans /proc. Maps are read again only for processes whose mapped size (/proc/PID/statm) changed since the
 // last scan, so an idle node costs one small read per process per scan.
 class JobScanner {

@@ -223,6 +223,38 @@ TEST(JobDiscovery, RanksOfALauncherWithoutTorchAreOneJobWithIt) {
     }
 }
 
+TEST(JobDiscovery, RanksThatOutliveTheirLauncherAreStillItsJob) {
+  auto proc = [](uint32_t pid, uint32_t ppid, uint64_t start, std::string rank) {
+    JobProcess p;
+    p.pid = pid;
+    p.ppid = ppid;
+    p.start_ticks = start;
+    p.rank = std::move(rank);
+    return p;
+  };
+  Job traced;
+  traced.id = "100-5";
+  traced.leader = 100;
+  traced.processes = {{100, proc(100, 1, 5, "")}, {101, proc(101, 100, 7, "0")}, {102, proc(102, 100, 7, "1")}};
+  // The launcher has exited: its ranks, reparented, are found as jobs of their own.
+  std::map<std::string, Job> found;
+  found["101-7"].id = "101-7";
+  found["101-7"].processes = {{101, proc(101, 1, 7, "0")}};
+  found["102-7"].id = "102-7";
+  found["102-7"].processes = {{102, proc(102, 1, 7, "1")}};
+  found["103-7"].id = "103-7";  // a new job
+  found["103-7"].processes = {{103, proc(103, 1, 7, "")}};
+  found["104-9"].id = "104-9";  // a reused pid of the traced job is another process
+  found["104-9"].processes = {{101, proc(101, 1, 9, "")}};
+  EXPECT_EQ(remnants_of(traced, found), (std::set<std::string>{"101-7", "102-7"}));
+  // A found job with one of the traced processes and a new one is not a remnant.
+  found["101-7"].processes[105] = proc(105, 101, 8, "");
+  EXPECT_EQ(remnants_of(traced, found), (std::set<std::string>{"102-7"}));
+  // The traced job itself, still found, is not its own remnant.
+  found[traced.id] = traced;
+  EXPECT_EQ(remnants_of(traced, found), (std::set<std::string>{"102-7"}));
+}
+
 TEST(SegmentStore, RotatesBySizeAndKeepsSeriesAcrossSegments) {
   TempDir dir;
   SegmentOptions so;
