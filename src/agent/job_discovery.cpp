@@ -1,6 +1,8 @@
 #include "agent/job_discovery.h"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -12,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "model/clock.h"
 #include "model/process.h"
 #include "sample/procfs_parsers.h"
 #include "trace/proc_maps.h"
@@ -19,12 +22,16 @@
 namespace stackscope::agent {
 namespace {
 
+// A whole /proc file, read with plain read(2): the scan reads two per process every few seconds, and an ifstream
+// copied through a stringstream cost as much as the kernel's side.
 std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return {};
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  return out;
 }
 
 bool all_hex(std::string_view s) {
@@ -163,6 +170,8 @@ std::map<std::string, Job> JobScanner::scan() {
   std::map<uint32_t, Seen> next_seen;
   std::set<uint32_t> multi_rank;  // job processes that are one rank of several (RANK set, WORLD_SIZE >= 2)
   const uint32_t self = static_cast<uint32_t>(::getpid());
+  const int64_t now = monotonic_ns();
+  constexpr int64_t kMapsReread = 30'000'000'000;
   DIR* d = ::opendir(root_.c_str());
   if (!d) return {};
   while (auto* e = ::readdir(d)) {
@@ -187,13 +196,22 @@ std::map<std::string, Job> JobScanner::scan() {
         s.kernel_thread = true;
       } else if (pages != s.mapped_pages) {
         s.mapped_pages = pages;
-        s.libraries = job_libraries_in_maps(slurp(dir + "/maps"));
-        // Read with the maps: an exec (a new environment) changes the mapped size too.
-        const RankEnvironment env = (s.libraries & mask_) ? rank_of(pid) : RankEnvironment{};
-        s.rank = env.rank;
-        s.multi_rank = !env.rank.empty() && env.world >= 2;
+        // A job process's mapped size changes with its large allocations (a torch process's all the time): its maps
+        // (thousands of lines) are read again only when it may have become something else (a new name: an exec)
+        // or 30 s after the last read (a library loaded since); any other process's at each change, so that a new
+        // job is found at the next scan.
+        const bool known = (s.libraries & mask_) && s.comm == procs[pid].comm && now - s.maps_read_ns < kMapsReread;
+        if (!known) {
+          s.maps_read_ns = now;
+          s.libraries = job_libraries_in_maps(slurp(dir + "/maps"));
+          // Read with the maps: an exec (a new environment) changes the mapped size too.
+          const RankEnvironment env = (s.libraries & mask_) ? rank_of(pid) : RankEnvironment{};
+          s.rank = env.rank;
+          s.multi_rank = !env.rank.empty() && env.world >= 2;
+        }
       }
     }
+    s.comm = procs[pid].comm;
     next_seen[pid] = s;
     if (s.libraries & mask_) {
       JobProcess jp;

@@ -70,6 +70,8 @@ class JobScanner {
     bool kernel_thread = false;
     std::string rank;
     bool multi_rank = false;  // RANK set and WORLD_SIZE >= 2: a launcher without the libraries may lead it
+    std::string comm;         // at the last scan
+    int64_t maps_read_ns = 0;  // when its maps were last read (monotonic)
   };
   unsigned mask_;
   std::string root_;
