@@ -147,12 +147,15 @@ unsigned job_libraries_in_maps(const std::string& maps_text) {
 std::set<std::string> remnants_of(const Job& traced, const std::map<std::string, Job>& found) {
   std::set<std::string> out;
   for (const auto& [id, job] : found) {
-    const bool within = !job.processes.empty() &&
-                        std::all_of(job.processes.begin(), job.processes.end(), [&](const auto& p) {
-                          auto it = traced.processes.find(p.first);
-                          return it != traced.processes.end() && it->second.start_ticks == p.second.start_ticks;
-                        });
-    if (within && id != traced.id) out.insert(id);
+    // Its processes that map a job library (not a launcher found above them: a subreaper that adopted them).
+    size_t mapping = 0;
+    const bool within = std::all_of(job.processes.begin(), job.processes.end(), [&](const auto& p) {
+      if (!p.second.libraries) return true;
+      ++mapping;
+      auto it = traced.processes.find(p.first);
+      return it != traced.processes.end() && it->second.start_ticks == p.second.start_ticks;
+    });
+    if (within && mapping && id != traced.id) out.insert(id);
   }
   return out;
 }

@@ -48,8 +48,9 @@ struct Job {
   unsigned libraries = 0;                    // of all its processes
 };
 
-// The jobs of `found` made only of processes of `traced` (same pid and start): what is left of a traced job whose
-// leader has exited while some of its processes live on (ranks outliving their launcher for a moment as it
+// The jobs of `found` whose processes that map a job library are all processes of `traced` (same pid and start;
+// a launcher that maps none, such as a subreaper that adopted them, may lead them): what is left of a traced job
+// whose leader has exited while some of its processes live on (ranks outliving their launcher for a moment as it
 // stops them, or for good). They are still that job, not new ones to trace.
 std::set<std::string> remnants_of(const Job& traced, const std::map<std::string, Job>& found);
 

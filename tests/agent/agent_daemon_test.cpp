@@ -425,8 +425,8 @@ TEST(AgentDaemon, TracesALauncherAndItsRanksWithOneTracer) {
     for (pid_t r : ranks) kill(r, SIGKILL);
   };
   const std::string name = "python3-" + std::to_string(launcher.pid);
-  const bool traced = wait_for([&] { return agent.count("tracing job " + name + " (pid " + std::to_string(launcher.pid) +
-                                                        ", 3 process(es)") == 1; }, 60s);
+  const std::string one_job = "tracing job " + name + " (pid " + std::to_string(launcher.pid) + ", 3 process(es)";
+  const bool traced = wait_for([&] { return agent.count(one_job) == 1; }, 60s);
   std::istringstream in(read_file(dir.file("ranks")));
   for (pid_t r; in >> r;) ranks.push_back(r);
   if (!traced) kill_ranks();

@@ -224,18 +224,19 @@ TEST(JobDiscovery, RanksOfALauncherWithoutTorchAreOneJobWithIt) {
 }
 
 TEST(JobDiscovery, RanksThatOutliveTheirLauncherAreStillItsJob) {
-  auto proc = [](uint32_t pid, uint32_t ppid, uint64_t start, std::string rank) {
+  auto proc = [](uint32_t pid, uint32_t ppid, uint64_t start, std::string rank, unsigned libraries = kJobTorch) {
     JobProcess p;
     p.pid = pid;
     p.ppid = ppid;
     p.start_ticks = start;
     p.rank = std::move(rank);
+    p.libraries = libraries;
     return p;
   };
   Job traced;
   traced.id = "100-5";
   traced.leader = 100;
-  traced.processes = {{100, proc(100, 1, 5, "")}, {101, proc(101, 100, 7, "0")}, {102, proc(102, 100, 7, "1")}};
+  traced.processes = {{100, proc(100, 1, 5, "", 0)}, {101, proc(101, 100, 7, "0")}, {102, proc(102, 100, 7, "1")}};
   // The launcher has exited: its ranks, reparented, are found as jobs of their own.
   std::map<std::string, Job> found;
   found["101-7"].id = "101-7";
@@ -247,6 +248,13 @@ TEST(JobDiscovery, RanksThatOutliveTheirLauncherAreStillItsJob) {
   found["104-9"].id = "104-9";  // a reused pid of the traced job is another process
   found["104-9"].processes = {{101, proc(101, 1, 9, "")}};
   EXPECT_EQ(remnants_of(traced, found), (std::set<std::string>{"101-7", "102-7"}));
+  // Adopted by a subreaper in their cgroup (a container's init), which then leads them: still the traced job's.
+  std::map<std::string, Job> adopted;
+  adopted["50-3"].id = "50-3";
+  adopted["50-3"].processes = {{50, proc(50, 1, 3, "", 0)}, {101, proc(101, 50, 7, "0")}, {102, proc(102, 50, 7, "1")}};
+  EXPECT_EQ(remnants_of(traced, adopted), (std::set<std::string>{"50-3"}));
+  adopted["50-3"].processes[106] = proc(106, 50, 9, "");  // with a new torch process of its own: a new job
+  EXPECT_TRUE(remnants_of(traced, adopted).empty());
   // A found job with one of the traced processes and a new one is not a remnant.
   found["101-7"].processes[105] = proc(105, 101, 8, "");
   EXPECT_EQ(remnants_of(traced, found), (std::set<std::string>{"102-7"}));
