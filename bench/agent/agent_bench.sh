@@ -8,16 +8,23 @@
 #   AGENT: the stackscope-agent binary (default build/src/cli/stackscope-agent)
 #   IDLE_S, JOB_S: seconds of each measurement (default 60 and 60)
 #   AGENT_ARGS: more agent flags, e.g. "--set trace.interval=500ms"
+#   RECORD: the stackscope binary for the baseline (default: stackscope beside AGENT; "" for none): after the
+#     agent's phases, `stackscope record -o X -- JOB_COMMAND` of the same job, its recorder's CPU measured the same
+#     way over JOB_S, so the agent's own share (what it adds to the job's tracing) is the difference
 #   JOB_COMMAND: the traced job (default: the bundled CPU workload, Debian's python3-torch). On a GPU machine:
 #     OUT=$OUT bench/agent/agent_bench.sh python3 eval/stragglers/ddp_job.py --steps 100000
+#     On the CPU VM, a launcher and two ranks as torchrun starts them:
+#     OUT=$OUT bench/agent/agent_bench.sh /usr/bin/python3 eval/stragglers/ddp_job.py --ranks 2 --steps 100000000
 #   The in-process exposition of 8 GPUs x 700 series: build/bench/agent/agent_scrape_bench.
-# Writes $OUT/agent_bench.json (and the agent's log); prints the figures.
+# Writes $OUT/agent_bench.json (with each phase's CPU by thread name, and where the agent's memory is:
+# $OUT/agent_smaps.txt), the agent's log; prints the figures.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:?set OUT to a results directory}
 AGENT=${AGENT:-build/src/cli/stackscope-agent}
 IDLE_S=${IDLE_S:-60}
 JOB_S=${JOB_S:-60}
+RECORD=${RECORD-$(dirname "$AGENT")/stackscope}
 mkdir -p "$OUT"
 data=$(mktemp -d /tmp/agent-bench-XXXXXX)
 job=("$@")
@@ -26,7 +33,7 @@ job=("$@")
 # shellcheck disable=SC2086
 "$AGENT" agent --data-dir "$data" --listen 127.0.0.1:0 ${AGENT_ARGS:-} >"$OUT/agent.log" 2>&1 &
 agent=$!
-trap 'kill $agent 2>/dev/null || true; rm -rf "$data"' EXIT
+trap 'kill $agent 2>/dev/null || true; [ -z "${jobpid:-}" ] || kill_tree $jobpid; rm -rf "$data"' EXIT
 port=""
 for _ in $(seq 100); do
   port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$OUT/agent.log" | head -1)
@@ -35,15 +42,41 @@ for _ in $(seq 100); do
 done
 [ -n "$port" ] || { echo "agent did not start:"; cat "$OUT/agent.log"; exit 1; }
 hz=$(getconf CLK_TCK)
-cpu_ticks() { awk '{print $14 + $15}' /proc/$agent/stat; }
-rss_kb() { awk '/^VmRSS/ {print $2}' /proc/$agent/status; }
-hwm_kb() { awk '/^VmHWM/ {print $2}' /proc/$agent/status; }
-# CPU share of one core over $1 seconds.
+cpu_ticks() { awk '{print $14 + $15}' /proc/${2:-$agent}/stat; }
+rss_kb() { awk '/^VmRSS/ {print $2}' /proc/${1:-$agent}/status; }
+hwm_kb() { awk '/^VmHWM/ {print $2}' /proc/${1:-$agent}/status; }
+# "tid name ticks" of each live thread of process $1 (names with spaces joined by _).
+thread_ticks() {
+  local t s
+  for t in /proc/$1/task/*; do
+    s=$(cat "$t/stat" 2>/dev/null) || continue
+    awk -v tid="${t##*/}" '{c = $0; sub(/^[^(]*\(/, "", c); sub(/\).*$/, "", c); gsub(/ /, "_", c);
+                            r = $0; sub(/^.*\) /, "", r); split(r, f, " "); print tid, c, f[12] + f[13]}' <<<"$s"
+  done
+}
+# CPU share of one core over $1 seconds, of process $2 (default the agent); its threads' shares by name (threads
+# that ran the whole time; a thread that started or ended meanwhile counts only in the total) go to the variable
+# named $3 as a JSON object.
 cpu_share() {
-  local t0 c0 t1 c1
-  t0=$(date +%s.%N); c0=$(cpu_ticks); sleep "$1"; t1=$(date +%s.%N); c1=$(cpu_ticks)
+  local t0 c0 t1 c1 before after pid=${2:-$agent}
+  before=$(thread_ticks "$pid" | sort)
+  t0=$(date +%s.%N); c0=$(cpu_ticks "" "$pid"); sleep "$1"; t1=$(date +%s.%N); c1=$(cpu_ticks "" "$pid")
+  after=$(thread_ticks "$pid" | sort)
+  if [ -n "${3:-}" ]; then
+    printf -v "$3" '%s' "$(join <(echo "$before") <(echo "$after") |
+      awk -v d="$(awk -v a="$t0" -v b="$t1" 'BEGIN {print b - a}')" -v hz="$hz" '
+        {by[$2] += ($5 - $3) / hz / d}
+        END {n = 0; printf "{"; for (k in by) if (by[k] > 0) printf "%s\"%s\": %.4f", (n++ ? ", " : ""), k, by[k]; printf "}"}')"
+  fi
   awk -v c0="$c0" -v c1="$c1" -v t0="$t0" -v t1="$t1" -v hz="$hz" 'BEGIN {printf "%.4f", (c1 - c0) / hz / (t1 - t0)}'
 }
+# Process $1's descendants, then itself: a launcher that dies on SIGTERM (ddp_job.py's) would leave its ranks running.
+tree() {
+  local c
+  for c in $(pgrep -P "$1"); do tree "$c"; done
+  echo "$1"
+}
+kill_tree() { kill $(tree "$1") 2>/dev/null || true; }
 scrape_ms() {  # median of 20 scrapes, milliseconds
   for _ in $(seq 20); do curl -s -o /dev/null -w '%{time_total}\n' "http://127.0.0.1:$port/metrics"; done |
     sort -n | awk '{a[NR] = $1} END {printf "%.2f", a[int((NR + 1) / 2)] * 1000}'
@@ -51,22 +84,36 @@ scrape_ms() {  # median of 20 scrapes, milliseconds
 series() { curl -s "http://127.0.0.1:$port/metrics" | grep -vc '^#'; }
 
 sleep 5  # start-up (the node samplers' first passes)
-idle_cpu=$(cpu_share "$IDLE_S")
+idle_threads={}
+cpu_share "$IDLE_S" "$agent" idle_threads >/tmp/agent-bench-share.$$
+idle_cpu=$(cat /tmp/agent-bench-share.$$)
 idle_rss=$(rss_kb)
 idle_scrape=$(scrape_ms)
 idle_series=$(series)
 echo "idle: cpu $idle_cpu of a core, rss $((idle_rss / 1024)) MiB, scrape ${idle_scrape} ms over $idle_series series"
+echo "  by thread: $idle_threads"
 
 "${job[@]}" >"$OUT/job.log" 2>&1 &
 jobpid=$!
 for _ in $(seq 300); do grep -q "tracing job .*-$jobpid " "$OUT/agent.log" && break; sleep 0.2; done
 grep -q "tracing job .*-$jobpid " "$OUT/agent.log" || { echo "job not traced:"; cat "$OUT/agent.log"; exit 1; }
 sleep 10  # the tracer's start (hit-cost measurement, first attachments)
-job_cpu=$(cpu_share "$JOB_S")
+job_threads={}
+cpu_share "$JOB_S" "$agent" job_threads >/tmp/agent-bench-share.$$
+job_cpu=$(cat /tmp/agent-bench-share.$$)
 job_rss=$(rss_kb)
+# Where the agent's memory is: heap (anonymous), BPF ring buffers and maps, files mapped.
+{
+  echo "# smaps_rollup"; cat /proc/$agent/smaps_rollup
+  echo "# largest mappings by Rss (kB)"
+  awk '/^[0-9a-f]+-[0-9a-f]+ / {name = NF >= 6 ? $6 : "[anon]"} /^Rss:/ {rss[name] += $2}
+       END {for (n in rss) print rss[n], n}' /proc/$agent/smaps | sort -rn | head -15
+} >"$OUT/agent_smaps.txt" 2>&1 || true
+job_anon_kb=$(awk '/^RssAnon/ {print $2}' /proc/$agent/status)
 job_scrape=$(scrape_ms)
 job_series=$(series)
-echo "one job: cpu $job_cpu of a core, rss $((job_rss / 1024)) MiB, scrape ${job_scrape} ms over $job_series series"
+echo "one job: cpu $job_cpu of a core, rss $((job_rss / 1024)) MiB (anonymous $((job_anon_kb / 1024)) MiB), scrape ${job_scrape} ms over $job_series series"
+echo "  by thread: $job_threads"
 
 # An incident: CPU hogs beside the job (as tests/online_detect_cli_test.cpp); time until /metrics shows it open.
 incident_s=null
@@ -93,17 +140,44 @@ if kill -0 $jobpid 2>/dev/null; then
   kill "${hogs[@]}" 2>/dev/null || true
   echo "incident in /metrics: ${incident_s} s after the interference began (class $incident_class)"
 fi
-kill $jobpid 2>/dev/null || true
+kill_tree $jobpid
 wait $jobpid 2>/dev/null || true
 peak=$(hwm_kb)
 kill -TERM $agent
 wait $agent || true
+
+# The baseline: the same job under `stackscope record` (the job's tracing alone, no agent), measured the same way.
+record_cpu=null
+record_rss=null
+record_threads=null
+if [ -n "$RECORD" ] && [ -x "$RECORD" ]; then
+  "$RECORD" record -o "$data/baseline.sdb" -- "${job[@]}" >"$OUT/record.log" 2>&1 &
+  rec=$!
+  sleep 15  # the job's start-up and the tracer's start, as the agent phase waited for them
+  if kill -0 $rec 2>/dev/null; then
+    record_threads={}
+    cpu_share "$JOB_S" "$rec" record_threads >/tmp/agent-bench-share.$$
+    record_cpu=$(cat /tmp/agent-bench-share.$$)
+    record_rss=$(($(rss_kb $rec) * 1024))
+    echo "record of the same job: cpu $record_cpu of a core, rss $((record_rss / 1048576)) MiB"
+    echo "  by thread: $record_threads"
+    # The job's processes are the recorder's children and theirs: stopped, the recorder ends with them.
+    for c in $(pgrep -P $rec); do kill_tree "$c"; done
+  fi
+  for _ in $(seq 60); do kill -0 $rec 2>/dev/null || break; sleep 0.5; done
+  kill -INT $rec 2>/dev/null || true
+  wait $rec 2>/dev/null || true
+fi
+rm -f /tmp/agent-bench-share.$$
 cat >"$OUT/agent_bench.json" <<JSON
 {"machine": "$(hostname) $(nproc) cores $(uname -r)", "job": "${job[*]}", "agent_args": "${AGENT_ARGS:-}",
  "idle": {"seconds": $IDLE_S, "cpu_core_fraction": $idle_cpu, "rss_bytes": $((idle_rss * 1024)),
           "scrape_ms_median": $idle_scrape, "series": $idle_series},
+ "idle_cpu_by_thread": $idle_threads,
  "one_job": {"seconds": $JOB_S, "cpu_core_fraction": $job_cpu, "rss_bytes": $((job_rss * 1024)),
-             "scrape_ms_median": $job_scrape, "series": $job_series},
+             "rss_anon_bytes": $((job_anon_kb * 1024)), "scrape_ms_median": $job_scrape, "series": $job_series},
+ "one_job_cpu_by_thread": $job_threads,
+ "record_baseline": {"cpu_core_fraction": $record_cpu, "rss_bytes": $record_rss, "cpu_by_thread": $record_threads},
  "jobs_traced_during_job_measurement": ${jobs_traced:-null},
  "incident_visible_after_s": $incident_s, "incident_class": $incident_class, "rss_peak_bytes": $((peak * 1024)),
  "targets": {"idle_cpu": 0.01, "one_job_cpu": 0.02, "rss_bytes": 209715200, "scrape_ms": 50, "incident_s": 5}}

@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
-# Issue 16's agent figures on a GPU machine (the device tool, 2 GPUs for NCCL): agent_bench.sh beside a real
-# 2-rank DDP job over NCCL (torchrun), then the in-process exposition of 8 GPUs x 700 series.
+# Issue 16's agent figures on a GPU machine (the device tool, 2 GPUs for NCCL), in one command of about 4 minutes:
+# the in-process exposition of 8 GPUs x 700 series, then agent_bench.sh beside a real 2-rank DDP job over NCCL
+# (torchrun: a launcher and two ranks, one job): the agent idle, the agent beside the job (CPU by thread, RSS and
+# where it is: $OUT/agent_smaps.txt), an incident's delay in /metrics, and the baseline: `stackscope record` of the
+# same job, its recorder's CPU measured the same way (the agent's own share is the difference).
 # Prepare on the build machine (the agent links Debian's prometheus-cpp and civetweb, shared libraries only):
 #   mkdir -p .carry/lib && strip -o .carry/stackscope-agent build/src/cli/stackscope-agent &&
+#   strip -o .carry/stackscope build/src/cli/stackscope &&
 #   strip -o .carry/agent_scrape_bench build/bench/agent/agent_scrape_bench &&
-#   cp -L /usr/lib/x86_64-linux-gnu/libprometheus-cpp-core.so.1.0 /usr/lib/x86_64-linux-gnu/libcivetweb.so.1 .carry/lib/
+#   cp -L /usr/lib/x86_64-linux-gnu/libprometheus-cpp-core.so.1.0 /usr/lib/x86_64-linux-gnu/libcivetweb.so.1 \
+#     /usr/lib/x86_64-linux-gnu/libbenchmark.so.1debian .carry/lib/
 # Run (device machine, repo root): OUT=$OUT bash bench/agent/gpu_agent.sh
+#   (IDLE_S, JOB_S: seconds of the idle and one-job measurements, default 30 and 60)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:?set OUT}
@@ -16,5 +22,7 @@ PY=${PY:-/opt/torch/.venv/bin/python3}
 TR=$(dirname "$PY")/torchrun
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >"$OUT/gpus.txt" || true
 .carry/agent_scrape_bench --benchmark_min_time=1 2>&1 | tee "$OUT/scrape_bench.txt"
-AGENT=.carry/stackscope-agent IDLE_S=${IDLE_S:-60} JOB_S=${JOB_S:-120} OUT="$OUT" \
+# Only the bench's job is traced (command_filter): the figures are of one job.
+AGENT=.carry/stackscope-agent RECORD=.carry/stackscope IDLE_S=${IDLE_S:-30} JOB_S=${JOB_S:-60} OUT="$OUT" \
+  AGENT_ARGS="--set discovery.command_filter=ddp_job" \
   bash bench/agent/agent_bench.sh "$TR" --nproc-per-node 2 eval/stragglers/ddp_job.py --backend nccl --steps 1000000

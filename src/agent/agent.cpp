@@ -203,12 +203,26 @@ void Agent::handle_incidents(JobTrace& t) {
 void Agent::scan(int64_t now) {
   const int64_t t0 = monotonic_ns();
   auto found = scanner_->scan();
+  std::set<std::string> remnants;  // found jobs that are what is left of a traced one
   for (auto it = jobs_.begin(); it != jobs_.end();) {
     if (found.count(it->first)) {
       ++it;
       continue;
     }
     JobTrace& t = *it->second;
+    // Its leader has exited but some of its processes live on (a launcher gone before its ranks): the same job,
+    // traced on by the same tracer, not new jobs (a tracer and an incident engine each, started as the job ends).
+    if (const auto rest = remnants_of(t.job(), found); !rest.empty()) {
+      Job left = t.job();
+      left.processes.clear();
+      for (const auto& id : rest) {
+        left.processes.insert(found.at(id).processes.begin(), found.at(id).processes.end());
+        remnants.insert(id);
+      }
+      t.update(left);
+      ++it;
+      continue;
+    }
     try {
       t.stop();
       handle_incidents(t);  // the closes of its last pass
@@ -230,7 +244,7 @@ void Agent::scan(int64_t now) {
       it->second->update(job);
       continue;
     }
-    if (failed_jobs_.count(id)) continue;
+    if (failed_jobs_.count(id) || remnants.count(id)) continue;
     if (!config_.command_filter.empty() && !std::regex_search(job.command, std::regex(config_.command_filter)))
       continue;  // not one the operator asked for
     if (jobs_.size() >= static_cast<size_t>(config_.max_jobs)) {

@@ -1,14 +1,20 @@
 #include "agent/job_discovery.h"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
 
+#include "model/clock.h"
 #include "model/process.h"
 #include "sample/procfs_parsers.h"
 #include "trace/proc_maps.h"
@@ -16,12 +22,16 @@
 namespace stackscope::agent {
 namespace {
 
+// A whole /proc file, read with plain read(2): the scan reads two per process every few seconds, and an ifstream
+// copied through a stringstream cost as much as the kernel's side.
 std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return {};
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  return out;
 }
 
 bool all_hex(std::string_view s) {
@@ -57,12 +67,20 @@ std::string pod_uid_in(std::string_view component) {
   return uid;
 }
 
-std::string rank_of(uint32_t pid) {
+struct RankEnvironment {
+  std::string rank;  // RANK ("" when not set)
+  long world = 0;    // WORLD_SIZE (0 when not set)
+};
+
+RankEnvironment rank_of(uint32_t pid) {
   const std::string env = process_rank_environment(pid);
   std::istringstream in(env);
-  for (std::string kv; in >> kv;)
-    if (kv.starts_with("RANK=")) return kv.substr(5);
-  return {};
+  RankEnvironment r;
+  for (std::string kv; in >> kv;) {
+    if (kv.starts_with("RANK=")) r.rank = kv.substr(5);
+    if (kv.starts_with("WORLD_SIZE=")) r.world = std::strtol(kv.c_str() + 11, nullptr, 10);
+  }
+  return r;
 }
 
 }  // namespace
@@ -126,17 +144,37 @@ unsigned job_libraries_in_maps(const std::string& maps_text) {
   return m;
 }
 
+std::set<std::string> remnants_of(const Job& traced, const std::map<std::string, Job>& found) {
+  std::set<std::string> out;
+  for (const auto& [id, job] : found) {
+    // Its processes that map a job library (not a launcher found above them: a subreaper that adopted them).
+    size_t mapping = 0;
+    const bool within = std::all_of(job.processes.begin(), job.processes.end(), [&](const auto& p) {
+      if (!p.second.libraries) return true;
+      ++mapping;
+      auto it = traced.processes.find(p.first);
+      return it != traced.processes.end() && it->second.start_ticks == p.second.start_ticks;
+    });
+    if (within && mapping && id != traced.id) out.insert(id);
+  }
+  return out;
+}
+
 JobScanner::JobScanner(unsigned library_mask, std::string proc_root) : mask_(library_mask), root_(std::move(proc_root)) {}
 
 std::map<std::string, Job> JobScanner::scan() {
   struct Proc {
     uint32_t ppid = 0;
+    uint64_t start_ticks = 0;
     std::string comm;
   };
   std::map<uint32_t, Proc> procs;  // every live process (for the ancestor walk)
   std::map<uint32_t, JobProcess> job_procs;
   std::map<uint32_t, Seen> next_seen;
+  std::set<uint32_t> multi_rank;  // job processes that are one rank of several (RANK set, WORLD_SIZE >= 2)
   const uint32_t self = static_cast<uint32_t>(::getpid());
+  const int64_t now = monotonic_ns();
+  constexpr int64_t kMapsReread = 30'000'000'000;
   DIR* d = ::opendir(root_.c_str());
   if (!d) return {};
   while (auto* e = ::readdir(d)) {
@@ -148,7 +186,7 @@ std::map<std::string, Job> JobScanner::scan() {
     const std::string stat_text = slurp(dir + "/stat");
     procfs::PidStat st;
     if (stat_text.empty() || !procfs::parse_pid_stat(stat_text, st).ok()) continue;  // gone meanwhile
-    procs[pid] = {st.ppid, procfs::printable_comm(st.comm)};
+    procs[pid] = {st.ppid, st.start_time, procfs::printable_comm(st.comm)};
     Seen s;
     if (auto it = seen_.find(pid); it != seen_.end() && it->second.start_ticks == st.start_time) s = it->second;
     s.start_ticks = st.start_time;
@@ -161,11 +199,22 @@ std::map<std::string, Job> JobScanner::scan() {
         s.kernel_thread = true;
       } else if (pages != s.mapped_pages) {
         s.mapped_pages = pages;
-        s.libraries = job_libraries_in_maps(slurp(dir + "/maps"));
-        // Read with the maps: an exec (a new environment) changes the mapped size too.
-        s.rank = (s.libraries & mask_) ? rank_of(pid) : std::string();
+        // A job process's mapped size changes with its large allocations (a torch process's all the time): its maps
+        // (thousands of lines) are read again only when it may have become something else (a new name: an exec)
+        // or 30 s after the last read (a library loaded since); any other process's at each change, so that a new
+        // job is found at the next scan.
+        const bool known = (s.libraries & mask_) && s.comm == procs[pid].comm && now - s.maps_read_ns < kMapsReread;
+        if (!known) {
+          s.maps_read_ns = now;
+          s.libraries = job_libraries_in_maps(slurp(dir + "/maps"));
+          // Read with the maps: an exec (a new environment) changes the mapped size too.
+          const RankEnvironment env = (s.libraries & mask_) ? rank_of(pid) : RankEnvironment{};
+          s.rank = env.rank;
+          s.multi_rank = !env.rank.empty() && env.world >= 2;
+        }
       }
     }
+    s.comm = procs[pid].comm;
     next_seen[pid] = s;
     if (s.libraries & mask_) {
       JobProcess jp;
@@ -176,6 +225,7 @@ std::map<std::string, Job> JobScanner::scan() {
       jp.libraries = s.libraries & mask_;
       jp.rank = s.rank;
       job_procs[pid] = std::move(jp);
+      if (s.multi_rank) multi_rank.insert(pid);
     }
   }
   ::closedir(d);
@@ -192,7 +242,25 @@ std::map<std::string, Job> JobScanner::scan() {
       if (it == procs.end()) break;
       at = it->second.ppid;
     }
-    const JobProcess& lead = job_procs[leader];
+    // A rank whose launcher maps none of the libraries (a launcher script that starts one process per rank, as
+    // torchrun would, without importing torch): the launcher leads, so the ranks of one job are one job (one
+    // tracer, one incident engine, ranks compared), not one job each. Only within the launcher's cgroup: a
+    // container's init or runtime shim above a rank of a multi-node job is not its launcher.
+    std::optional<JobProcess> launcher;
+    if (leader == pid && multi_rank.count(pid) && jp.ppid > 1 && jp.ppid != self) {
+      auto parent = procs.find(jp.ppid);
+      const std::string cgroup = slurp(root_ + "/" + std::to_string(pid) + "/cgroup");
+      if (parent != procs.end() && !cgroup.empty() &&
+          slurp(root_ + "/" + std::to_string(jp.ppid) + "/cgroup") == cgroup) {
+        leader = jp.ppid;
+        launcher.emplace();
+        launcher->pid = jp.ppid;
+        launcher->ppid = parent->second.ppid;
+        launcher->start_ticks = parent->second.start_ticks;
+        launcher->comm = parent->second.comm;
+      }
+    }
+    const JobProcess& lead = launcher ? *launcher : job_procs[leader];
     const std::string id = fmt::format("{}-{}", leader, lead.start_ticks);
     Job& job = jobs[id];
     if (job.id.empty()) {
@@ -200,6 +268,7 @@ std::map<std::string, Job> JobScanner::scan() {
       job.name = fmt::format("{}-{}", lead.comm, leader);
       job.leader = leader;
     }
+    if (launcher) job.processes.try_emplace(leader, *launcher);
     job.libraries |= jp.libraries;
     job.processes[pid] = jp;
   }

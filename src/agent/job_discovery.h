@@ -2,6 +2,8 @@
 // /proc/PID/maps, trace/proc_maps.h), grouped into jobs, with the container and pod they run in (from
 // /proc/PID/cgroup) as labels. A job is the topmost such process and every such process below it (a launcher and
 // its ranks, e.g. torchrun or torch.multiprocessing), so the ranks of one job are traced and labelled together.
+// Ranks (RANK and WORLD_SIZE >= 2 in their environment) whose launcher maps none of the libraries are led by that
+// launcher, when it runs in their cgroup: one job of launcher and ranks, as under torchrun.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -46,6 +48,12 @@ struct Job {
   unsigned libraries = 0;                    // of all its processes
 };
 
+// The jobs of `found` whose processes that map a job library are all processes of `traced` (same pid and start;
+// a launcher that maps none, such as a subreaper that adopted them, may lead them): what is left of a traced job
+// whose leader has exited while some of its processes live on (ranks outliving their launcher for a moment as it
+// stops them, or for good). They are still that job, not new ones to trace.
+std::set<std::string> remnants_of(const Job& traced, const std::map<std::string, Job>& found);
+
 // Scans /proc. Maps are read again only for processes whose mapped size (/proc/PID/statm) changed since the
 // last scan, so an idle node costs one small read per process per scan.
 class JobScanner {
@@ -62,6 +70,9 @@ class JobScanner {
     unsigned libraries = 0;
     bool kernel_thread = false;
     std::string rank;
+    bool multi_rank = false;  // RANK set and WORLD_SIZE >= 2: a launcher without the libraries may lead it
+    std::string comm;         // at the last scan
+    int64_t maps_read_ns = 0;  // when its maps were last read (monotonic)
   };
   unsigned mask_;
   std::string root_;

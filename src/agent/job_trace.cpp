@@ -20,6 +20,9 @@ namespace stackscope::agent {
 
 std::vector<nlohmann::json> JsonLinesTail::poll() {
   std::vector<nlohmann::json> out;
+  // Polled five times a second for every job, and mostly unchanged: its size says whether to open it.
+  struct stat st{};
+  if (::stat(path_.c_str(), &st) != 0 || static_cast<uint64_t>(st.st_size) <= offset_) return out;
   std::ifstream in(path_, std::ios::binary);
   if (!in) return out;
   in.seekg(static_cast<std::streamoff>(offset_));

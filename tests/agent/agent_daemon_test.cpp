@@ -19,6 +19,7 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <sstream>
 #include <regex>
 #include <thread>
 
@@ -397,5 +398,53 @@ TEST(AgentDaemon, SurvivesThirtyShortJobsWithBoundedMemory) {
   else std::cerr << "other torch processes kept the agent busy: descriptors not compared\n";
   std::string body;
   EXPECT_EQ(http_get(agent.port, "/healthz", &body), 200) << body;
+  EXPECT_EQ(agent.proc.stop(SIGTERM, 60s), 0) << read_file(agent.log);
+}
+
+// A launcher that does not import torch and starts two ranks (RANK, WORLD_SIZE=2), as eval/stragglers/ddp_job.py does
+// on a CPU: one job, one tracer (one incident engine, one set of samplers) for launcher and ranks, not one per rank;
+// and when the launcher dies before its ranks, the ranks left are still that job, not new jobs to trace.
+TEST(AgentDaemon, TracesALauncherAndItsRanksWithOneTracer) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (eBPF)";
+  if (!have_torch()) GTEST_SKIP() << "python3-torch missing";
+  TempDir dir;
+  Agent agent(dir, {"--set", "discovery.command_filter=" + dir.path()});
+  ASSERT_GT(agent.port, 0) << read_file(agent.log);
+  write_file(dir.file("job.py"),
+             "import os, subprocess, sys, time\n"
+             "if len(sys.argv) == 1:\n"
+             "    cs = [subprocess.Popen([sys.executable, __file__, 'rank'], env=dict(os.environ, RANK=str(r),"
+             " WORLD_SIZE='2')) for r in range(2)]\n"
+             "    open(os.path.join(os.path.dirname(__file__), 'ranks'), 'w').write(' '.join(str(c.pid) for c in cs))\n"
+             "    time.sleep(60)\n"
+             "else:\n    import torch\n    t = time.time()\n"
+             "    while time.time() < t + 60: torch.ones(64, 64).sum(); time.sleep(0.01)\n");
+  Child launcher({"/usr/bin/python3", dir.file("job.py")}, dir.file("job.log"));
+  std::vector<pid_t> ranks;
+  auto kill_ranks = [&] {
+    for (pid_t r : ranks) kill(r, SIGKILL);
+  };
+  const std::string name = "python3-" + std::to_string(launcher.pid);
+  const std::string one_job = "tracing job " + name + " (pid " + std::to_string(launcher.pid) + ", 3 process(es)";
+  const bool traced = wait_for([&] { return agent.count(one_job) == 1; }, 60s);
+  std::istringstream in(read_file(dir.file("ranks")));
+  for (pid_t r; in >> r;) ranks.push_back(r);
+  if (!traced) kill_ranks();
+  ASSERT_TRUE(traced) << read_file(agent.log);
+  ASSERT_EQ(ranks.size(), 2u);
+  auto jobs_traced = [&] {
+    std::string h;
+    return http_get(agent.port, "/healthz", &h) == 200 ? nlohmann::json::parse(h)["jobs_traced"].get<int>() : -1;
+  };
+  EXPECT_EQ(jobs_traced(), 1);
+  // The launcher dies; its ranks live on, reparented: still the one job, for several scans.
+  launcher.stop(SIGKILL, 5s);
+  std::this_thread::sleep_for(3s);
+  EXPECT_EQ(jobs_traced(), 1);
+  EXPECT_EQ(agent.count("tracing job "), 1u) << read_file(agent.log);
+  EXPECT_EQ(agent.count("job " + name + " ended"), 0u) << read_file(agent.log);
+  kill_ranks();
+  EXPECT_TRUE(wait_for([&] { return agent.count("job " + name + " ended") == 1; }, 30s)) << read_file(agent.log);
+  EXPECT_EQ(agent.count("tracing job "), 1u) << read_file(agent.log);
   EXPECT_EQ(agent.proc.stop(SIGTERM, 60s), 0) << read_file(agent.log);
 }

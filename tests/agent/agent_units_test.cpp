@@ -164,6 +164,105 @@ TEST(JobDiscovery, FindsARealTorchProcessTreeAsOneJob) {
   FAIL() << "the job was still reported after its leader died";
 }
 
+TEST(JobDiscovery, RanksOfALauncherWithoutTorchAreOneJobWithIt) {
+  if (run_command("/usr/bin/python3 -c 'import torch'") != 0) GTEST_SKIP() << "python3-torch missing";
+  JobScanner scanner(job_library_mask({"cuda", "nccl", "torch"}));
+  TempDir dir;
+  // As eval/stragglers/ddp_job.py on a CPU: a launcher that never imports torch starts one process per rank with
+  // RANK and WORLD_SIZE set (as torchrun would), and one more torch process that is no rank (a helper).
+  write_file(dir.file("job.py"),
+             "import os, subprocess, sys, time\n"
+             "if len(sys.argv) == 1:\n"
+             "    cs = [subprocess.Popen([sys.executable, __file__, 'rank'], env=dict(os.environ, RANK=str(r),"
+             " WORLD_SIZE='2')) for r in range(2)]\n"
+             "    cs.append(subprocess.Popen([sys.executable, __file__, 'helper']))\n"
+             "    time.sleep(30)\n"
+             "    for c in cs: c.kill()\n"
+             "else:\n    import torch\n    time.sleep(30)\n");
+  const pid_t pid = fork();
+  if (pid == 0) {
+    execl("/usr/bin/python3", "/usr/bin/python3", dir.file("job.py").c_str(), (char*)nullptr);
+    _exit(127);
+  }
+  const auto launcher = static_cast<uint32_t>(pid);
+  const Job* found = nullptr;
+  std::map<std::string, Job> jobs;
+  size_t helpers = 0;
+  for (int i = 0; i < 150 && !(found && helpers == 1); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    jobs = scanner.scan();
+    found = nullptr;
+    helpers = 0;
+    for (auto& [id, j] : jobs) {
+      if (j.leader == launcher && j.processes.size() == 3) found = &j;
+      // The helper (no RANK) stays a job of its own under the launcher, as before.
+      const JobProcess& first = j.processes.begin()->second;
+      if (j.processes.size() == 1 && first.ppid == launcher && first.rank.empty()) ++helpers;
+    }
+  }
+  // The launcher's children first (by pid: a killed launcher would leave them to sleep on).
+  for (auto& [id, j] : jobs)
+    for (auto& [p, proc] : j.processes)
+      if (proc.ppid == launcher) kill(static_cast<pid_t>(p), SIGKILL);
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  ASSERT_NE(found, nullptr) << "the launcher and its two ranks were not found as one job";
+  EXPECT_EQ(found->name, "python3-" + std::to_string(pid));
+  EXPECT_EQ(found->processes.at(launcher).libraries, 0u);  // led, though it maps none of the libraries
+  std::set<std::string> ranks;
+  for (auto& [p, proc] : found->processes)
+    if (p != launcher) ranks.insert(proc.rank);
+  EXPECT_EQ(ranks, (std::set<std::string>{"0", "1"}));
+  EXPECT_EQ(helpers, 1u);
+  // No rank is a job of its own beside it: one tracer for the job.
+  for (auto& [id, j] : jobs)
+    for (auto& [p, proc] : j.processes) {
+      if (proc.ppid == launcher && !proc.rank.empty()) {  // (other tests' processes may be about)
+        EXPECT_EQ(j.leader, launcher) << "rank pid " << p << " leads job " << id;
+      }
+    }
+}
+
+TEST(JobDiscovery, RanksThatOutliveTheirLauncherAreStillItsJob) {
+  auto proc = [](uint32_t pid, uint32_t ppid, uint64_t start, std::string rank, unsigned libraries = kJobTorch) {
+    JobProcess p;
+    p.pid = pid;
+    p.ppid = ppid;
+    p.start_ticks = start;
+    p.rank = std::move(rank);
+    p.libraries = libraries;
+    return p;
+  };
+  Job traced;
+  traced.id = "100-5";
+  traced.leader = 100;
+  traced.processes = {{100, proc(100, 1, 5, "", 0)}, {101, proc(101, 100, 7, "0")}, {102, proc(102, 100, 7, "1")}};
+  // The launcher has exited: its ranks, reparented, are found as jobs of their own.
+  std::map<std::string, Job> found;
+  found["101-7"].id = "101-7";
+  found["101-7"].processes = {{101, proc(101, 1, 7, "0")}};
+  found["102-7"].id = "102-7";
+  found["102-7"].processes = {{102, proc(102, 1, 7, "1")}};
+  found["103-7"].id = "103-7";  // a new job
+  found["103-7"].processes = {{103, proc(103, 1, 7, "")}};
+  found["104-9"].id = "104-9";  // a reused pid of the traced job is another process
+  found["104-9"].processes = {{101, proc(101, 1, 9, "")}};
+  EXPECT_EQ(remnants_of(traced, found), (std::set<std::string>{"101-7", "102-7"}));
+  // Adopted by a subreaper in their cgroup (a container's init), which then leads them: still the traced job's.
+  std::map<std::string, Job> adopted;
+  adopted["50-3"].id = "50-3";
+  adopted["50-3"].processes = {{50, proc(50, 1, 3, "", 0)}, {101, proc(101, 50, 7, "0")}, {102, proc(102, 50, 7, "1")}};
+  EXPECT_EQ(remnants_of(traced, adopted), (std::set<std::string>{"50-3"}));
+  adopted["50-3"].processes[106] = proc(106, 50, 9, "");  // with a new torch process of its own: a new job
+  EXPECT_TRUE(remnants_of(traced, adopted).empty());
+  // A found job with one of the traced processes and a new one is not a remnant.
+  found["101-7"].processes[105] = proc(105, 101, 8, "");
+  EXPECT_EQ(remnants_of(traced, found), (std::set<std::string>{"102-7"}));
+  // The traced job itself, still found, is not its own remnant.
+  found[traced.id] = traced;
+  EXPECT_EQ(remnants_of(traced, found), (std::set<std::string>{"102-7"}));
+}
+
 TEST(SegmentStore, RotatesBySizeAndKeepsSeriesAcrossSegments) {
   TempDir dir;
   SegmentOptions so;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <optional>
 #include <regex>
+#include <unordered_map>
 
 #include "analyze/robust_stats.h"
 
@@ -127,13 +128,48 @@ struct Support {
   std::string column;
 };
 
-// The best-supporting column of one signal (nullopt: none supports).
-std::optional<Support> signal_support(const SignalRule& sig, const WindowFeatureTable& t, const WindowSet& ws,
-                                      double z_min) {
-  const std::regex re(sig.pattern, std::regex::ECMAScript | std::regex::optimize);
+// Which column names each signal of cause_rules() matches, remembered per thread. The online engine explains every
+// episode in view at every pass (each second) over tables of hundreds to thousands of columns (one set per call
+// name, per GPU, per NIC) that hardly change from one pass to the next: matching every column against every pattern
+// each time was most of its CPU (std::regex's backtracking matcher: 50-70 % of the engine thread beside a traced
+// job, seconds a pass on a GPU job). So each pattern is compiled once and each column name matched once per thread
+// (each engine has its own: no lock), the answers kept until the cache is full.
+class SignalColumnMatcher {
+ public:
+  // Per signal: -1 not asked yet, 0 no, 1 yes.
+  std::vector<int8_t>& of(const std::string& column) {
+    auto it = known_.find(column);
+    if (it == known_.end()) {
+      if (known_.size() >= kMaxColumns) known_.clear();  // a bound for a run whose names keep changing
+      it = known_.emplace(column, std::vector<int8_t>(patterns().size(), -1)).first;
+    }
+    return it->second;
+  }
+  static bool matches(std::vector<int8_t>& known, size_t signal, const std::string& column) {
+    if (known[signal] < 0) known[signal] = std::regex_search(column, patterns()[signal]) ? 1 : 0;
+    return known[signal] == 1;
+  }
+
+ private:
+  static constexpr size_t kMaxColumns = 100'000;
+  static const std::vector<std::regex>& patterns() {
+    static const std::vector<std::regex> compiled = [] {
+      std::vector<std::regex> out;
+      for (const CauseRule& rule : cause_rules())
+        for (const SignalRule& sig : rule.signals)
+          out.emplace_back(sig.pattern, std::regex::ECMAScript | std::regex::optimize);
+      return out;
+    }();
+    return compiled;
+  }
+  std::unordered_map<std::string, std::vector<int8_t>> known_;
+};
+
+// The best-supporting column of one signal among `columns` (those its pattern matches; nullopt: none supports).
+std::optional<Support> signal_support(const SignalRule& sig, const std::vector<size_t>& columns,
+                                      const WindowFeatureTable& t, const WindowSet& ws, double z_min) {
   std::optional<Support> best;
-  for (size_t c = 0; c < t.columns.size(); ++c) {
-    if (!std::regex_search(t.columns[c], re)) continue;
+  for (size_t c : columns) {
     const Shift s = column_shift(t.values, static_cast<Eigen::Index>(c), ws, is_log10_column(t.columns[c]), sig.bursty);
     const double change = sig.direction * (s.observed - s.expected);
     const double dz = sig.direction * s.z;
@@ -253,12 +289,40 @@ std::vector<Culprit> culprits_for(CauseClass cls, const ClassScore& score, const
 
 }  // namespace
 
+SignalColumns match_signal_columns(const std::map<std::string, WindowFeatureTable>& tables) {
+  thread_local SignalColumnMatcher matcher;
+  SignalColumns out;
+  std::map<std::string, std::vector<size_t>> signals_of;  // by layer
+  for (const CauseRule& rule : cause_rules())
+    for (const SignalRule& sig : rule.signals) {
+      signals_of[sig.layer].push_back(out.by_signal.size());
+      out.by_signal.emplace_back();
+    }
+  for (const auto& [layer, t] : tables) {
+    auto sigs = signals_of.find(layer);
+    if (sigs == signals_of.end()) continue;
+    for (size_t c = 0; c < t.columns.size(); ++c) {
+      auto& known = matcher.of(t.columns[c]);
+      for (size_t i : sigs->second)
+        if (SignalColumnMatcher::matches(known, i, t.columns[c])) out.by_signal[i].push_back(c);
+    }
+  }
+  return out;
+}
+
 CauseVerdict explain_episode(const std::map<std::string, WindowFeatureTable>& tables,
                              const std::vector<EntitySeries>& entities, const std::set<uint32_t>& job_pids,
                              const WindowSet& ws, const CauseOptions& opt) {
+  return explain_episode(tables, entities, job_pids, ws, opt, match_signal_columns(tables));
+}
+
+CauseVerdict explain_episode(const std::map<std::string, WindowFeatureTable>& tables,
+                             const std::vector<EntitySeries>& entities, const std::set<uint32_t>& job_pids,
+                             const WindowSet& ws, const CauseOptions& opt, const SignalColumns& matched) {
   CauseVerdict v;
   if (ws.episode.empty() || ws.baseline.size() < 3) return v;
   std::vector<ClassScore> scores;
+  size_t signal = 0;  // index of the next signal in cause_rules()
   for (const CauseRule& rule : cause_rules()) {
     ClassScore cs;
     cs.cls = rule.cls;
@@ -267,9 +331,11 @@ CauseVerdict explain_episode(const std::map<std::string, WindowFeatureTable>& ta
     bool key_seen = false;
     std::vector<Support> supports;
     for (const SignalRule& sig : rule.signals) {
+      const size_t index = signal++;
       auto t = tables.find(sig.layer);
       std::optional<Support> s;
-      if (t != tables.end()) s = signal_support(sig, t->second, ws, opt.z);
+      if (t != tables.end() && index < matched.by_signal.size())
+        s = signal_support(sig, matched.by_signal[index], t->second, ws, opt.z);
       if (!s) {
         required_ok = required_ok && !sig.required;
         continue;

@@ -69,10 +69,22 @@ struct CauseOptions {
   double z = 3.0;
 };
 
+// The columns of `tables` each signal of cause_rules() names (by_signal: by the signal's index, rules and signals
+// in order; column indices into the signal's layer's table). The same for every episode of the same tables.
+struct SignalColumns {
+  std::vector<std::vector<size_t>> by_signal;
+};
+SignalColumns match_signal_columns(const std::map<std::string, WindowFeatureTable>& tables);
+
 // `tables`: per-layer window features on one grid. `job_pids`: the job's processes (never culprits).
 CauseVerdict explain_episode(const std::map<std::string, WindowFeatureTable>& tables,
                              const std::vector<EntitySeries>& entities, const std::set<uint32_t>& job_pids,
                              const WindowSet& windows, const CauseOptions& options = {});
+// The same with the signals' columns matched once for several episodes (find_incidents: every episode and each of
+// its trial splits).
+CauseVerdict explain_episode(const std::map<std::string, WindowFeatureTable>& tables,
+                             const std::vector<EntitySeries>& entities, const std::set<uint32_t>& job_pids,
+                             const WindowSet& windows, const CauseOptions& options, const SignalColumns& matched);
 
 // Robust comparison of one column in the episode against the baseline: z and the two medians.
 struct Shift {

@@ -126,11 +126,13 @@ IncidentReport find_incidents(const IncidentInput& in, const IncidentOptions& op
   for (const Episode& e : pa.episodes)
     for (size_t w = e.first; w <= e.last; ++w) steady[w] = false;
 
+  std::optional<SignalColumns> matched;  // once, at the first episode: the same tables for all
   auto explain = [&](size_t first, size_t last) {
     WindowSet ws;
     for (size_t w = first; w <= last; ++w) ws.episode.push_back(w);
     ws.baseline = baseline_windows(steady, first, last, opt.baseline_windows);
-    return std::pair{ws, explain_episode(tables, in.entities, in.job_pids, ws, opt.cause)};
+    if (!matched) matched = match_signal_columns(tables);
+    return std::pair{ws, explain_episode(tables, in.entities, in.job_pids, ws, opt.cause, *matched)};
   };
   // Two faults close together (a loader stall, then another process on the GPU, the job still slow between them)
   // merge into one stretch whose evidence is mixed: it explains the stretch poorly, not at all, or by one fault
