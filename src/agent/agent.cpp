@@ -45,7 +45,7 @@ class NodeTelemetry {
     so.max_duration_ns = c.segment_duration_ns;
     so.max_bytes = c.segment_size_bytes;
     so.meta = host_meta;
-    so.meta["config"] = nlohmann::json{{"layers", cli::layer_names(wanted)}, {"interval_ms", c.host_interval_ms},
+    so.meta["config"] = nlohmann::json{{"layers", online::layer_names(wanted)}, {"interval_ms", c.host_interval_ms},
                                        {"agent", true}}
                             .dump();
     segments_ = std::make_unique<SegmentedRecording>(so);
@@ -54,7 +54,7 @@ class NodeTelemetry {
     CollectorOptions copt;
     copt.interval_ms = c.host_interval_ms;
     copt.host = host_meta.count("host") ? host_meta.at("host") : std::string();
-    collectors_ = cli::make_collectors(wanted);
+    collectors_ = online::make_collectors(wanted);
     for (auto& col : collectors_) {
       CollectorStatus st = col->start(*exporter_, copt);
       if (!st.message.empty()) log_line("node " + col->name() + ": " + st.message);

@@ -132,9 +132,9 @@ JobTrace::JobTrace(const Job& job, const AgentConfig& config, const std::map<std
   so.meta["agent_job"] = nlohmann::json{{"id", job.id}, {"job", labels_.job}, {"pod", labels_.pod},
                                         {"container", labels_.container}, {"cgroup", job.labels.cgroup}}
                              .dump();
-  const auto choice = cli::choose_layers(parse_layer_list(config.layers));
+  const auto choice = online::choose_layers(parse_layer_list(config.layers));
   if (choice.layers.empty()) throw std::runtime_error("no layer of '" + config.layers + "' can be traced here");
-  so.meta["config"] = nlohmann::json{{"layers", cli::layer_names(choice.layers)}, {"interval_ms", config.interval_ms},
+  so.meta["config"] = nlohmann::json{{"layers", online::layer_names(choice.layers)}, {"interval_ms", config.interval_ms},
                                      {"detail", "budgeted"}, {"budget_pct", config.budget_pct}, {"agent", true}}
                           .dump();
   segments_ = std::make_unique<SegmentedRecording>(so);
@@ -148,15 +148,15 @@ JobTrace::JobTrace(const Job& job, const AgentConfig& config, const std::map<std
   TelemetrySink* sink = counter_.get();
   if (config.detect) {
     const std::string log = dir_ + "/incidents.jsonl";
-    cli::OnlineDetectOptions dopt{.horizon_s = config.detect_horizon_s, .log_path = log, .host = copt.host};
-    detector_ = std::make_unique<cli::OnlineDetector>(*counter_, std::set<uint32_t>(copt.pids.begin(), copt.pids.end()),
+    online::OnlineDetectOptions dopt{.horizon_s = config.detect_horizon_s, .log_path = log, .host = copt.host};
+    detector_ = std::make_unique<online::OnlineDetector>(*counter_, std::set<uint32_t>(copt.pids.begin(), copt.pids.end()),
                                                       dopt);
     incidents_ = std::make_unique<JsonLinesTail>(log);
     sink = detector_.get();
   }
-  cli::raise_memlock_limit();
-  cli::TraceDetail detail{false, config.budget_pct, config.ringbuf_bytes};
-  collectors_ = cli::make_collectors(choice.layers, cli::PythonOptions{}, detail);
+  online::raise_memlock_limit();
+  online::TraceDetail detail{false, config.budget_pct, config.ringbuf_bytes};
+  collectors_ = online::make_collectors(choice.layers, online::PythonOptions{}, detail);
   for (auto& c : collectors_) {
     CollectorStatus st = c->start(*sink, copt);
     if (!st.message.empty()) status_ += (status_.empty() ? "" : "; ") + c->name() + ": " + st.message;

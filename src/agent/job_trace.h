@@ -17,7 +17,7 @@
 #include "agent/job_discovery.h"
 #include "model/collector.h"
 
-namespace stackscope::cli {
+namespace stackscope::online {
 class OnlineDetector;
 }
 
@@ -78,7 +78,7 @@ class JobTrace {
   AgentMetrics& metrics_;
   std::unique_ptr<SegmentedRecording> segments_;
   std::unique_ptr<JobEventCounter> counter_;
-  std::unique_ptr<cli::OnlineDetector> detector_;
+  std::unique_ptr<online::OnlineDetector> detector_;
   std::vector<std::unique_ptr<Collector>> collectors_;
   std::vector<Collector*> running_;
   std::unique_ptr<JsonLinesTail> incidents_;

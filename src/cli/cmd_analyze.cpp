@@ -48,7 +48,7 @@ int run_analyze(AnalyzeOptions opt) {
   };
   if (!opt.online_log.empty()) {  // hidden: what record --detect would have said (online/online_detector.h)
     if (opt.recordings.size() != 1) throw std::invalid_argument("--online-log takes one recording");
-    replay_online(RecordingReader(opt.recordings[0]), opt.online_log, opt.episodes_v1);
+    online::replay_online(RecordingReader(opt.recordings[0]), opt.online_log, opt.episodes_v1);
   }
   if (opt.detector == "incidents" || opt.detector == "all") run_one("incidents", analyze_incidents);
   // --verbose: the host-telemetry detail behind the incidents (Reveal reads samples only), in the text report.

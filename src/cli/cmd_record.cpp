@@ -171,7 +171,7 @@ void release_collectors(const std::vector<Collector*>& running, const std::strin
 int run_record(const RecordOptions& opt) {
   const int64_t started_ns = monotonic_ns();  // the recorder's own cost is reported over its whole life
   if (opt.print_python_offsets) {  // for eval/tracing/python_offsets.py
-    std::cout << python_offsets_json();
+    std::cout << online::python_offsets_json();
     return 0;
   }
   if (opt.interval_ms < 1 || opt.interval_ms > 60'000)
@@ -186,7 +186,7 @@ int run_record(const RecordOptions& opt) {
   auto [duty_on_ms, duty_period_ms] = parse_python_duty(opt.python_duty);
   if (!(opt.budget_pct >= 0 && opt.budget_pct <= 100))
     throw std::invalid_argument("--budget must be a percentage between 0 and 100 (0: no budget)");
-  TraceDetail detail{opt.detail == "full", opt.budget_pct};
+  online::TraceDetail detail{opt.detail == "full", opt.budget_pct};
   if (!opt.budget_period.empty()) {  // MIN[:MAX]
     const auto colon = opt.budget_period.find(':');
     detail.budget_period_ms = parse_duration_ms(opt.budget_period.substr(0, colon), "--budget-period");
@@ -196,7 +196,7 @@ int run_record(const RecordOptions& opt) {
     if (detail.budget_max_period_ms < detail.budget_period_ms)
       throw std::invalid_argument("--budget-period: MAX must not be shorter than MIN");
   }
-  PythonOptions python{opt.python_mode, duty_on_ms, duty_period_ms, opt.python_sample_hz, 0};
+  online::PythonOptions python{opt.python_mode, duty_on_ms, duty_period_ms, opt.python_sample_hz, 0};
   if (opt.python_sample_hz < 1 || opt.python_sample_hz > 10'000)
     throw std::invalid_argument("--python-sample-hz must be between 1 and 10000");
   if (auto ns = analyze::parse_duration_ns(opt.python_offcpu_min); ns && *ns <= 10'000'000'000LL)
@@ -207,11 +207,11 @@ int run_record(const RecordOptions& opt) {
   std::vector<Layer> requested = parse_layer_list(opt.layers);
   const bool explicit_layers = opt.layers != "all";
   const bool root = ::geteuid() == 0;
-  const LayerChoice choice = choose_layers(requested);
+  const online::LayerChoice choice = online::choose_layers(requested);
   const std::vector<Layer>& layers = choice.layers;
   const std::vector<Layer>& need_root = choice.need_root;
   const std::vector<Layer>& unbuilt = choice.unbuilt;
-  const auto names = layer_names;
+  const auto names = online::layer_names;
   if (!need_root.empty())
     std::cerr << "stackscope: layers " << names(need_root)
               << " need root (CAP_BPF and CAP_PERFMON for eBPF uprobes); recording " << (layers.empty() ? "nothing else" : names(layers)) << "\n";
@@ -220,7 +220,7 @@ int run_record(const RecordOptions& opt) {
   if (layers.empty()) throw std::invalid_argument("no layer can be recorded here");
 
   std::string out = opt.out.empty() ? default_out_name() : opt.out;
-  raise_memlock_limit();
+  online::raise_memlock_limit();
   // store/output_file.h: a new path is written in place (kill -9 keeps it) and locked; an existing one only with
   // --force, written beside it and renamed over it when the recording ends, so a failed start leaves it intact.
   OutputFile out_file(out, {.inputs = {},
@@ -260,13 +260,13 @@ int run_record(const RecordOptions& opt) {
   if (opt.pid > 0) copt.pids.push_back(static_cast<uint32_t>(opt.pid));
   if (child.pid > 0) copt.pids.push_back(static_cast<uint32_t>(child.pid));
   copt.torch_ops = opt.torch_ops;
-  std::unique_ptr<OnlineDetector> detector;
+  std::unique_ptr<online::OnlineDetector> detector;
   if (opt.detect || !opt.detect_log.empty()) {
-    OnlineDetectOptions dopt{.horizon_s = opt.detect_horizon_s, .log_path = opt.detect_log, .host = host.hostname};
-    detector = std::make_unique<OnlineDetector>(writer, std::set<uint32_t>(copt.pids.begin(), copt.pids.end()), dopt);
+    online::OnlineDetectOptions dopt{.horizon_s = opt.detect_horizon_s, .log_path = opt.detect_log, .host = host.hostname};
+    detector = std::make_unique<online::OnlineDetector>(writer, std::set<uint32_t>(copt.pids.begin(), copt.pids.end()), dopt);
   }
   TelemetrySink& sink = detector ? static_cast<TelemetrySink&>(*detector) : writer;
-  auto collectors = make_collectors(layers, python, detail);
+  auto collectors = online::make_collectors(layers, python, detail);
   std::vector<Collector*> running;
   for (auto& c : collectors) {
     CollectorStatus st = c->start(sink, copt);

@@ -11,7 +11,7 @@
 #include "trace/tracer.h"
 #endif
 
-namespace stackscope::cli {
+namespace stackscope::online {
 
 std::vector<LayerSupport> layer_support() {
   std::vector<LayerSupport> out;
@@ -91,4 +91,4 @@ std::vector<std::unique_ptr<Collector>> make_collectors(const std::vector<Layer>
   return out;
 }
 
-}  // namespace stackscope::cli
+}  // namespace stackscope::online

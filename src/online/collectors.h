@@ -6,7 +6,7 @@
 
 #include "model/collector.h"
 
-namespace stackscope::cli {
+namespace stackscope::online {
 
 struct LayerSupport {
   Layer layer;
@@ -49,4 +49,4 @@ std::vector<std::unique_ptr<Collector>> make_collectors(const std::vector<Layer>
 // The CPython offsets the stack sampler uses, as JSON ("" in a build without eBPF).
 std::string python_offsets_json();
 
-}  // namespace stackscope::cli
+}  // namespace stackscope::online

@@ -24,7 +24,7 @@
 #include "store/output_file.h"
 #include "model/process.h"
 
-namespace stackscope::cli {
+namespace stackscope::online {
 
 namespace {
 
@@ -523,4 +523,4 @@ std::vector<Finding> OnlineDetector::finish() {
   return out;
 }
 
-}  // namespace stackscope::cli
+}  // namespace stackscope::online

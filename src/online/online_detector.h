@@ -18,7 +18,7 @@
 #include "model/sink.h"
 #include "store/recording_reader.h"
 
-namespace stackscope::cli {
+namespace stackscope::online {
 
 struct OnlineDetectOptions {
   double window_s = 1.0;
@@ -75,4 +75,4 @@ class OnlineDetector final : public TelemetrySink {
 // JSON lines as X.online.jsonl).
 void replay_online(const RecordingReader& recording, const std::string& log_path, bool episodes_v1 = false);
 
-}  // namespace stackscope::cli
+}  // namespace stackscope::online
