@@ -291,8 +291,10 @@ struct StepJob {
       synced = false;
     };
     open();
-    auto traps = [&](K k) { return k == K::counted ? 2.0 : k == K::entry_only ? 1.0 : k == K::entry_subset ? subset_share : 0.0; };
-    auto hits = [&](K k) { return k == K::counted ? 2.0 : k == K::entry_only ? 1.0 : k == K::entry_subset ? subset_share : 0.0; };
+    // Traps a call pays under the probes of `k`, which are also the hits it makes.
+    auto traps = [&](K k) {
+      return k == K::counted ? 2.0 : k == K::entry_only ? 1.0 : k == K::entry_subset ? subset_share : 0.0;
+    };
     double span_start = 0;
     while (p < plan.size()) {
       // One step, under the probes of the span it starts in.
@@ -300,10 +302,11 @@ struct StepJob {
       double host = 0;
       SampledSpan& s = spans.back();
       for (double g : groups) {
-        double calls = std::round(g * (noise > 0 ? std::max(0.1, 1 + std::normal_distribution<double>(0, noise)(rng)) : 1));
+        const double jitter = noise > 0 ? std::max(0.1, 1 + std::normal_distribution<double>(0, noise)(rng)) : 1;
+        const double calls = std::round(g * jitter);
         host += calls * (call_ns + traps(k) * trap_ns);
         truth += calls;
-        s.hits += static_cast<uint64_t>(std::llround(calls * hits(k)));
+        s.hits += static_cast<uint64_t>(std::llround(calls * traps(k)));
         if (k == K::counted) s.captured_calls += calls, s.syncing_calls += calls;
         pending += calls;
         if (sync_probability < 1 && std::uniform_real_distribution<double>(0, 1)(rng) > sync_probability) continue;

@@ -292,8 +292,8 @@ SyncIntervalEstimate estimate_from_sync_intervals(std::span<const SampledSpan> s
         n += spans[i].sync_intervals;
       }
     if (n == 0) continue;
-    replicates.push_back((e.counted_calls + e.entry_only_calls + unwatched_from_syncs(spans, c / static_cast<double>(n))) /
-                         e.counted_calls);
+    const double unwatched = unwatched_from_syncs(spans, c / static_cast<double>(n));
+    replicates.push_back((e.counted_calls + e.entry_only_calls + unwatched) / e.counted_calls);
   }
   if (replicates.size() >= 3) {
     const double k = static_cast<double>(replicates.size());
@@ -308,8 +308,8 @@ SyncIntervalEstimate estimate_from_sync_intervals(std::span<const SampledSpan> s
                 " complete interval(s) between synchronisations (at least " + std::to_string(kSyncMinWindows) +
                 " and " + std::to_string(kSyncMinIntervals) + ", in three blocks of four windows)";
   else if (e.spread > kSyncMaxSpread)
-    e.why_not = "calls per interval between synchronisations vary by " + pct(e.spread) + " across windows (at most " +
-                pct(kSyncMaxSpread) + ")";
+    e.why_not = "calls per interval between synchronisations vary by " + pct(e.spread) +
+                " across windows (at most " + pct(kSyncMaxSpread) + ")";
   else if (e.coverage < kSyncMinCoverage)
     e.why_not = pct(e.coverage) + " of the counted calls by processes that synchronised in their window (at least " +
                 pct(kSyncMinCoverage) + ")";

@@ -300,8 +300,9 @@ void UprobeTracer::stop() {
         const std::string other =
             r.from_syncs ? fmt::format("the job's CPU time would say {:.4g} (error about {:.0f}%; {})", e.scale,
                                        100 * e.error, cpu_how)
-            : y.windows > 0 ? fmt::format("the synchronisations would say {:.4g} (error about {:.0f}%; {}), not used: {}",
-                                          y.scale, 100 * y.error, syncs_how, y.why_not)
+            : y.windows > 0
+                ? fmt::format("the synchronisations would say {:.4g} (error about {:.0f}%; {}), not used: {}", y.scale,
+                              100 * y.error, syncs_how, y.why_not)
                             : fmt::format("the synchronisations' estimate not used: {}", y.why_not);
         sink_->add_note("trace", fmt::format(
             "{}: estimated calls: counts made after the first detach, {:.3f} s into the recording, scale by {:.4g} "
@@ -621,7 +622,8 @@ unsigned UprobeTracer::attach_library(int pid_filter, const MappedLibrary& lib,
   // Probes beside the owner's (the torch family's on the CUDA runtime's synchronisations): steady, unwatched.
   for (int f = 0; f < kUprobeFamilies; ++f)
     if (ProbeFamily* fam = family(f))
-      if (auto beside = fam->probes_beside(lib, *img, ctx); !beside.empty()) add_probe_set(f, make_set(beside, true), false);
+      if (auto beside = fam->probes_beside(lib, *img, ctx); !beside.empty())
+        add_probe_set(f, make_set(beside, true), /*watched=*/false);
   // Each library kind is one family's: the first that finds probes in it takes it.
   for (int f = 0; f < kUprobeFamilies; ++f) {
     ProbeFamily* fam = family(f);
