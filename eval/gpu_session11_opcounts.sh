@@ -4,7 +4,8 @@
 # blocking CUDA syncs since session 12, else the job's CPU time) against torch.profiler, on GPU jobs: small-batch
 # inference (infer: ~360 k aten calls/s on H200, launch-bound) and the launch-bound MLP training step (launch); each
 # also once with --detail full (exact counts expected). Workload: eval/tracing/op_count_check.py (profiler's calls
-# per step x the loop's steps); comparison: eval/tracing/op_count_compare.py. Results under $OUT: <workload>_<mode>.{md,json}, the recordings' notes, logs.
+# per step x the loop's steps); comparison: eval/tracing/op_count_compare.py. Results under $OUT:
+# <workload>_<mode>.{md,json}, the recordings' notes, logs.
 # Run (lead, from the merged tree):
 #   mkdir -p .carry && strip -o .carry/stackscope build/src/cli/stackscope
 #   device run, carry [".carry"]: OUT=$OUT bash eval/gpu_session11_opcounts.sh
