@@ -297,13 +297,13 @@ void UprobeTracer::stop() {
             "synchronisations unwatched",
             y.calls_per_interval, y.intervals, y.windows, 100 * y.spread, 100 * y.coverage, y.unwatched_syncs);
         // The estimate not used, with its figures: what the GPU benchmarks compare.
-        const std::string other =
-            r.from_syncs ? fmt::format("the job's CPU time would say {:.4g} (error about {:.0f}%; {})", e.scale,
-                                       100 * e.error, cpu_how)
-            : y.windows > 0
-                ? fmt::format("the synchronisations would say {:.4g} (error about {:.0f}%; {}), not used: {}", y.scale,
-                              100 * y.error, syncs_how, y.why_not)
-                            : fmt::format("the synchronisations' estimate not used: {}", y.why_not);
+        std::string other = fmt::format("the synchronisations' estimate not used: {}", y.why_not);
+        if (r.from_syncs)
+          other = fmt::format("the job's CPU time would say {:.4g} (error about {:.0f}%; {})", e.scale, 100 * e.error,
+                              cpu_how);
+        else if (y.windows > 0)
+          other = fmt::format("the synchronisations would say {:.4g} (error about {:.0f}%; {}), not used: {}", y.scale,
+                              100 * y.error, syncs_how, y.why_not);
         sink_->add_note("trace", fmt::format(
             "{}: estimated calls: counts made after the first detach, {:.3f} s into the recording, scale by {:.4g} "
             "(error about {:.0f}%, 95 %, jackknife over blocks of four windows; estimator: {}; {}); {}; scaling by "
