@@ -32,6 +32,9 @@
 #define SS_COOKIE_DRIVER (1ULL << 33)
 #define SS_COOKIE_ENTRY_ONLY (1ULL << 34)
 #define SS_COOKIE_STEADY (1ULL << 35)
+/* bit 36: the torch family's probe on a blocking CUDA synchronisation (steady, entry only): it delimits the job's
+ * steps for the estimate of its operator calls while the operators' probes are detached (struct ss_step_window) */
+#define SS_COOKIE_SYNC (1ULL << 36)
 
 #define SS_REG_ARGS 6
 #define SS_STACK_WORDS 6
@@ -99,6 +102,17 @@ struct ss_op_stats {
   __u64 count;
   __u64 total_ns;
   __u64 hist[SS_HIST_BUCKETS];
+};
+
+/* The torch family's count of a process's operator calls between its blocking CUDA synchronisations, while capture
+ * is on (a counted window; user space clears it as the window opens and reads it once it closed): the calls of the
+ * complete intervals between two consecutive syncs (model/sampled_count.h, estimate_from_sync_intervals). */
+struct ss_step_window {
+  __u64 calls;          /* operator calls counted */
+  __u64 pending;        /* calls since the last sync */
+  __u64 interval_calls; /* calls of complete intervals */
+  __u32 intervals;      /* complete intervals */
+  __u32 syncs;          /* syncs seen while capture was on */
 };
 
 struct ss_torch_record {

@@ -75,8 +75,64 @@ struct {
   __type(value, struct ss_torch_thread);
 } torch_threads SEC(".maps");
 
+/* Per process: blocking CUDA synchronisations made (never duty-cycled), and the step window (events.h). */
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 16384);
+  __type(key, __u32);
+  __type(value, __u64);
+} sync_totals SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 16384);
+  __type(key, __u32);
+  __type(value, struct ss_step_window);
+} step_windows SEC(".maps");
+
+static __always_inline struct ss_step_window *ss_step_window_of(__u32 tgid) {
+  struct ss_step_window *w = bpf_map_lookup_elem(&step_windows, &tgid);
+  if (w) return w;
+  static const struct ss_step_window zero;
+  bpf_map_update_elem(&step_windows, &tgid, &zero, BPF_NOEXIST);
+  return bpf_map_lookup_elem(&step_windows, &tgid);
+}
+
+/* A blocking synchronisation (SS_COOKIE_SYNC): one more for the process; in a counted window it closes the interval
+ * that its previous sync there opened. */
+static __always_inline int ss_sync_entry(void) {
+  ss_count(SS_CNT_STEADY_HITS);
+  __u32 tgid = bpf_get_current_pid_tgid() >> 32;
+  __u64 *n = bpf_map_lookup_elem(&sync_totals, &tgid);
+  if (!n) {
+    __u64 one = 1;
+    bpf_map_update_elem(&sync_totals, &tgid, &one, BPF_NOEXIST);
+  } else {
+    __sync_fetch_and_add(n, 1);
+  }
+  if (!capture_enabled) return 0;
+  struct ss_step_window *w = ss_step_window_of(tgid);
+  if (!w) return 0;
+  if (w->syncs) {
+    __u64 calls = w->pending;
+    w->interval_calls += calls;
+    w->intervals += 1;
+  }
+  w->pending = 0;
+  w->syncs += 1;
+  return 0;
+}
+
 static __always_inline int ss_op_entry(struct pt_regs *ctx) {
+  if (bpf_get_attach_cookie(ctx) & SS_COOKIE_SYNC) return ss_sync_entry();
   ss_count(SS_CNT_HITS);
+  if (aggregate && capture_enabled) {
+    struct ss_step_window *w = ss_step_window_of(bpf_get_current_pid_tgid() >> 32);
+    if (w) {
+      __sync_fetch_and_add(&w->calls, 1);
+      __sync_fetch_and_add(&w->pending, 1);
+    }
+  }
   __u32 tid = (__u32)bpf_get_current_pid_tgid();
   struct ss_torch_thread *st = bpf_map_lookup_elem(&torch_threads, &tid);
   if (!st) {

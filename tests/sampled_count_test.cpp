@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <random>
 #include <vector>
 
@@ -249,4 +250,170 @@ TEST(SampledCount, FewWindowsStateAFullError) {
   auto e = estimate_sampled_counts(job.run(5, 5e6, 50e6, 300e6, truth), 0.5);
   EXPECT_DOUBLE_EQ(e.error, 1.0);
   EXPECT_TRUE(estimate_sampled_counts({}).counted_calls == 0);
+}
+
+// ---- The estimate from blocking synchronisations (estimate_from_sync_intervals) ----
+
+namespace {
+
+// A GPU job's loop, step by step: each step makes groups of operator calls, each group ended by a blocking sync, and
+// takes max(the GPU's time, the host's) of wall time; the host spins while it waits (CPU = wall time). While its
+// probes are attached the host's calls cost their traps, so a watched step can be host-bound where an unwatched one
+// is GPU-bound: the job's CPU time then does not follow its calls.
+struct StepJob {
+  double gpu_step_ns = 1e6;
+  std::vector<double> groups = {200};  // calls before each sync of a step
+  double call_ns = 1000, trap_ns = 5000, subset_share = 0.5;
+  double noise = 0;             // relative noise on each group's calls
+  double sync_probability = 1;  // < 1: a group ends with a sync only that often (syncs that do not follow the steps)
+  std::mt19937 rng{7};
+
+  // The gates' schedule as Job::run makes it (no detach phase), turned into spans of what the job did.
+  std::vector<SampledSpan> run(int cycles, double on_ns, double period_ns, double& truth) {
+    using K = SampledSpanKind;
+    std::vector<std::pair<K, double>> plan{{K::unwatched, period_ns - on_ns}};
+    for (int i = 0; i < cycles; ++i) {
+      const K kind = i % 4 == 1 ? K::entry_only : i % 4 == 3 ? K::entry_subset : K::counted;
+      const double length = on_ns * ((i / 4) % 2 ? 1.5 : 0.5);
+      plan.emplace_back(kind, length);
+      plan.emplace_back(K::unwatched, period_ns - length);
+    }
+    std::vector<SampledSpan> spans;
+    size_t p = 0;
+    double t = 0, span_end = plan[0].second, pending = 0;  // calls since the process's last sync in this window
+    bool synced = false;
+    auto open = [&] {
+      SampledSpan s;
+      s.kind = plan[p].first;
+      s.syncs = 0;
+      spans.push_back(s);
+      pending = 0;
+      synced = false;
+    };
+    open();
+    // Traps a call pays under the probes of `k`, which are also the hits it makes.
+    auto traps = [&](K k) {
+      return k == K::counted ? 2.0 : k == K::entry_only ? 1.0 : k == K::entry_subset ? subset_share : 0.0;
+    };
+    double span_start = 0;
+    while (p < plan.size()) {
+      // One step, under the probes of the span it starts in.
+      const K k = plan[p].first;
+      double host = 0;
+      SampledSpan& s = spans.back();
+      for (double g : groups) {
+        const double jitter = noise > 0 ? std::max(0.1, 1 + std::normal_distribution<double>(0, noise)(rng)) : 1;
+        const double calls = std::round(g * jitter);
+        host += calls * (call_ns + traps(k) * trap_ns);
+        truth += calls;
+        s.hits += static_cast<uint64_t>(std::llround(calls * traps(k)));
+        if (k == K::counted) s.captured_calls += calls, s.syncing_calls += calls;
+        pending += calls;
+        if (sync_probability < 1 && std::uniform_real_distribution<double>(0, 1)(rng) > sync_probability) continue;
+        ++s.syncs;
+        if (k == K::counted && synced) {
+          ++s.sync_intervals;
+          s.interval_calls += pending;
+        }
+        synced = true;
+        pending = 0;
+      }
+      t += std::max(gpu_step_ns, host);
+      if (t >= span_end) {
+        s.wall_ns = static_cast<int64_t>(t - span_start);
+        s.cpu_ns = s.wall_ns;  // spinning
+        span_start = t;
+        if (++p < plan.size()) {
+          span_end = t + plan[p].second;
+          open();
+        }
+      }
+    }
+    return spans;
+  }
+};
+
+}  // namespace
+
+// Issue 14's small-batch inference: watched, the traps make the host slower than the GPU; unwatched it waits on the
+// GPU, spinning. Its CPU per watched call does not grow with the traps as a trap's price would have it, and the
+// unwatched spin reads as calls: the CPU estimate is far off its stated error (here +24 %, stated 5 %). The syncs
+// count the steps whatever the host does, and the estimate from them is exact.
+TEST(SampledCount, GpuBoundJobWhoseCpuDoesNotFollowItsCallsIsEstimatedFromItsSyncs) {
+  StepJob job;
+  double truth = 0;
+  auto spans = job.run(24, 40e6, 1000e6, truth);
+  auto r = estimate_sampled_calls(spans, 0.5);
+  ASSERT_TRUE(r.from_syncs) << r.syncs.why_not;
+  EXPECT_NEAR(r.syncs.calls_per_interval, 200, 1e-9);
+  EXPECT_NEAR(r.syncs.counted_calls * r.syncs.scale / truth, 1, 0.01);
+  EXPECT_LE(std::abs(r.syncs.counted_calls * r.syncs.scale / truth - 1), r.syncs.error);
+  EXPECT_LT(r.syncs.error, 0.10);
+  const double cpu_error = std::abs(estimated_total(r.cpu) / truth - 1);
+  std::printf("syncs: %.4g +- %.1f%%; CPU time: %.4g +- %.0f%% (a %.0f ns, p %.0f ns, F %.0f ns, %s), truth %.4g\n",
+              r.syncs.scale, 100 * r.syncs.error, r.cpu.scale, 100 * r.cpu.error, r.cpu.cpu_per_call_ns,
+              r.cpu.trap_ns, r.cpu.window_cost_ns, r.cpu.why_wall.c_str(), truth / r.cpu.counted_calls);
+  EXPECT_GT(cpu_error, r.cpu.error + 0.1) << "the constructed job no longer defeats the CPU-time estimate";
+  EXPECT_DOUBLE_EQ(r.scale(), r.syncs.scale);
+}
+
+// Two syncs a step (a loss read with .item() and a torch.cuda.synchronize()) of unequal intervals: pooled over the
+// windows, the calls per interval are the step's calls over its two syncs.
+TEST(SampledCount, TwoSyncsAStepOfUnequalIntervals) {
+  StepJob job;
+  job.groups = {150, 50};
+  job.noise = 0.02;
+  double truth = 0;
+  auto spans = job.run(24, 40e6, 1000e6, truth);
+  auto r = estimate_sampled_calls(spans, 0.5);
+  ASSERT_TRUE(r.from_syncs) << r.syncs.why_not;
+  EXPECT_NEAR(r.syncs.calls_per_interval, 100, 3);
+  const double err = r.syncs.counted_calls * r.syncs.scale / truth - 1;
+  EXPECT_LT(std::abs(err), 0.03);
+  EXPECT_LE(std::abs(err), r.syncs.error);
+}
+
+// Syncs that do not follow the steps (one after a group only now and then): the windows' calls per interval
+// disagree, and the estimate declines, saying why; the CPU time's is what the recording states then.
+TEST(SampledCount, IrregularSyncsAreDeclined) {
+  StepJob job;
+  job.sync_probability = 0.15;
+  double truth = 0;
+  auto spans = job.run(24, 60e6, 1000e6, truth);
+  auto r = estimate_sampled_calls(spans, 0.5);
+  EXPECT_FALSE(r.syncs.usable);
+  EXPECT_NE(r.syncs.why_not.find("vary"), std::string::npos) << r.syncs.why_not;
+  EXPECT_FALSE(r.from_syncs);
+  EXPECT_DOUBLE_EQ(r.scale(), r.cpu.scale);
+}
+
+// Where the syncs are not counted (no CUDA runtime in the job), or a process that never synchronises makes the
+// calls (a data loader's workers), the estimate declines too.
+TEST(SampledCount, NoSyncsOrCallsOutOfStepWithThemAreDeclined) {
+  StepJob job;
+  double truth = 0;
+  auto spans = job.run(24, 40e6, 1000e6, truth);
+  auto without = spans;
+  for (auto& s : without) s.syncs = -1;
+  EXPECT_FALSE(estimate_sampled_calls(without, 0.5).from_syncs);
+  for (auto& s : spans) s.syncing_calls *= 0.5;
+  auto r = estimate_from_sync_intervals(spans, 0.5);
+  EXPECT_FALSE(r.usable);
+  EXPECT_NE(r.why_not.find("synchronised"), std::string::npos) << r.why_not;
+}
+
+// With noise on every step's calls, the stated error covers the truth in most runs.
+TEST(SampledCount, SyncEstimateStatedErrorCoversTheTruth) {
+  int covered = 0, runs = 100;
+  for (int i = 0; i < runs; ++i) {
+    StepJob job;
+    job.rng.seed(static_cast<unsigned>(i + 3));
+    job.noise = 0.2;
+    job.groups = {120, 40};
+    double truth = 0;
+    auto r = estimate_from_sync_intervals(job.run(16, 30e6, 600e6, truth), 0.5);
+    ASSERT_TRUE(r.usable) << r.why_not;
+    covered += std::abs(r.counted_calls * r.scale / truth - 1) <= r.error;
+  }
+  EXPECT_GE(covered, runs * 90 / 100);
 }

@@ -386,6 +386,131 @@ TEST(TraceCost, FullDetailTorchOpCountsEqualTorchProfiler) {
   }
 }
 
+namespace {
+
+// Runs tests/data/torch_op_counts.py with `args` under the torch layer and a cost budget, and checks each operator's
+// estimate (the whole count until the first detach plus the later counts scaled as the end note says) against
+// torch.profiler's count (calls per iteration x iterations): within the error the recording states. Returns the
+// largest error; `notes_out` gets the recording's notes.
+double check_budgeted_torch_counts(const std::vector<std::string>& args, std::string* notes_out,
+                                   double budget_pct = 1) {
+  double worst = -1;
+  [&] {
+    std::vector<std::string> argv{"/usr/bin/python3",
+                                  std::string(STACKSCOPE_SOURCE_DIR) + "/tests/data/torch_op_counts.py"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    Subject py(argv);
+    ASSERT_NE(py.expect("ready", 120s), "");
+    TracerOptions topts;
+    topts.budget_pct = budget_pct;
+    topts.budget_period_ms = topts.budget_max_period_ms = 300;  // a fixed period: windows enough in a few seconds
+    stackscope::testing::MemorySink sink;
+    UprobeTracer tracer({Layer::torch}, topts);
+    CollectorOptions opts;
+    opts.pids = {static_cast<uint32_t>(py.pid())};
+    opts.torch_ops = kLoopOps;
+    opts.interval_ms = 100;
+    ASSERT_TRUE(tracer.start(sink, opts).running);
+    ASSERT_TRUE(tracer.wait_until_attached(py.pid(), Layer::torch, 60s)) << all_notes(sink);
+    const int64_t t_go = monotonic_ns();
+    py.send("go");
+    const std::string done = py.expect("done", 120s);
+    const int64_t t_done = monotonic_ns();
+    ASSERT_NE(done, "");
+    EXPECT_EQ(py.wait(), 0);
+    tracer.stop();
+    const auto out = nlohmann::json::parse(done.substr(5));
+    const double iterations = out["iterations"].get<double>();
+
+    // The probes were attached at import and stay fully attached (every call counted) until the budget first detaches
+    // them, after the loop began: the count until then is whole. After it the kernel counts only inside the watched
+    // windows (trace.torch.watching), and that part is scaled by the windows' share of the time, as the end note says.
+    const std::string notes = all_notes(sink);
+    *notes_out = notes;
+    auto watching_info = sink.find("trace.torch.watching");
+    ASSERT_NE(watching_info, nullptr) << notes;
+    auto watching = sink.samples_of(watching_info->id);
+    int64_t t_cycled = 0, t_reopened = 0;  // the first detach after the loop began; the next window's start
+    for (auto& w : watching) {
+      if (!t_cycled && w.value == 0 && w.t_ns > t_go) t_cycled = w.t_ns;
+      if (t_cycled && !t_reopened && w.value == 1 && w.t_ns > t_cycled) t_reopened = w.t_ns;
+    }
+    ASSERT_GT(t_cycled, 0) << notes;
+    ASSERT_LT(t_cycled, t_done) << notes;
+    double watched_ns = 0;  // inside [t_cycled, t_done]
+    int offs = 0;
+    for (size_t i = 0; i < watching.size(); ++i) {
+      offs += watching[i].value == 0;
+      if (watching[i].value != 1) continue;
+      int64_t a = std::max(watching[i].t_ns, t_cycled), b = i + 1 < watching.size() ? watching[i + 1].t_ns : t_done;
+      b = std::min(b, t_done);
+      if (b > a) watched_ns += static_cast<double>(b - a);
+    }
+    EXPECT_GE(offs, 5) << "duty-cycled: " << notes;
+    const double fraction = watched_ns / static_cast<double>(t_done - t_cycled);
+    ASSERT_GT(fraction, 0.0);
+    EXPECT_LT(fraction, 0.5);
+    // The estimate the recording states (model/sampled_count.h): counts made after the first detach scale by a factor
+    // from the job's CPU time, with its error.
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(notes, m, std::regex("torch: estimated calls: counts made after the first detach, "
+                                                       "[0-9.]+ s into the recording, scale by ([0-9.e+]+) \\(error "
+                                                       "about ([0-9]+)%.*wall time would say ([0-9.e+]+)"))) << notes;
+    const double scale = std::stod(m[1]), stated_error = std::stod(m[2]) / 100, wall_scale = std::stod(m[3]);
+    // The estimate the note did not use (the CPU time's, or the synchronisations'), for comparison only.
+    std::smatch o;
+    const bool has_other = std::regex_search(
+        notes, o, std::regex("(CPU time|synchronisations) would say ([0-9.e+]+) \\(error about ([0-9]+)%"));
+    const double other_scale = has_other ? std::stod(o[2]) : 0;
+    // The end note's share for the duty-cycled part, which the whole-recording factor (attached since import) is not.
+    std::smatch c;
+    ASSERT_TRUE(std::regex_search(notes, c, std::regex("torch: fully attached .* then duty-cycled for [0-9.]+ s and "
+                                                       "watched ([0-9.]+)% of that time"))) << notes;
+    const double cycled = std::stod(c[1]) / 100;
+    int64_t after_done_watched = 0;  // watched time after the loop ended (the job exiting), from the series
+    for (size_t i = 0; i < watching.size(); ++i)
+      if (watching[i].value == 1 && i + 1 < watching.size() && watching[i + 1].t_ns > t_done)
+        after_done_watched += watching[i + 1].t_ns - std::max(watching[i].t_ns, t_done);
+    std::printf("loop %.1f s, fully attached for its first %.2f s, then watched %.2f%% (watching series; end note "
+                "%.2f%%; %.2f s watched after the loop ended); scale %.4g +- %.0f%% (wall time: %.4g)\n",
+                static_cast<double>(t_done - t_go) / 1e9, static_cast<double>(t_cycled - t_go) / 1e9, 100 * fraction,
+                100 * cycled, static_cast<double>(after_done_watched) / 1e9, scale, 100 * stated_error, wall_scale);
+    EXPECT_GT(stated_error, 0.0);
+    for (auto& [prof_name, probe_name] : kProfilerToProbe) {
+      auto info = sink.find("torch.op.calls", probe_name);
+      ASSERT_NE(info, nullptr) << probe_name << "\n" << notes;
+      auto calls = sink.samples_of(info->id);
+      ASSERT_FALSE(calls.empty());
+      // The count at the first detach: the tracer samples the operators as it closes a counted window, and nothing is
+      // counted until the next one opens, so it is the last sample before that.
+      double whole = -1;
+      for (auto& s : calls)
+        if (s.t_ns < (t_reopened ? t_reopened : t_done)) whole = s.value;
+      ASSERT_GE(whole, 0) << "no operator sample before the first counted window after the first detach";
+      const double truth = out["per_iteration"][prof_name].get<double>() * iterations;
+      const double estimate = whole + (calls.back().value - whole) * scale,
+                   by_wall = whole + (calls.back().value - whole) * wall_scale;
+      const double error = estimate / truth - 1;
+      std::printf("%s: torch.profiler %.0f (%.0f iterations), probes %.0f whole + %.0f in windows -> %.0f (error "
+                  "%+.1f%%, stated %.0f%%; by watched wall time %.0f, %+.1f%%)\n", prof_name.c_str(), truth,
+                  iterations, whole, calls.back().value - whole, estimate, 100 * error, 100 * stated_error, by_wall,
+                  100 * (by_wall / truth - 1));
+      if (has_other)
+        std::printf("  the %s would say %.0f (error %+.1f%%, stated %s%%)\n", o[1].str().c_str(),
+                    whole + (calls.back().value - whole) * other_scale,
+                    100 * ((whole + (calls.back().value - whole) * other_scale) / truth - 1), o[3].str().c_str());
+      // Issue 14: the truth within the error the recording states. That error is a 95 % interval (it missed 1 run
+      // of 12 on the shared VM, by 5 points); 10 points of slack keep the test from failing one run in twenty.
+      EXPECT_LE(std::abs(error), stated_error + 0.10) << prof_name << "\n" << notes;
+      worst = std::max(worst, std::abs(error));
+    }
+
+  }();
+  return worst;
+}
+
+}  // namespace
+
 // The same loop under the default detail and a cost budget: the torch family is duty-cycled, operators are counted
 // in the kernel while watched; the whole count until the first detach plus the later counts scaled as the end note
 // says estimate the profiler's count (calls per iteration x iterations). Issue 14: within the error the recording
@@ -394,99 +519,27 @@ TEST(TraceCost, FullDetailTorchOpCountsEqualTorchProfiler) {
 TEST(TraceCost, BudgetedTorchOpCountsScaleToTorchProfiler) {
   REQUIRE_ROOT();
   STACKSCOPE_REQUIRE(run_command("/usr/bin/python3 -c 'import torch'") == 0, "no python3-torch");
-  Subject py({"/usr/bin/python3", std::string(STACKSCOPE_SOURCE_DIR) + "/tests/data/torch_op_counts.py", "timed",
-              "6"});
-  ASSERT_NE(py.expect("ready", 120s), "");
-  TracerOptions topts;
-  topts.budget_pct = 1;
-  topts.budget_period_ms = topts.budget_max_period_ms = 300;  // a fixed period: windows enough in a few seconds
-  stackscope::testing::MemorySink sink;
-  UprobeTracer tracer({Layer::torch}, topts);
-  CollectorOptions opts;
-  opts.pids = {static_cast<uint32_t>(py.pid())};
-  opts.torch_ops = kLoopOps;
-  opts.interval_ms = 100;
-  ASSERT_TRUE(tracer.start(sink, opts).running);
-  ASSERT_TRUE(tracer.wait_until_attached(py.pid(), Layer::torch, 60s)) << all_notes(sink);
-  const int64_t t_go = monotonic_ns();
-  py.send("go");
-  const std::string done = py.expect("done", 120s);
-  const int64_t t_done = monotonic_ns();
-  ASSERT_NE(done, "");
-  EXPECT_EQ(py.wait(), 0);
-  tracer.stop();
-  const auto out = nlohmann::json::parse(done.substr(5));
-  const double iterations = out["iterations"].get<double>();
+  std::string notes;
+  check_budgeted_torch_counts({"timed", "6"}, &notes);
+  EXPECT_EQ(notes.find("estimator: syncs"), std::string::npos) << "no synchronisation in this loop: " << notes;
+}
 
-  // The probes were attached at import and stay fully attached (every call counted) until the budget first detaches
-  // them, after the loop began: the count until then is whole. After it the kernel counts only inside the watched
-  // windows (trace.torch.watching), and that part is scaled by the windows' share of the time, as the end note says.
-  const std::string notes = all_notes(sink);
-  auto watching_info = sink.find("trace.torch.watching");
-  ASSERT_NE(watching_info, nullptr) << notes;
-  auto watching = sink.samples_of(watching_info->id);
-  int64_t t_cycled = 0, t_reopened = 0;  // the first detach after the loop began; the next window's start
-  for (auto& w : watching) {
-    if (!t_cycled && w.value == 0 && w.t_ns > t_go) t_cycled = w.t_ns;
-    if (t_cycled && !t_reopened && w.value == 1 && w.t_ns > t_cycled) t_reopened = w.t_ns;
-  }
-  ASSERT_GT(t_cycled, 0) << notes;
-  ASSERT_LT(t_cycled, t_done) << notes;
-  double watched_ns = 0;  // inside [t_cycled, t_done]
-  int offs = 0;
-  for (size_t i = 0; i < watching.size(); ++i) {
-    offs += watching[i].value == 0;
-    if (watching[i].value != 1) continue;
-    int64_t a = std::max(watching[i].t_ns, t_cycled), b = i + 1 < watching.size() ? watching[i + 1].t_ns : t_done;
-    b = std::min(b, t_done);
-    if (b > a) watched_ns += static_cast<double>(b - a);
-  }
-  EXPECT_GE(offs, 5) << "duty-cycled: " << notes;
-  const double fraction = watched_ns / static_cast<double>(t_done - t_cycled);
-  ASSERT_GT(fraction, 0.0);
-  EXPECT_LT(fraction, 0.5);
-  // The estimate the recording states (model/sampled_count.h): counts made after the first detach scale by a factor
-  // from the job's CPU time, with its error.
+// A GPU job's loop on the CPU: each iteration of the same tiny operators ends with a blocking cudaStreamSynchronize
+// (the fake libcudart.so.13) and spins to a fixed period, as a host waiting on a GPU does; watched, the probes' traps
+// make the iteration overrun the period. Its CPU time then follows the period, not its calls (on the H100 the CPU
+// estimate was -41.6 %, stated 3,211 %, on small-batch inference): the end note's estimate is the synchronisations'
+// (model/sampled_count.h, estimate_from_sync_intervals), within the error it states; the CPU time's figure is printed.
+TEST(TraceCost, BudgetedTorchOpCountsOfASyncedLoopFollowItsSyncs) {
+  REQUIRE_ROOT();
+  STACKSCOPE_REQUIRE(run_command("/usr/bin/python3 -c 'import torch'") == 0, "no python3-torch");
+  std::string notes;
+  // A 5 % budget: windows of 15-45 ms, a few steps each on the shared VM (at 1 %, 2.5-7.5 ms windows held one step
+  // and too few intervals for the estimate; on a GPU the default budget's windows hold hundreds).
+  const double worst = check_budgeted_torch_counts(
+      {"synced", "8", std::string(STACKSCOPE_BUILD_DIR) + "/tests/progs/fakegpu/libcudart.so.13", "4"}, &notes, 5);
+  EXPECT_NE(notes.find("estimator: syncs"), std::string::npos) << notes;
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(notes, m, std::regex("torch: estimated calls: counts made after the first detach, "
-                                                     "[0-9.]+ s into the recording, scale by ([0-9.e+]+) \\(error "
-                                                     "about ([0-9]+)%.*wall time would say ([0-9.e+]+)"))) << notes;
-  const double scale = std::stod(m[1]), stated_error = std::stod(m[2]) / 100, wall_scale = std::stod(m[3]);
-  // The end note's share for the duty-cycled part, which the whole-recording factor (attached since import) is not.
-  std::smatch c;
-  ASSERT_TRUE(std::regex_search(notes, c, std::regex("torch: fully attached .* then duty-cycled for [0-9.]+ s and "
-                                                     "watched ([0-9.]+)% of that time"))) << notes;
-  const double cycled = std::stod(c[1]) / 100;
-  int64_t after_done_watched = 0;  // watched time after the loop ended (the job exiting), from the series
-  for (size_t i = 0; i < watching.size(); ++i)
-    if (watching[i].value == 1 && i + 1 < watching.size() && watching[i + 1].t_ns > t_done)
-      after_done_watched += watching[i + 1].t_ns - std::max(watching[i].t_ns, t_done);
-  std::printf("loop %.1f s, fully attached for its first %.2f s, then watched %.2f%% (watching series; end note "
-              "%.2f%%; %.2f s watched after the loop ended); scale %.4g +- %.0f%% (wall time: %.4g)\n",
-              static_cast<double>(t_done - t_go) / 1e9, static_cast<double>(t_cycled - t_go) / 1e9, 100 * fraction,
-              100 * cycled, static_cast<double>(after_done_watched) / 1e9, scale, 100 * stated_error, wall_scale);
-  EXPECT_GT(stated_error, 0.0);
-  for (auto& [prof_name, probe_name] : kProfilerToProbe) {
-    auto info = sink.find("torch.op.calls", probe_name);
-    ASSERT_NE(info, nullptr) << probe_name << "\n" << notes;
-    auto calls = sink.samples_of(info->id);
-    ASSERT_FALSE(calls.empty());
-    // The count at the first detach: the tracer samples the operators as it closes a counted window, and nothing is
-    // counted until the next one opens, so it is the last sample before that.
-    double whole = -1;
-    for (auto& s : calls)
-      if (s.t_ns < (t_reopened ? t_reopened : t_done)) whole = s.value;
-    ASSERT_GE(whole, 0) << "no operator sample before the first counted window after the first detach";
-    const double truth = out["per_iteration"][prof_name].get<double>() * iterations;
-    const double estimate = whole + (calls.back().value - whole) * scale,
-                 by_wall = whole + (calls.back().value - whole) * wall_scale;
-    const double error = estimate / truth - 1;
-    std::printf("%s: torch.profiler %.0f (%.0f iterations), probes %.0f whole + %.0f in windows -> %.0f (error "
-                "%+.1f%%, stated %.0f%%; by watched wall time %.0f, %+.1f%%)\n", prof_name.c_str(), truth,
-                iterations, whole, calls.back().value - whole, estimate, 100 * error, 100 * stated_error, by_wall,
-                100 * (by_wall / truth - 1));
-    // Issue 14: the truth within the error the recording states. That error is a 95 % interval (it missed 1 run
-    // of 12 on the shared VM, by 5 points); 10 points of slack keep the test from failing one run in twenty.
-    EXPECT_LE(std::abs(error), stated_error + 0.10) << prof_name << "\n" << notes;
-  }
+  if (std::regex_search(notes, m, std::regex("the job's CPU time would say ([0-9.e+]+) \\(error about ([0-9]+)%")))
+    std::printf("largest error %.1f%%; the CPU time's estimate would have scaled by %s (stated error %s%%)\n",
+                100 * worst, m[1].str().c_str(), m[2].str().c_str());
 }

@@ -11,8 +11,13 @@ step); another quiet pause. The truth over the loop is steps x calls per step (t
 
 Workloads: tiny (8x8 matmul, tanh, add chains: tests/data/torch_op_counts.py, on the GPU when there is one),
 infer (small-batch GPT-2-style inference: bench/overhead/small_batch_infer.py), launch (the launch-bound MLP training
-step: bench/overhead/launch_bound.py). Needs only torch."""
+step: bench/overhead/launch_bound.py). Needs only torch.
+
+A GPU job's loop on a CPU machine: --sync-lib names a CUDA runtime (tests/progs/trace_fake's libcudart.so.13 in the
+build tree) whose blocking cudaStreamSynchronize ends each step, and --step-ms spins every step to that period, as a
+host waiting on its GPU does (its CPU time then follows the period, not its operators)."""
 import argparse
+import ctypes
 import json
 import os
 import sys
@@ -71,6 +76,8 @@ def main():
     ap.add_argument("--quiet", type=float, default=3, help="pause before and after the loop (s)")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--sync-lib", help="on the CPU: a CUDA runtime whose cudaStreamSynchronize ends each step")
+    ap.add_argument("--step-ms", type=float, default=0, help="spin each step to this period (with --sync-lib)")
     args = ap.parse_args()
 
     import torch
@@ -84,6 +91,14 @@ def main():
         torch.set_num_threads(1)
     step = build(torch, args.workload, device)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    if args.sync_lib and device.type == "cpu":
+        stream_sync, period = ctypes.CDLL(args.sync_lib).cudaStreamSynchronize, args.step_ms / 1e3
+
+        def sync():  # the step's blocking sync, then the rest of its period waiting "on the GPU"
+            stream_sync(None)
+            while time.monotonic() < sync.step_start + period:
+                pass
+        sync.step_start = time.monotonic()
     for _ in range(20):
         step()
     sync()
@@ -100,6 +115,7 @@ def main():
     start = time.monotonic_ns()
     steps, end_by = 0, time.monotonic() + args.seconds
     while time.monotonic() < end_by:
+        sync.step_start = time.monotonic()
         step()
         sync()
         steps += 1

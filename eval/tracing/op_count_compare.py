@@ -10,7 +10,9 @@
 
 Budgeted: the estimate over the loop is what was counted before the torch family's first detach, plus what was
 counted after it times the end note's factor ("torch: estimated calls: ... scale by F (error about E%"); also the
-factor from watched wall time ("scaling by watched wall time would say W") for comparison. Probe names carry the
+factor from watched wall time ("scaling by watched wall time would say W") and the estimate the note did not use
+("the job's CPU time would say F2 (error about E2%" or "the synchronisations would say ...") for comparison; which
+one the note used is its "estimator: syncs|cpu|wall". Probe names carry the
 overload (aten::add.Tensor), the profiler's do not: probes are summed per base name, and a base name whose
 overloads are not all probed can read low in both modes (compare with the full-detail run)."""
 import argparse
@@ -45,6 +47,14 @@ def budgeted_counts(samples_path, info_path, lo, hi):
     m = re.search(r"scale by ([0-9.e+]+) \(error about ([0-9]+)%", note)
     w = re.search(r"wall time would say ([0-9.e+]+)", note)
     scale, error, wall = float(m.group(1)), float(m.group(2)) / 100, float(w.group(1))
+    how = re.search(r"estimator: (\w+)", note)  # absent before session 12's estimate from the syncs: the CPU time's
+    other = re.search(r"(CPU time|synchronisations) would say ([0-9.e+]+) \(error about ([0-9]+)%", note)
+    meta = {"scale": scale, "error": error, "wall_scale": wall, "note": note,
+            "estimator": how.group(1) if how else ("cpu" if "from the job's CPU time" in note else "wall"),
+            "other": None}
+    if other:
+        meta["other"] = {"estimator": "cpu" if other.group(1) == "CPU time" else "syncs",
+                         "scale": float(other.group(2)), "error": float(other.group(3)) / 100}
     series = collections.defaultdict(list)
     watching = []
     with open(samples_path) as f:
@@ -62,7 +72,7 @@ def budgeted_counts(samples_path, info_path, lo, hi):
         i = bisect.bisect_right([p[0] for p in points], t)
         return points[i - 1][1] if i else 0.0
 
-    counted, est, est_wall = collections.Counter(), collections.Counter(), collections.Counter()
+    counted, est, est_wall, est_other = (collections.Counter() for _ in range(4))
     for name, points in series.items():
         points.sort()
         a, b = value_at(points, lo), value_at(points, hi + 1)
@@ -76,7 +86,9 @@ def budgeted_counts(samples_path, info_path, lo, hi):
         counted[base(name)] += b - a
         est[base(name)] += whole + later * scale
         est_wall[base(name)] += whole + later * wall
-    return counted, est, est_wall, {"scale": scale, "error": error, "wall_scale": wall, "note": note}
+        if meta["other"]:
+            est_other[base(name)] += whole + later * meta["other"]["scale"]
+    return counted, est, est_wall, est_other, meta
 
 
 def main():
@@ -97,23 +109,28 @@ def main():
             t = want.get(op, 0)
             rows.append({"op": op, "profiler": t, "recorded": got[op], "ratio": got[op] / t if t else None})
     else:
-        counted, est, est_wall, meta = budgeted_counts(args.samples, args.info, lo, hi)
+        counted, est, est_wall, est_other, meta = budgeted_counts(args.samples, args.info, lo, hi)
         for op in sorted(est):
             t = want.get(op, 0)
             rows.append({"op": op, "profiler": t, "counted": counted[op], "estimate": est[op],
                          "error": est[op] / t - 1 if t else None,
                          "wall_error": est_wall[op] / t - 1 if t else None,
+                         "other_error": est_other[op] / t - 1 if t and meta["other"] else None,
                          "within_stated": abs(est[op] / t - 1) <= meta["error"] if t else None})
     print(f"{truth['workload']} on {truth['device']}: {steps} steps, {truth['seconds']:.1f} s")
     if meta:
-        print(f"scale {meta['scale']:.4g} (stated error {100 * meta['error']:.0f}%), wall-time scale "
-              f"{meta['wall_scale']:.4g}")
-        print("| op | torch.profiler | counted | estimate | error | stated | by wall time |")
-        print("|---|---|---|---|---|---|---|")
+        o = meta["other"]
+        print(f"estimator {meta['estimator']}: scale {meta['scale']:.4g} (stated error {100 * meta['error']:.0f}%), "
+              f"wall-time scale {meta['wall_scale']:.4g}" +
+              (f", {o['estimator']} would say {o['scale']:.4g} (stated {100 * o['error']:.0f}%)" if o else ""))
+        other_head = f" by {o['estimator']} (stated {100 * o['error']:.0f}%) |" if o else ""
+        print("| op | torch.profiler | counted | estimate | error | stated | by wall time |" + other_head)
+        print("|---|---|---|---|---|---|---|" + ("---|" if o else ""))
         for r in rows:
             if r["profiler"]:
                 print(f"| {r['op']} | {r['profiler']:.0f} | {r['counted']:.0f} | {r['estimate']:.0f} | "
-                      f"{100 * r['error']:+.1f}% | {100 * meta['error']:.0f}% | {100 * r['wall_error']:+.1f}% |")
+                      f"{100 * r['error']:+.1f}% | {100 * meta['error']:.0f}% | {100 * r['wall_error']:+.1f}% |" +
+                      (f" {100 * r['other_error']:+.1f}% |" if o else ""))
         tot_t = sum(r["profiler"] for r in rows if r["profiler"])
         tot_e = sum(r["estimate"] for r in rows if r["profiler"])
         print(f"all probed ops: profiler {tot_t:.0f}, estimate {tot_e:.0f} ({100 * (tot_e / tot_t - 1):+.1f}%)"

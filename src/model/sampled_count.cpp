@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace stackscope {
@@ -213,6 +214,116 @@ SampledCountEstimate estimate_sampled_counts(std::span<const SampledSpan> spans,
   for (double r : replicates) ss += (r - mean) * (r - mean);
   e.error = t_975(static_cast<int>(k) - 1) * std::sqrt((k - 1) / k * ss) / e.scale + kModelError;
   return e;
+}
+
+namespace {
+
+// What makes the syncs' estimate usable. A loop's steps make the same calls: its windows' calls per interval agree
+// within a few % (a window cutting two unequal intervals of a step at odd places: ~5 %); 25 % is a job whose syncs
+// do not follow its steps (a sync every few steps at random, a data-dependent loop).
+// Each window's calls per interval averages its intervals: at least three a window on average, four windows. On the
+// H100's inference loop the default budget's windows (25-100 ms) hold 2-10 steps of ~10 ms while watched.
+constexpr int kSyncMinWindows = 4;
+constexpr uint64_t kSyncMinIntervals = 12;
+constexpr double kSyncMaxSpread = 0.25;
+// Calls of processes that made no sync in their window (a data loader's worker) are not in step with the syncs.
+constexpr double kSyncMinCoverage = 0.9;
+
+// The unwatched calls with calls-per-interval `c` (every call where `skip` leaves a window out still counts).
+double unwatched_from_syncs(std::span<const SampledSpan> spans, double c) {
+  double syncs = 0;
+  for (auto& s : spans)
+    if (s.kind == SampledSpanKind::unwatched) syncs += static_cast<double>(std::max<int64_t>(0, s.syncs));
+  return c * syncs;
+}
+
+}  // namespace
+
+SyncIntervalEstimate estimate_from_sync_intervals(std::span<const SampledSpan> spans, double subset_share,
+                                                  int traps_per_counted_call) {
+  Setup u;
+  u.traps = std::max(1, traps_per_counted_call);
+  u.share = subset_share > 0 && subset_share < 1 ? subset_share : 0;
+  SyncIntervalEstimate e;
+  double calls = 0, captured = 0, syncing = 0;
+  bool known = !spans.empty();
+  std::vector<size_t> block_of(spans.size(), 0);
+  size_t blocks = 0;
+  int windows = 0;
+  for (size_t i = 0; i < spans.size(); ++i) {
+    const SampledSpan& s = spans[i];
+    if (is_window(s) && windows++ % 4 == 0) ++blocks;
+    block_of[i] = blocks;
+    known = known && s.syncs >= 0;
+    if (s.kind == SampledSpanKind::counted) e.counted_calls += calls_of(s, u);
+    if (s.kind == SampledSpanKind::entry_only || s.kind == SampledSpanKind::entry_subset)
+      e.entry_only_calls += calls_of(s, u);
+    if (s.kind == SampledSpanKind::unwatched) e.unwatched_syncs += static_cast<double>(std::max<int64_t>(0, s.syncs));
+    if (s.kind != SampledSpanKind::counted) continue;
+    captured += s.captured_calls;
+    syncing += s.syncing_calls;
+    if (s.sync_intervals == 0) continue;
+    ++e.windows;
+    e.intervals += s.sync_intervals;
+    calls += s.interval_calls;
+  }
+  e.coverage = captured > 0 ? syncing / captured : 0;
+  if (!known) return e.why_not = "synchronisations not counted", e;
+  if (e.windows == 0 || e.counted_calls <= 0) return e.why_not = "no counted window with two synchronisations", e;
+  e.calls_per_interval = calls / static_cast<double>(e.intervals);
+  double ss = 0;  // the windows' calls per interval about the pooled one, weighted by their intervals
+  for (auto& s : spans)
+    if (s.kind == SampledSpanKind::counted && s.sync_intervals > 0) {
+      const double d = s.interval_calls / static_cast<double>(s.sync_intervals) - e.calls_per_interval;
+      ss += static_cast<double>(s.sync_intervals) * d * d;
+    }
+  e.spread = e.calls_per_interval > 0 ? std::sqrt(ss / static_cast<double>(e.intervals)) / e.calls_per_interval : 0;
+  e.unwatched_calls = unwatched_from_syncs(spans, e.calls_per_interval);
+  e.scale = (e.counted_calls + e.entry_only_calls + e.unwatched_calls) / e.counted_calls;
+  // The error: a jackknife over blocks of four windows (the CPU estimate's), each replicate's calls per interval
+  // pooled without one block.
+  std::vector<double> replicates;
+  for (size_t j = 1; j <= blocks; ++j) {
+    double c = 0;
+    uint64_t n = 0;
+    for (size_t i = 0; i < spans.size(); ++i)
+      if (block_of[i] != j && spans[i].kind == SampledSpanKind::counted) {
+        c += spans[i].interval_calls;
+        n += spans[i].sync_intervals;
+      }
+    if (n == 0) continue;
+    const double unwatched = unwatched_from_syncs(spans, c / static_cast<double>(n));
+    replicates.push_back((e.counted_calls + e.entry_only_calls + unwatched) / e.counted_calls);
+  }
+  if (replicates.size() >= 3) {
+    const double k = static_cast<double>(replicates.size());
+    double mean = 0, rss = 0;
+    for (double r : replicates) mean += r / k;
+    for (double r : replicates) rss += (r - mean) * (r - mean);
+    e.error = t_975(static_cast<int>(k) - 1) * std::sqrt((k - 1) / k * rss) / e.scale + kModelError;
+  }
+  auto pct = [](double x) { return std::to_string(std::lround(100 * x)) + "%"; };
+  if (e.windows < kSyncMinWindows || e.intervals < kSyncMinIntervals || replicates.size() < 3)
+    e.why_not = std::to_string(e.windows) + " counted window(s) with " + std::to_string(e.intervals) +
+                " complete interval(s) between synchronisations (at least " + std::to_string(kSyncMinWindows) +
+                " and " + std::to_string(kSyncMinIntervals) + ", in three blocks of four windows)";
+  else if (e.spread > kSyncMaxSpread)
+    e.why_not = "calls per interval between synchronisations vary by " + pct(e.spread) +
+                " across windows (at most " + pct(kSyncMaxSpread) + ")";
+  else if (e.coverage < kSyncMinCoverage)
+    e.why_not = pct(e.coverage) + " of the counted calls by processes that synchronised in their window (at least " +
+                pct(kSyncMinCoverage) + ")";
+  e.usable = e.why_not.empty();
+  return e;
+}
+
+SampledCallsReport estimate_sampled_calls(std::span<const SampledSpan> spans, double subset_share,
+                                          int traps_per_counted_call) {
+  SampledCallsReport r;
+  r.cpu = estimate_sampled_counts(spans, subset_share, traps_per_counted_call);
+  r.syncs = estimate_from_sync_intervals(spans, subset_share, traps_per_counted_call);
+  r.from_syncs = r.syncs.usable;
+  return r;
 }
 
 }  // namespace stackscope

@@ -39,6 +39,12 @@ struct SampledSpan {
   int64_t wall_ns = 0;
   int64_t cpu_ns = -1;  // CPU time of the traced processes (all their threads) over the span
   uint64_t hits = 0;    // probe program runs over the span (entries and returns)
+  // Blocking CUDA synchronisations (estimate_from_sync_intervals below); syncs < 0: not counted.
+  int64_t syncs = -1;           // made over the span by the traced processes (their probes are never duty-cycled)
+  uint64_t sync_intervals = 0;  // counted windows: complete intervals between two consecutive syncs of a process
+  double interval_calls = 0;    // counted windows: the calls made in those intervals
+  double captured_calls = 0;    // counted windows: every call counted, by process, ...
+  double syncing_calls = 0;     // ... and those of the processes that synchronised in the window
 };
 
 struct SampledCountEstimate {
@@ -63,5 +69,42 @@ struct SampledCountEstimate {
 // traps_per_counted_call: hits a call makes in a counted window (2: entry and return).
 SampledCountEstimate estimate_sampled_counts(std::span<const SampledSpan> spans, double subset_share = 0,
                                              int traps_per_counted_call = 2);
+
+// The calls of a GPU job estimated from its blocking synchronisations (cudaDeviceSynchronize, cudaStreamSynchronize,
+// cudaEventSynchronize, cudaMemcpy): a training or inference loop makes the same calls between two of them, step
+// after step, and their probes are never duty-cycled, so they are counted outside the watched windows too. Why not
+// CPU time: a host that spins in the synchronisation uses CPU at the GPU's pace, not the operators' (small-batch
+// GPT-2 inference on an H100: -41.6 %, stated 3,211 %; docs/BENCHMARKS.md, session 12). Calls per interval: the
+// calls of the complete intervals between consecutive syncs of one process inside counted windows, pooled over the
+// windows; an unwatched span's calls are that times its syncs (each sync starts one interval; a window's edges cut
+// intervals at random phases, so its calls are on average that many too); entry-only windows keep their known calls.
+struct SyncIntervalEstimate {
+  bool usable = false;      // enough windows with intervals, calls per interval steady, the syncing processes' calls
+  std::string why_not;      // why not, where not usable
+  double calls_per_interval = 0;
+  double spread = 0;        // relative spread (sd / mean) of the windows' calls per interval, weighted by intervals
+  double coverage = 0;      // share of the counted calls made by processes that synchronised in their window
+  int windows = 0;          // counted windows with complete intervals
+  uint64_t intervals = 0;   // complete intervals in them
+  double unwatched_syncs = 0;
+  double counted_calls = 0, entry_only_calls = 0, unwatched_calls = 0;
+  double scale = 1;         // (counted + entry-only + unwatched) / counted, as SampledCountEstimate's
+  double error = 1;         // 95 %: jackknife over blocks of four windows + 5 %, as SampledCountEstimate's
+};
+
+SyncIntervalEstimate estimate_from_sync_intervals(std::span<const SampledSpan> spans, double subset_share = 0,
+                                                  int traps_per_counted_call = 2);
+
+// Both estimates and the one the recording states: the syncs' where usable, else the CPU time's.
+struct SampledCallsReport {
+  SampledCountEstimate cpu;
+  SyncIntervalEstimate syncs;
+  bool from_syncs = false;
+  double scale() const { return from_syncs ? syncs.scale : cpu.scale; }
+  double error() const { return from_syncs ? syncs.error : cpu.error; }
+};
+
+SampledCallsReport estimate_sampled_calls(std::span<const SampledSpan> spans, double subset_share = 0,
+                                          int traps_per_counted_call = 2);
 
 }  // namespace stackscope

@@ -66,6 +66,12 @@ class ProbeFamily {
   virtual LibraryProbes probes_for(const MappedLibrary& /*lib*/, const ElfImage& /*img*/, const ProbeContext& /*ctx*/) {
     return {};
   }
+  // Probes of `lib` that the family keeps beside the family that owns the library, never duty-cycled (their cookies
+  // carry SS_COOKIE_STEADY): the torch family's on the CUDA runtime's blocking synchronisations.
+  virtual std::vector<Probe> probes_beside(const MappedLibrary& /*lib*/, const ElfImage& /*img*/,
+                                           const ProbeContext& /*ctx*/) {
+    return {};
+  }
   // Families with USDT probes: attaches them to the binary at `host_path` for `pid_filter`, appending the links;
   // false (nothing attached, errno set) when it cannot.
   virtual bool attach_usdt(int /*pid_filter*/, const std::string& /*host_path*/, std::vector<bpf_link*>& /*links*/) {

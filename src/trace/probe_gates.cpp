@@ -181,11 +181,11 @@ void UprobeTracer::add_watching_series(int family) {
   }
 }
 
-bool UprobeTracer::add_probe_set(int family, ProbeSet set) {
+bool UprobeTracer::add_probe_set(int family, ProbeSet set, bool watched) {
   if (set.offsets.empty()) return false;
   std::lock_guard<std::mutex> lock(gate_mu_);
   auto& g = gates_[static_cast<size_t>(family)];
-  add_watching_series(family);
+  if (watched) add_watching_series(family);
   const bool entry_only = g.on && g.entry_only && !set.steady;
   if ((g.on || set.steady) && !attach_set(family, set, entry_only, entry_only && g.subset)) {
     detach_set(set);  // a partial attach (return probes without their entries) must not trap calls until exit
@@ -237,6 +237,7 @@ void UprobeTracer::set_watching(int family, bool on) {
       g.spans_since_ns = g.span_wall0 = t;
       g.span_cpu0 = traced_cpu_ns();
       g.span_hits0 = hits;
+      g.span_syncs0 = family == kTorch && torch_ ? torch_->syncs_so_far() : -1;
     }
   }
   g.on = on;
@@ -256,6 +257,18 @@ void UprobeTracer::end_span(int family, SampledSpanKind ended, int64_t t_ns) {
   s.wall_ns = t_ns - g.span_wall0;
   s.cpu_ns = cpu >= 0 && g.span_cpu0 >= 0 ? cpu - g.span_cpu0 : -1;
   s.hits = hits - std::min(hits, g.span_hits0);
+  if (family == kTorch && torch_) {  // its steps, for the estimate from the synchronisations
+    const int64_t syncs = torch_->syncs_so_far();
+    s.syncs = syncs >= 0 && g.span_syncs0 >= 0 ? syncs - std::min(syncs, g.span_syncs0) : -1;
+    g.span_syncs0 = syncs;
+    if (ended == SampledSpanKind::counted) {
+      const TorchProbes::StepWindow w = torch_->read_step_windows();
+      s.sync_intervals = w.intervals;
+      s.interval_calls = static_cast<double>(w.interval_calls);
+      s.captured_calls = static_cast<double>(w.calls);
+      s.syncing_calls = static_cast<double>(w.syncing_calls);
+    }
+  }
   g.spans.push_back(s);
   g.span_wall0 = t_ns;
   g.span_cpu0 = cpu;
@@ -305,6 +318,7 @@ void UprobeTracer::switch_gate(int family, bool on, bool entry_only, bool subset
     }
     g.entry_only = entry_only;
     g.subset = entry_only && subset;
+    if (family == kTorch && torch_) torch_->clear_step_windows();  // counted afresh while capture is on
     set_watching(family, true);
     g.attach_ns += monotonic_ns() - t0;
   } else {

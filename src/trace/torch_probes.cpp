@@ -33,6 +33,59 @@ LibraryProbes TorchProbes::probes_for(const MappedLibrary& lib, const ElfImage& 
   return found;
 }
 
+std::vector<Probe> TorchProbes::probes_beside(const MappedLibrary& lib, const ElfImage& img, const ProbeContext& ctx) {
+  if (lib.kind != LibraryKind::cudart || !aggregate_ || !ctx.budgeted || !ctx.specs) return {};
+  // Runtime calls only: the driver's synchronisation under a runtime one would count it twice.
+  static const std::set<std::string> kBlocking{"cudaDeviceSynchronize", "cudaStreamSynchronize",
+                                               "cudaEventSynchronize", "cudaMemcpy"};
+  std::vector<Probe> probes;
+  for (const CallSpec& spec : *ctx.specs) {
+    if (!kBlocking.count(spec.name)) continue;
+    for (auto& sym_name : spec.symbols)
+      if (const ElfSymbol* sym = img.find(sym_name))
+        if (auto off = img.vaddr_to_offset(sym->vaddr))
+          probes.emplace_back(*off, SS_COOKIE_SYNC | SS_COOKIE_STEADY | SS_COOKIE_ENTRY_ONLY);
+  }
+  return probes;
+}
+
+int64_t TorchProbes::syncs_so_far() const {
+  if (!skel_) return -1;
+  const int fd = bpf_map__fd(skel_->maps.sync_totals);
+  int64_t total = 0;
+  uint32_t key = 0, next = 0;
+  for (bool first = true; bpf_map_get_next_key(fd, first ? nullptr : &key, &next) == 0; first = false) {
+    key = next;
+    uint64_t n = 0;
+    if (bpf_map_lookup_elem(fd, &key, &n) == 0) total += static_cast<int64_t>(n);
+  }
+  return total;
+}
+
+TorchProbes::StepWindow TorchProbes::read_step_windows() const {
+  StepWindow w;
+  if (!skel_) return w;
+  const int fd = bpf_map__fd(skel_->maps.step_windows);
+  uint32_t key = 0, next = 0;
+  for (bool first = true; bpf_map_get_next_key(fd, first ? nullptr : &key, &next) == 0; first = false) {
+    key = next;
+    ss_step_window v{};
+    if (bpf_map_lookup_elem(fd, &key, &v) != 0) continue;
+    w.calls += v.calls;
+    if (v.syncs) w.syncing_calls += v.calls;
+    w.interval_calls += v.interval_calls;
+    w.intervals += v.intervals;
+  }
+  return w;
+}
+
+void TorchProbes::clear_step_windows() {
+  if (!skel_) return;
+  const int fd = bpf_map__fd(skel_->maps.step_windows);
+  for (uint32_t key; bpf_map_get_next_key(fd, nullptr, &key) == 0;)
+    if (bpf_map_delete_elem(fd, &key) != 0) break;
+}
+
 std::vector<Probe> TorchProbes::operator_probes(const ElfImage& img, const std::vector<std::string>& patterns) {
   std::vector<std::pair<uint32_t, uint64_t>> ops;
   {

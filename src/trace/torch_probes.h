@@ -39,6 +39,20 @@ class TorchProbes final : public SkeletonFamily<torch_bpf> {
   std::string op_name(uint32_t op_id) const;
   // Aggregated mode: the kernel's running totals per operator as series (calls, time, p50, p99 of the interval).
   void sample_ops(TelemetrySink& sink, const std::string& host);
+  // Under the cost budget, the CUDA runtime's blocking synchronisations (the call catalog's cudaDeviceSynchronize,
+  // cudaStreamSynchronize, cudaEventSynchronize, cudaMemcpy): steady entry probes that delimit the job's steps for the
+  // estimate of its unwatched calls (model/sampled_count.h, estimate_from_sync_intervals).
+  std::vector<Probe> probes_beside(const MappedLibrary& lib, const ElfImage& img, const ProbeContext& ctx) override;
+  // Synchronisations made so far by the traced processes (-1: not loaded).
+  int64_t syncs_so_far() const;
+  // What the processes did in the counted window that just closed (bpf/events.h, struct ss_step_window), summed:
+  // calls counted, those of the processes that synchronised in it, and the complete intervals between syncs.
+  struct StepWindow {
+    uint64_t calls = 0, syncing_calls = 0, interval_calls = 0, intervals = 0;
+  };
+  StepWindow read_step_windows() const;
+  // Forgets the last window's (before the next one opens).
+  void clear_step_windows();
   // Of the operator calls counted so far, the share of those whose id is even (the cost budget's subset windows
   // probe those: model/sampled_count.h); 0 before any.
   double share_of_even_ops() const;

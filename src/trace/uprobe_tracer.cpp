@@ -276,12 +276,14 @@ void UprobeTracer::stop() {
             static_cast<double>(g.uncycled_ns) / 1e9, static_cast<double>(g.cycling_since_ns - start_ns_) / 1e9,
             cycled > 0 ? 1 / cycled : 0.0));
       }
-      if (g.spans_open) {  // the estimate from the job's CPU time (model/sampled_count.h)
+      if (g.spans_open) {  // the estimate from the synchronisations or the job's CPU time (model/sampled_count.h)
         end_span(f, SampledSpanKind::unwatched, end);
         // The subset windows see the even operators: their share of the calls counted (torch's op ids).
         const double share = f == kTorch && torch_ ? torch_->share_of_even_ops() : 0;
-        const SampledCountEstimate e = estimate_sampled_counts(g.spans, share);
-        const std::string how =
+        const SampledCallsReport r = estimate_sampled_calls(g.spans, share);
+        const SampledCountEstimate& e = r.cpu;
+        const SyncIntervalEstimate& y = r.syncs;
+        const std::string cpu_how =
             e.from_cpu ? fmt::format("from the job's CPU time: {:.2f} us of CPU a call, {:.2f} us a probe trap, "
                                      "{:.2f} ms a window, fitted over its {} entry-only windows ({}; {:.0f}% of "
                                      "the calls in the subset's)",
@@ -289,13 +291,27 @@ void UprobeTracer::stop() {
                                      e.entry_traps_only ? "entry traps only" : "every window, traps alike",
                                      100 * share)
                        : fmt::format("from watched wall time ({}) over {} windows", e.why_wall, e.windows);
+        const std::string syncs_how = fmt::format(
+            "from the blocking CUDA synchronisations: {:.1f} calls per interval between two, over {} intervals in {} "
+            "counted windows (spread {:.0f}%, {:.0f}% of the calls by processes that synchronised), times {:.0f} "
+            "synchronisations unwatched",
+            y.calls_per_interval, y.intervals, y.windows, 100 * y.spread, 100 * y.coverage, y.unwatched_syncs);
+        // The estimate not used, with its figures: what the GPU benchmarks compare.
+        std::string other = fmt::format("the synchronisations' estimate not used: {}", y.why_not);
+        if (r.from_syncs)
+          other = fmt::format("the job's CPU time would say {:.4g} (error about {:.0f}%; {})", e.scale, 100 * e.error,
+                              cpu_how);
+        else if (y.windows > 0)
+          other = fmt::format("the synchronisations would say {:.4g} (error about {:.0f}%; {}), not used: {}", y.scale,
+                              100 * y.error, syncs_how, y.why_not);
         sink_->add_note("trace", fmt::format(
             "{}: estimated calls: counts made after the first detach, {:.3f} s into the recording, scale by {:.4g} "
-            "(error about {:.0f}%, 95 %, jackknife over blocks of four windows; {}); scaling by watched "
-            "wall time would say {:.4g}; {:.0f} calls counted, {:.0f} in entry-only windows, {:.0f} estimated "
+            "(error about {:.0f}%, 95 %, jackknife over blocks of four windows; estimator: {}; {}); {}; scaling by "
+            "watched wall time would say {:.4g}; {:.0f} calls counted, {:.0f} in entry-only windows, {:.0f} estimated "
             "unwatched",
-            family_name(f), static_cast<double>(g.spans_since_ns - start_ns_) / 1e9, e.scale, 100 * e.error, how,
-            e.wall_scale, e.counted_calls, e.entry_only_calls, e.unwatched_calls));
+            family_name(f), static_cast<double>(g.spans_since_ns - start_ns_) / 1e9, r.scale(), 100 * r.error(),
+            r.from_syncs ? "syncs" : e.from_cpu ? "cpu" : "wall", r.from_syncs ? syncs_how : cpu_how, other,
+            e.wall_scale, e.counted_calls, e.entry_only_calls, r.from_syncs ? y.unwatched_calls : e.unwatched_calls));
       }
     }
   }
@@ -603,6 +619,11 @@ unsigned UprobeTracer::attach_library(int pid_filter, const MappedLibrary& lib,
   ctx.full_detail = topts_.full_detail;
   ctx.budgeted = budgeted();
   ctx.note_once = [this](const std::string& text) { note_once(text); };
+  // Probes beside the owner's (the torch family's on the CUDA runtime's synchronisations): steady, unwatched.
+  for (int f = 0; f < kUprobeFamilies; ++f)
+    if (ProbeFamily* fam = family(f))
+      if (auto beside = fam->probes_beside(lib, *img, ctx); !beside.empty())
+        add_probe_set(f, make_set(beside, true), /*watched=*/false);
   // Each library kind is one family's: the first that finds probes in it takes it.
   for (int f = 0; f < kUprobeFamilies; ++f) {
     ProbeFamily* fam = family(f);

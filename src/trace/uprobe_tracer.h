@@ -158,6 +158,7 @@ class UprobeTracer final : public Collector {
     bool spans_open = false;
     int64_t spans_since_ns = 0, span_wall0 = 0, span_cpu0 = -1;
     uint64_t span_hits0 = 0;
+    int64_t span_syncs0 = -1;  // the torch family's: blocking CUDA synchronisations so far (-1: not counted)
     std::vector<SampledSpan> spans;
   };
   // Probe families by index: the uprobe families first (one ProbeGate each), then the others.
@@ -176,7 +177,9 @@ class UprobeTracer final : public Collector {
   bool attach_set(int family, ProbeSet& set, bool entry_only = false, bool subset = false);
   void detach_set(ProbeSet& set);
   // Adds a family's probes of one library; attaches them unless the family is duty-cycled and off now.
-  bool add_probe_set(int family, ProbeSet set);
+  // `watched`: false for probes kept beside another family's (ProbeFamily::probes_beside), which do not start the
+  // family's watching series.
+  bool add_probe_set(int family, ProbeSet set, bool watched = true);
   void switch_gate(int family, bool on, bool entry_only = false, bool subset = false);
   // Ends the span of a family's estimate in progress (a window of kind `ended`, or unwatched time) at `t_ns`.
   void end_span(int family, SampledSpanKind ended, int64_t t_ns);

@@ -4,9 +4,15 @@ torch.profiler counts while stackscope's torch probes watch the same process (te
   python3 torch_op_counts.py profile N   every one of N iterations under torch.profiler
   python3 torch_op_counts.py timed S     20 iterations under torch.profiler (calls per iteration), then S seconds
                                          of iterations without it
+  python3 torch_op_counts.py synced S LIB PERIOD_MS
+                                         as timed, but a GPU job's loop: each iteration ends with a blocking
+                                         cudaStreamSynchronize of LIB (the fake libcudart.so.13 of tests/progs/
+                                         trace_fake), then spins until PERIOD_MS from its start (a GPU-bound step:
+                                         CPU time at the GPU's pace, whatever the operators cost)
 
 Prints "ready" once warm, waits for a line on stdin, runs, then prints "done {json}": the iterations run, and the
 profiler's counts (profile) or its counts per iteration (timed), for aten::matmul, aten::mm, aten::tanh, aten::add."""
+import ctypes
 import json
 import sys
 import time
@@ -43,12 +49,28 @@ def profiled(iterations):
 
 def main():
     mode, arg = sys.argv[1], float(sys.argv[2])
+    cudart = ctypes.CDLL(sys.argv[3]) if mode == "synced" else None  # mapped before the probes attach
+    period = float(sys.argv[4]) / 1e3 if mode == "synced" else 0
     step()  # warm, before the probes are attached
     print("ready", flush=True)
     sys.stdin.readline()
     if mode == "profile":
         n = int(arg)
         out = {"iterations": n, "counts": profiled(n)}
+    elif mode == "synced":
+        per = {op: c / 20 for op, c in profiled(20).items()}
+        n, end = 20, time.monotonic() + arg
+        sync = cudart.cudaStreamSynchronize
+        while True:
+            start = time.monotonic()
+            if start >= end:
+                break
+            step()
+            sync(None)
+            n += 1
+            while time.monotonic() < start + period:
+                pass
+        out = {"iterations": n, "per_iteration": per}
     else:
         per = {op: c / 20 for op, c in profiled(20).items()}
         n, end = 20, time.monotonic() + arg
