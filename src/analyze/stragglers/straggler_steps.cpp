@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <numeric>
 #include <unordered_map>
 
 #include "analyze/stragglers/straggler.h"
@@ -109,12 +110,13 @@ int step_multiple(const std::vector<double>& gap_after, int p) {
   if (best < 1.33 * peak[1]) return 1;
   for (int k = 1; k <= max_k; ++k) {
     if (peak[k] < 0.85 * best) continue;
-    // A real multiple repeats only at its own multiples: a period that is no multiple of k mixes the pause
-    // between steps into several positions and stays at the ordinary peak. A time slice lost every ~28 ms
-    // lines up with several periods near it (12, 15 and 16 collective triples on one run).
+    // A real multiple repeats only at its own multiples: a period j that is no multiple of k puts the pause
+    // between steps into gcd(j, k) / k of each position's samples and stays at the ordinary peak; at exactly a
+    // half (k = 2, j odd) the median is either, so those j say nothing. A time slice lost every ~28 ms lines up
+    // with several periods near it (12, 15 and 16 collective triples on one run).
     bool alone = stands_out[k];
     for (int j = k + 1; j <= max_k && alone; ++j)
-      if (j % k != 0 && peak[j] >= 0.85 * peak[k]) alone = false;
+      if (j % k != 0 && 2 * std::gcd(j, k) != k && peak[j] >= 0.85 * peak[k]) alone = false;
     return alone ? k : 1;
   }
   return 1;
