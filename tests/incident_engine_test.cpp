@@ -655,3 +655,20 @@ TEST(IncidentEngine, AProcessTakingMemoryFastIsMemoryPressureNotAHostStall) {
   old.set("python", "python.offcpu_fraction", 60, 66, 0.2);
   EXPECT_EQ(cause_class_name(only_incident(find_incidents(old.in)).cause.cls), cause_class_name(CauseClass::host_stall));
 }
+
+// Online, the window after a deep drop that is only moderately low (the job still slow, within its noise alone) is
+// the drop's continuation: it joins it, and the episode is told at the second window, as before runs were judged on
+// their own windows (without the join, the s31 and s7 re-scores told their episodes 1 s later).
+TEST(IncidentEngine, OnlineTheWindowAfterADeepDropJoinsIt) {
+  std::vector<double> p(42);
+  for (size_t w = 0; w < p.size(); ++w) p[w] = jitter(100, w, 0.08);
+  p[40] = 20;
+  p[41] = 82;
+  EpisodeOptions online;
+  online.open_end = true;
+  online.max_edge_fraction = 1.0;
+  const auto a = analyze_progress(p, {0, 1'000'000'000, p.size()}, online);
+  ASSERT_EQ(a.episodes.size(), 1u);
+  EXPECT_EQ(a.episodes[0].first, 40u);
+  EXPECT_EQ(a.episodes[0].last, 41u);
+}
