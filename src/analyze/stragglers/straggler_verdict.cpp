@@ -648,11 +648,11 @@ StragglerVerdict wait_verdict(const TimelineSet& set, const SyncPoints& sp, cons
               [&](int a, int b) { return v.per_worker[a].launches > v.per_worker[b].launches; });
     const double top = v.per_worker[by_launch[0]].launches, second = v.per_worker[by_launch[1]].launches;
     const double lowest = v.per_worker[by_launch.back()].launches;
-    const bool more_every_step = launches_more_per_step(launches_in, by_launch[0], {by_launch.begin() + 1, by_launch.end()});
+    const bool more_per_step = launches_more_per_step(launches_in, by_launch[0], {by_launch.begin() + 1, by_launch.end()});
     const GpuSideCause gpu = gpu_side_cause(set, v.per_worker);
     // One more launch in 440 is a different cuDNN algorithm (cudnn.benchmark chooses per rank: seen on the
     // H200 CNN recording), not extra work: the excess must be at least 1 % of the others' launches.
-    if (more_every_step && second > 0 && top >= std::max(second + 1, 1.01 * second) && second == lowest) {
+    if (more_per_step && second > 0 && top >= std::max(second + 1, 1.01 * second) && second == lowest) {
       v.kind = VerdictKind::one_straggler;
       v.workers = {by_launch[0]};
       v.cause = CauseClass::compute;
