@@ -27,6 +27,11 @@ struct Setup {
   double share = 0;     // of the calls, those entry_subset windows see
 };
 
+// The estimators' common reading of their arguments (a share outside (0, 1) means no subset windows).
+Setup make_setup(double subset_share, int traps_per_counted_call) {
+  return {std::max(1, traps_per_counted_call), subset_share > 0 && subset_share < 1 ? subset_share : 0};
+}
+
 double calls_of(const SampledSpan& s, const Setup& u) {
   if (s.kind == SampledSpanKind::counted) return static_cast<double>(s.hits) / u.traps;
   if (s.kind == SampledSpanKind::entry_only) return static_cast<double>(s.hits);
@@ -178,9 +183,7 @@ double t_975(int df) {
 
 SampledCountEstimate estimate_sampled_counts(std::span<const SampledSpan> spans, double subset_share,
                                              int traps_per_counted_call) {
-  Setup u;
-  u.traps = std::max(1, traps_per_counted_call);
-  u.share = subset_share > 0 && subset_share < 1 ? subset_share : 0;
+  const Setup u = make_setup(subset_share, traps_per_counted_call);
   const Fit fit = fit_windows(spans, u);
   SampledCountEstimate e = apply_fit(spans, u, fit);
   // The error (95 %): a jackknife over blocks of four windows (one of each kind and length where they alternate). Each replicate fits
@@ -241,9 +244,7 @@ double unwatched_from_syncs(std::span<const SampledSpan> spans, double c) {
 
 SyncIntervalEstimate estimate_from_sync_intervals(std::span<const SampledSpan> spans, double subset_share,
                                                   int traps_per_counted_call) {
-  Setup u;
-  u.traps = std::max(1, traps_per_counted_call);
-  u.share = subset_share > 0 && subset_share < 1 ? subset_share : 0;
+  const Setup u = make_setup(subset_share, traps_per_counted_call);
   SyncIntervalEstimate e;
   double calls = 0, captured = 0, syncing = 0;
   bool known = !spans.empty();
