@@ -15,7 +15,7 @@ work=/tmp/lanes; rm -rf "$work"; mkdir -p "$work"/{strag,cost,ops}
 mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
 (CUDA_VISIBLE_DEVICES=2 OUT=$work/cost taskset -c 8-19 bash eval/gpu_session11_cost.sh > "$work/cost.txt" 2>&1) &
 (CUDA_VISIBLE_DEVICES=3 OUT=$work/ops taskset -c 20-31 bash eval/gpu_session11_opcounts.sh > "$work/ops.txt" 2>&1) &
-CUDA_VISIBLE_DEVICES=0,1 OUT=$work/strag SEED=${SEED:-44} NPROC=2 bash eval/gpu_session12_strag.sh > "$work/strag.txt" 2>&1
+CUDA_VISIBLE_DEVICES=0,1 OUT=$work/strag SEED=${SEED:-44} NPROC=2 MAX_S=${MAX_S:-480} bash eval/gpu_session12_strag.sh > "$work/strag.txt" 2>&1
 wait
 for f in strag cost ops; do echo "=== $f"; cat "$work/$f.txt"; done
 mv "$work"/strag/strag_*/miss.tar.xz.* "$OUT"/ 2>/dev/null
