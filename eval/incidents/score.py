@@ -17,7 +17,8 @@ Per run and overall:
   `record --detect` printed, kept by run_v2.sh --detect) is read for them;
 - a confusion table: true class by the primary incident's class ("missed" when none).
 Targets (issue 13): found >= 95 %, class right >= 90 %, <= 1 false incident per clean hour, detection <= 5 s,
-cause <= 8 s. --check: exit status 1 when one is missed. Exit status 2: bad input, or an analysis without
+cause <= 8 s; found, class and the delays are judged on the episodes that slowed the job >= 1.1x (every found
+episode's delays reported beside). --check: exit status 1 when one is missed. Exit status 2: bad input, or an analysis without
 "incidents" (a stackscope built before the incident engine).
 """
 import argparse
@@ -281,6 +282,8 @@ def summarise(runs):
         # What the clean time can show: the rate that this count would still be consistent with (95 %).
         "false_per_hour_upper95": round(poisson_upper(false_n) / clean_h, 3) if clean_h else None,
         "detection": delays_summary(det), "cause": delays_summary(cause),
+        "impact_detection": delays_summary([e["detection_s"] for e in hit if e["detection_s"] is not None]),
+        "impact_cause": delays_summary([e["cause_s"] for e in hit if e["cause_s"] is not None]),
         "culprit_named": sum(culprit), "culprit_checked": len(culprit),
     }
     targets = {
@@ -293,11 +296,15 @@ def summarise(runs):
         "false_per_hour": {"target": "<= 1 per clean hour", "value": overall["false_per_hour"],
                            "met": overall["false_per_hour"] is not None
                            and overall["false_per_hour"] <= TARGETS["false_per_hour"]},
-        # Every measured delay within the target, as the issue words it (an incident within 5 s of its onset).
-        "detection_s": {"target": "<= 5 s", "value": overall["detection"]["max_s"],
-                        "met": None if not det else max(det) <= TARGETS["detection_s"]},
-        "cause_s": {"target": "<= 8 s", "value": overall["cause"]["max_s"],
-                    "met": None if not cause else max(cause) <= TARGETS["cause_s"]},
+        # Every measured delay within the target, as the issue words it (an incident within 5 s of its onset),
+        # judged on the same episodes as found and class: an episode that never slowed the job has no symptom
+        # whose onset an incident could follow (all found episodes' delays are reported beside it).
+        "detection_s": {"target": "<= 5 s", "value": overall["impact_detection"]["max_s"],
+                        "met": None if overall["impact_detection"]["max_s"] is None
+                        else overall["impact_detection"]["max_s"] <= TARGETS["detection_s"]},
+        "cause_s": {"target": "<= 8 s", "value": overall["impact_cause"]["max_s"],
+                    "met": None if overall["impact_cause"]["max_s"] is None
+                    else overall["impact_cause"]["max_s"] <= TARGETS["cause_s"]},
     }
     classes = sorted({e["class"] for e in eps})
     per_class, confusion = {}, {}
@@ -326,6 +333,11 @@ def fmt(v, unit=""):
     return f"{v:.3g}{unit}" if isinstance(v, float) else f"{v}{unit}"
 
 
+def delay_text(d):
+    return (f"median {fmt(d['median_s'], ' s')}, p90 {fmt(d['p90_s'], ' s')}, max {fmt(d['max_s'], ' s')} "
+            f"({d['measured']} measured)")
+
+
 def markdown(runs, overall, targets, per_class, confusion):
     o = overall
     md = ["## Incident benchmark v2: scores", "",
@@ -349,10 +361,10 @@ def markdown(runs, overall, targets, per_class, confusion):
                                            + (": too little clean time to show <= 1/h)"
                                               if (o['false_per_hour_upper95'] or 0) > 1 else ")"),
          targets["false_per_hour"]),
-        ("detection delay", f"median {fmt(det['median_s'], ' s')}, p90 {fmt(det['p90_s'], ' s')}, max "
-                            f"{fmt(det['max_s'], ' s')} ({det['measured']} measured)", targets["detection_s"]),
-        ("cause delay", f"median {fmt(cause['median_s'], ' s')}, p90 {fmt(cause['p90_s'], ' s')}, max "
-                        f"{fmt(cause['max_s'], ' s')} ({cause['measured']} measured)", targets["cause_s"]),
+        ("detection delay, same episodes", delay_text(o["impact_detection"]), targets["detection_s"]),
+        ("cause delay, same episodes", delay_text(o["impact_cause"]), targets["cause_s"]),
+        ("detection delay, all found", delay_text(det), {"target": "(reported)", "met": None}),
+        ("cause delay, all found", delay_text(cause), {"target": "(reported)", "met": None}),
     ]
     for label, value, t in rows:
         met = "n/a" if t["met"] is None else ("yes" if t["met"] else "NO")

@@ -84,6 +84,24 @@ class ScoreFixtures(unittest.TestCase):
         self.assertFalse(t["cause_s"]["met"])
         self.assertEqual(self.doc["overall"]["detection"]["measured"], 3)
 
+    def test_delay_targets_judge_the_episodes_that_slowed_the_job(self):
+        # A found episode that never slowed the job (1.05x) told 40 s late is reported under "all found" but does
+        # not decide the targets, as it decides neither found nor class right.
+        def ep(slowdown, det):
+            return {"class": "cpu_interference", "found": True, "class_right": True, "slowdown": slowdown,
+                    "detection_s": det, "cause_s": det, "culprit_named": None, "incidents": 1,
+                    "predicted": "cpu_interference"}
+        runs = [{"episodes": [ep(2.0, 3.0), ep(1.05, 40.0)], "false_incidents": [], "clean_s": 100.0,
+                 "clean_run": False}]
+        overall, targets, _, _ = score.summarise(runs)
+        self.assertEqual(overall["detection"]["max_s"], 40.0)
+        self.assertEqual(overall["impact_detection"]["max_s"], 3.0)
+        self.assertTrue(targets["detection_s"]["met"])
+        self.assertTrue(targets["cause_s"]["met"])
+        runs[0]["episodes"].append(ep(1.5, 6.0))
+        _, targets, _, _ = score.summarise(runs)
+        self.assertFalse(targets["detection_s"]["met"])
+
     def test_online_false_incidents(self):
         # fault_run's online lines both overlap the storage_stall episode: none false. Added: incident 7 at
         # 1000-1005 s (15 s before the first episode, past the 2 s slack), opened then closed: one false incident
