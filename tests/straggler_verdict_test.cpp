@@ -301,3 +301,49 @@ TEST(StragglerVerdict, ALateRanksOutOfProportionCpuWaitIsNamedAsContention) {
   EXPECT_EQ(v.cause, CauseClass::host) << v.cause_detail;
   EXPECT_NE(v.cause_detail.find("run queue"), std::string::npos) << v.cause_detail;
 }
+
+// A co-tenant NVML keeps listing on one rank's GPU after its own SM samples stopped (NVML gave the time-sliced GPU's
+// samples to the rank): contention where the rank's SMs read busier than every other's; not where they do not (the
+// co-tenant may idle), nor where a co-tenant is listed on another rank's GPU too.
+TEST(StragglerVerdict, ACoTenantStillListedOnOneRanksBusiestGpuIsGpuContention) {
+  auto mark = [](double rank1_util, bool also_on_rank0) {
+    return [=](TimelineSet& set, int64_t t0, int64_t t1) {
+      for (size_t w = 0; w < set.workers.size(); ++w)
+        for (int64_t t = t0; t < t1; t += 100'000'000) set.workers[w].gpu_sm_util.emplace_back(t, w == 1 ? rank1_util : 0.82);
+      set.workers[1].gpu_others_spans = {{t0 - 5'000'000'000, t1 - (t1 - t0) / 10}};  // 90 % of the steps
+      set.workers[1].gpu_others_util = 0.96;
+      set.workers[1].gpu_others = "python pid 1235";
+      if (also_on_rank0) set.workers[0].gpu_others_spans = {{t0, t1}};
+    };
+  };
+  const auto v = verdict_with(mark(0.99, false));
+  EXPECT_EQ(v.kind, VerdictKind::one_straggler) << v.evidence;
+  ASSERT_EQ(v.workers.size(), 1u);
+  EXPECT_EQ(v.workers[0], 1);
+  EXPECT_EQ(v.cause, CauseClass::gpu);
+  EXPECT_NE(v.cause_detail.find("pid 1235"), std::string::npos) << v.cause_detail;
+  EXPECT_NEAR(v.per_worker[1].others_listed, 0.9, 0.02);
+  EXPECT_FALSE(v.excess_measured);
+  EXPECT_EQ(verdict_with(mark(0.80, false)).kind, VerdictKind::none) << verdict_with(mark(0.80, false)).evidence;
+  EXPECT_EQ(verdict_with(mark(0.99, true)).kind, VerdictKind::none) << verdict_with(mark(0.99, true)).evidence;
+}
+
+// A starved GPU less than 0.2 below the others' (every GPU idling more) is named only where its rank's threads also
+// waited for a CPU out of proportion.
+TEST(StragglerVerdict, ANarrowlyStarvedGpuNeedsItsRanksCpuContention) {
+  auto mark = [](std::vector<double> runq_per_cpu) {
+    return [=](TimelineSet& set, int64_t t0, int64_t t1) {
+      for (size_t w = 0; w < set.workers.size(); ++w)
+        for (int64_t t = t0; t < t1; t += 100'000'000) set.workers[w].gpu_sm_util.emplace_back(t, w == 2 ? 0.22 : 0.40);
+      sched_counters(set, runq_per_cpu);
+    };
+  };
+  const auto v = verdict_with(mark({0.3, 0.3, 1.3}));
+  EXPECT_EQ(v.kind, VerdictKind::one_straggler) << v.evidence;
+  ASSERT_EQ(v.workers.size(), 1u);
+  EXPECT_EQ(v.workers[0], 2);
+  EXPECT_EQ(v.cause, CauseClass::host);
+  EXPECT_NE(v.cause_detail.find("starved GPU"), std::string::npos) << v.cause_detail;
+  EXPECT_FALSE(v.excess_measured);
+  EXPECT_EQ(verdict_with(mark({0.3, 0.3, 0.32})).kind, VerdictKind::none) << verdict_with(mark({0.3, 0.3, 0.32})).evidence;
+}

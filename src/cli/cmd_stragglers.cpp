@@ -50,7 +50,9 @@ nlohmann::json verdict_json(const analyze::StragglerReport& r) {
                       {"sync_points", v.points},
                       {"step_ms", v.step_ns / 1e6},
                       {"excess_ms", v.excess_ns / 1e6},
+                      {"excess_measured", v.excess_measured},
                       {"recorded_ms", v.recorded_ns / 1e6}};
+  if (!v.excess_measured) j["excess_ms"] = nullptr;  // not timed, not zero
   j["workers"] = nlohmann::json::array();
   for (int w : v.workers) j["workers"].push_back(r.workers[w]);
   if (v.kind == VerdictKind::one_straggler || v.kind == VerdictKind::slow_group) {
@@ -101,6 +103,7 @@ nlohmann::json report_json(const analyze::StragglerReport& r, const analyze::Str
       if (pw.launch_steps > 0) x["launch_steps_watched"] = pw.launch_steps;
       if (pw.sm_util >= 0) x["gpu_sm_util"] = pw.sm_util;
       if (pw.others_sm_util > 0) x["gpu_others_sm_util"] = pw.others_sm_util;
+      if (pw.others_listed > 0) x["gpu_others_listed_share"] = pw.others_listed;
       if (pw.throttled > 0) x["gpu_throttled_share"] = pw.throttled;
       if (pw.gpu_mem_used >= 0) x["gpu_mem_used_share"] = pw.gpu_mem_used;
       if (pw.allocs > 0) x["gpu_allocs_per_step"] = pw.allocs;
@@ -165,6 +168,8 @@ std::string report_text(const analyze::StragglerReport& r, size_t top) {
     s += "    " + v.evidence + "\n";
     if (v.kind == VerdictKind::one_straggler || v.kind == VerdictKind::slow_group)
       s += "    cause: " + std::string(cause_class_name(v.cause)) + " -- " + v.cause_detail + "\n";
+    if ((v.kind == VerdictKind::one_straggler || v.kind == VerdictKind::slow_group) && !v.excess_measured)
+      s += "    cost: not measured (the others waited for it in GPU kernels, which the host does not time)\n";
   } else if (!r.stragglers.empty()) {
     s += "  no waiting signal (" + v.evidence + "); KAIR's top worker: " + worker_label(r, r.stragglers.front());
     if (!r.root_causes.empty())

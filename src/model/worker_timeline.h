@@ -60,6 +60,12 @@ struct WorkerTimeline {
   // reported a thermal, power or hardware slowdown (0 where it reported none). Empty: not recorded.
   std::vector<std::pair<int64_t, double>> gpu_sm_util, gpu_others_sm_util, gpu_throttled;
   std::string gpu_others;  // names of those other processes ("python3 pid 850")
+  // From the first to the last time NVML listed a process that is not a rank on its GPU (holding a context there),
+  // for those NVML saw computing (their SM utilisation, over all its samples of them, at least 5 %), with that
+  // utilisation: NVML gives a time-sliced GPU's per-process samples to one process at a time, so a co-tenant still
+  // computing can drop out of gpu_others_sm_util while it stays listed.
+  std::vector<std::pair<int64_t, int64_t>> gpu_others_spans;
+  double gpu_others_util = 0;  // the highest such utilisation among them
   std::vector<std::pair<int64_t, double>> gpu_mem_used;  // NVML: its GPU's memory in use, share of the total
   // Its calls that went to the driver for device memory (cudaMalloc / cudaFree: the caching allocator growing,
   // or freeing its cache and retrying under memory pressure).

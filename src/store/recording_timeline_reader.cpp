@@ -146,6 +146,9 @@ void read_gpu_context(const RecordingReader& reader, int64_t shift, std::map<uin
   } catch (const std::exception&) {
   }
   std::map<int, std::set<std::string>> others_names;
+  // Processes that are not ranks, per GPU: when NVML listed them there, and their SM utilisation (sum, samples).
+  std::map<int, std::map<uint32_t, std::pair<int64_t, int64_t>>> others_listed;
+  std::map<uint32_t, std::pair<double, int>> others_sm;
   std::map<uint32_t, std::string> comm_of;
   std::vector<std::pair<int64_t, double>> watching;
   std::map<std::string, std::pair<double, int>> busy_others;  // "comm pid N" -> (sum of CPU samples, samples)
@@ -216,6 +219,11 @@ void read_gpu_context(const RecordingReader& reader, int64_t shift, std::map<uin
     if (info.name == "gpu.proc.present") {
       if (!g->comm.empty()) comm_of[g->pid] = g->comm;
       if (by_pid.count(g->pid)) gpu_of_pid[g->pid] = g->gpu;
+      else if (!job_process(g->pid) && !t.empty()) {
+        auto [it, fresh] = others_listed[g->gpu].try_emplace(g->pid, t.front() + shift, t.back() + shift);
+        it->second.first = std::min(it->second.first, t.front() + shift);
+        it->second.second = std::max(it->second.second, t.back() + shift);
+      }
       return;
     }
     if (auto it = by_pid.find(g->pid); it != by_pid.end()) {
@@ -223,10 +231,13 @@ void read_gpu_context(const RecordingReader& reader, int64_t shift, std::map<uin
       for (size_t i = 0; i < t.size(); ++i) it->second.gpu_sm_util.emplace_back(t[i] + shift, v[i]);
     } else if (!job_process(g->pid)) {
       auto& m = others_util[g->gpu];
+      auto& [sum, count] = others_sm[g->pid];
       bool busy = false;
       for (size_t i = 0; i < t.size(); ++i) {
         m[t[i] + shift] += v[i];
         busy |= v[i] > 0;
+        sum += v[i];
+        ++count;
       }
       if (busy) others_names[g->gpu].insert("pid " + std::to_string(g->pid));
     }
@@ -258,6 +269,15 @@ void read_gpu_context(const RecordingReader& reader, int64_t shift, std::map<uin
     if (auto o = throttled.find(it->second); o != throttled.end()) w.gpu_throttled.assign(o->second.begin(), o->second.end());
     if (auto o = mem_used.find(it->second); o != mem_used.end() && mem_total[it->second] > 0)
       for (auto& [t, used] : o->second) w.gpu_mem_used.emplace_back(t, used / mem_total[it->second]);
+    for (auto& [other, span] : others_listed[it->second]) {
+      const auto sm = others_sm.find(other);
+      if (sm == others_sm.end() || sm->second.second == 0) continue;
+      const double util = sm->second.first / sm->second.second;
+      if (util < 0.05) continue;  // listed, but not seen computing (a context left open, a monitor)
+      w.gpu_others_spans.push_back(span);
+      w.gpu_others_util = std::max(w.gpu_others_util, util);
+    }
+    std::sort(w.gpu_others_spans.begin(), w.gpu_others_spans.end());
     for (auto& name : others_names[it->second]) {
       const uint32_t other = static_cast<uint32_t>(std::strtoul(name.c_str() + 4, nullptr, 10));
       w.gpu_others += (w.gpu_others.empty() ? "" : ", ") + (comm_of.count(other) ? comm_of[other] + " " : "") + name;

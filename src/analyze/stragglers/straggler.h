@@ -198,6 +198,7 @@ struct WorkerLateness {
   double sm_util = -1;       // NVML: mean SM utilisation of its process over the points (-1: not recorded)
   double others_sm_util = 0; // NVML: mean SM utilisation of other processes on its GPU (while seen there)
   double others_busy_ns = 0; // NVML: from the first to the last sample with another process busy on its GPU
+  double others_listed = 0;  // NVML: share of the points' span with another process, seen computing, listed on its GPU
   double throttled = 0;      // NVML: share of samples its GPU reported throttling
   double gpu_mem_used = -1;  // NVML: largest share of its GPU's memory in use (-1: not recorded)
   double allocs = 0;         // per step: device memory calls to the driver (cudaMalloc / cudaFree)
@@ -215,6 +216,9 @@ struct StragglerVerdict {
   std::string cause_detail;      // what the straggler did while the others waited
   double confidence = 0;         // 0..1
   double excess_ns = 0;          // how long the others waited for them, summed over the points (<= recorded_ns)
+  // False where the straggler is named from what its GPU did (extra launches, NVML): the others then waited for
+  // it in GPU kernels (collectives), which the host does not time, and excess_ns (0) is no measurement.
+  bool excess_measured = true;
   double recorded_ns = 0;        // the span of the points analysed
   double step_ns = 0;            // median time between steps
   int points = 0;                // synchronisation points analysed

@@ -183,7 +183,7 @@ struct GpuSideCause {
   std::string detail;
 };
 
-GpuSideCause gpu_side_cause(const TimelineSet& set, const std::vector<WorkerLateness>& pw) {
+GpuSideCause gpu_side_cause(const TimelineSet& set, const std::vector<WorkerLateness>& pw, const VerdictOptions& opt) {
   GpuSideCause out;
   const size_t n = pw.size();
   if (n < 2) return out;
@@ -205,6 +205,29 @@ GpuSideCause gpu_side_cause(const TimelineSet& set, const std::vector<WorkerLate
                   100 * pw[o[0]].others_sm_util, pw[o[0]].others_busy_ns / 1e9);
     out.detail = buf;
     return out;
+  }
+  // Contention that NVML's per-process samples stopped showing: a process seen computing on its GPU (on no other
+  // rank's) stays listed there through most of the steps, and its GPU's SMs read busier than every other rank's.
+  // NVML gives a time-sliced GPU's per-process samples to one process at a time: on session 13's H200 x4 run 1 the
+  // co-tenant's samples (99 % busy) stopped 0.2 s before the steps' first point, and from then on the rank's own
+  // read 99 % against 80-84 % on the others, while the co-tenant stayed listed until the rank ended it.
+  auto c = top_two(&WorkerLateness::others_listed);
+  if (pw[c[0]].others_listed >= 0.5 && pw[c[1]].others_listed == 0 && pw[c[0]].sm_util >= 0) {
+    double next_util = -1;
+    for (size_t w = 0; w < n; ++w)
+      if (static_cast<int>(w) != c[0]) next_util = std::max(next_util, pw[w].sm_util);
+    if (pw[c[0]].sm_util > next_util) {
+      out.worker = c[0];
+      out.cause = CauseClass::gpu;
+      std::snprintf(buf, sizeof buf, "GPU contention: another process (%s), seen computing on %s (SMs %.0f %% busy in "
+                    "NVML's samples of it), listed there through %.0f %% of the steps, none on the other ranks' GPUs; "
+                    "its SMs %.0f %% busy against at most %.0f %% on the other ranks",
+                    set.workers[c[0]].gpu_others.empty() ? "not a rank" : set.workers[c[0]].gpu_others.c_str(),
+                    gpu_name(c[0]).c_str(), 100 * set.workers[c[0]].gpu_others_util, 100 * pw[c[0]].others_listed,
+                    100 * pw[c[0]].sm_util, 100 * next_util);
+      out.detail = buf;
+      return out;
+    }
   }
   // Throttling reported by its GPU far more often than by the others.
   auto t = top_two(&WorkerLateness::throttled);
@@ -247,10 +270,14 @@ GpuSideCause gpu_side_cause(const TimelineSet& set, const std::vector<WorkerLate
   // with a spinner sharing one rank's CPUs it was 0.34-0.51 against 0.71-0.95 in all 10 runs, while its host
   // was not measurably late at the collectives (the GPUs, not the hosts, queue there). The same figure read
   // the other way ("SMs busiest = longer GPU work") named the waiting rank: removed.
+  // The gap must be wide (0.2) unless its threads also waited for a CPU out of proportion (two signals agreeing):
+  // on session 13's H200 x4 run 11 every rank's GPU idled more (each rank pinned to one loaded CPU), the spinner's
+  // rank at 22 % against 38-42 %, its threads waiting 1.33 ms for a CPU per ms on one against at most 0.34.
   auto u = top_two(&WorkerLateness::sm_util);
   const int low = u.back(), next = u[n - 2];
-  if (pw[low].sm_util >= 0 && pw[next].sm_util >= pw[low].sm_util + 0.2 && pw[low].sm_util <= 0.67 * pw[next].sm_util &&
-      pw[u[0]].sm_util - pw[next].sm_util <= 0.2) {
+  const bool wide = pw[next].sm_util >= pw[low].sm_util + 0.2;
+  if (pw[low].sm_util >= 0 && (wide || cpu_contention(pw, low, opt).stands_out) &&
+      pw[low].sm_util <= 0.67 * pw[next].sm_util && pw[u[0]].sm_util - pw[next].sm_util <= 0.2) {
     out.worker = low;
     out.cause = CauseClass::host;
     double runq_others = 0;
@@ -559,6 +586,16 @@ StragglerVerdict wait_verdict(const TimelineSet& set, const SyncPoints& sp, cons
         busy_to = std::max(busy_to, t);
       }
     pw.others_busy_ns = busy_to > busy_from ? double(busy_to - busy_from) : 0;
+    double listed = 0;  // the union of the co-tenants' listed spans within [t0, t1] (spans sorted by start)
+    int64_t covered_to = t0;
+    for (auto& [a, b] : wt.gpu_others_spans) {
+      const int64_t lo = std::max(a, covered_to), hi = std::min(b, t1);
+      if (hi > lo) {
+        listed += double(hi - lo);
+        covered_to = hi;
+      }
+    }
+    pw.others_listed = t1 > t0 ? listed / double(t1 - t0) : 0;
     pw.throttled = mean_within(wt.gpu_throttled, t0, t1, 0);
     for (auto& [t, x] : wt.gpu_mem_used)
       if (t >= t0 && t < t1) pw.gpu_mem_used = std::max(pw.gpu_mem_used, x);
@@ -649,7 +686,7 @@ StragglerVerdict wait_verdict(const TimelineSet& set, const SyncPoints& sp, cons
     const double top = v.per_worker[by_launch[0]].launches, second = v.per_worker[by_launch[1]].launches;
     const double lowest = v.per_worker[by_launch.back()].launches;
     const bool more_per_step = launches_more_per_step(launches_in, by_launch[0], {by_launch.begin() + 1, by_launch.end()});
-    const GpuSideCause gpu = gpu_side_cause(set, v.per_worker);
+    const GpuSideCause gpu = gpu_side_cause(set, v.per_worker, opt);
     // One more launch in 440 is a different cuDNN algorithm (cudnn.benchmark chooses per rank: seen on the
     // H200 CNN recording), not extra work: the excess must be at least 1 % of the others' launches.
     if (more_per_step && second > 0 && top >= std::max(second + 1, 1.01 * second) && second == lowest) {
@@ -657,6 +694,7 @@ StragglerVerdict wait_verdict(const TimelineSet& set, const SyncPoints& sp, cons
       v.workers = {by_launch[0]};
       v.cause = CauseClass::compute;
       v.confidence = 0.6;  // more work, not a measured delay: its cost is not seen from the host
+      v.excess_measured = false;
       std::snprintf(buf, sizeof buf, "extra GPU work: %.0f kernel launches per step against %.0f on every other rank",
                     top, second);
       v.cause_detail = buf;
@@ -690,6 +728,7 @@ StragglerVerdict wait_verdict(const TimelineSet& set, const SyncPoints& sp, cons
       v.cause = gpu.cause;
       v.cause_detail = gpu.detail;
       v.confidence = 0.5;  // seen by NVML on its GPU alone; the delay it caused is not measured from the host
+      v.excess_measured = false;
       v.evidence += "; but " + gpu.detail + " (excess not measured)";
     } else {
       // Every rank's host retransmitting: a slow link slows them alike (no straggler, but worth saying).
@@ -748,7 +787,7 @@ StragglerVerdict wait_verdict(const TimelineSet& set, const SyncPoints& sp, cons
       // rank held them up, the hosts' lateness is what their GPUs' queues passed on (session 12, H200 x4, a
       // spinner on rank 0's CPUs: "spread" with rank 0 latest, its SMs 35 % busy against 84-92 %).
       if (!late_half) {
-        const GpuSideCause starved = gpu_side_cause(set, v.per_worker);
+        const GpuSideCause starved = gpu_side_cause(set, v.per_worker, opt);
         if (starved.worker >= 0 && starved.cause == CauseClass::host &&
             std::find(order.begin(), order.begin() + (n + 1) / 2, starved.worker) != order.begin() + (n + 1) / 2) {
           v.kind = VerdictKind::one_straggler;
@@ -778,7 +817,7 @@ StragglerVerdict wait_verdict(const TimelineSet& set, const SyncPoints& sp, cons
     const double d_cpu = avg(slow, &WorkerLateness::cpu_ns) - avg(rest, &WorkerLateness::cpu_ns);
     const double d_off = avg(slow, &WorkerLateness::offcpu_ns) - avg(rest, &WorkerLateness::offcpu_ns);
     const double l_slow = avg(slow, &WorkerLateness::launches), l_rest = avg(rest, &WorkerLateness::launches);
-    const GpuSideCause gpu = gpu_side_cause(set, v.per_worker);
+    const GpuSideCause gpu = gpu_side_cause(set, v.per_worker, opt);
     bool more_launches = l_rest > 0 && l_slow >= std::max(l_rest + 1, 1.01 * l_rest);
     for (int w : slow) more_launches &= launches_more_per_step(launches_in, w, rest);
     if (more_launches) {
