@@ -15,6 +15,7 @@
 #   --episodes N         episodes per fault run (default 4)
 #   --classes LIST       fault classes to deal over the runs (default: all the kind of run can take)
 #   --clean-minutes M    one clean run (no faults) per seed of M minutes, workloads in turn (default 0: none)
+#   --clean-only         only the clean runs (one per seed; for the false-incident rate, eval/gpu_clean_hours.sh)
 #   --detect             record with `record --detect` when record --help lists it, and score detection and cause
 #                        delays from its online output; without it delays are not measured
 #   --budget S           start no run that would end after S seconds from now (default: no limit)
@@ -32,7 +33,7 @@ here=$(cd "$(dirname "$0")" && pwd); root=$(cd "$here/../.." && pwd)
 S=${1:?usage: run_v2.sh STACKSCOPE OUT [options]}; out=${2:?usage: run_v2.sh STACKSCOPE OUT [options]}; shift 2
 [[ -x $S ]] || { echo "run_v2.sh: $S is not an executable stackscope" >&2; exit 2; }
 S=$(cd "$(dirname "$S")" && pwd)/$(basename "$S")
-gpus=""; seeds=7; workloads=""; minutes=2.5; episodes=4; classes=""; clean_minutes=0; detect=0; budget=0
+gpus=""; seeds=7; workloads=""; minutes=2.5; episodes=4; classes=""; clean_minutes=0; detect=0; budget=0; clean_only=0
 netfault=""; check=(); smoke=0; lead=20; minlen=10; maxlen=30; mingap=8
 while (($#)); do
   case $1 in
@@ -43,6 +44,7 @@ while (($#)); do
     --episodes) episodes=$2; shift ;;
     --classes) classes=$2; shift ;;
     --clean-minutes) clean_minutes=$2; shift ;;
+    --clean-only) clean_only=1 ;;
     --detect) detect=1 ;;
     --budget) budget=$2; shift ;;
     --netfault) netfault=$2; shift ;;
@@ -98,6 +100,7 @@ if ((detect)); then
 fi
 seconds=$("$py" -c "print(round($minutes * 60))")
 clean_seconds=$("$py" -c "print(round($clean_minutes * 60))")
+if ((clean_only)) && [[ $clean_seconds == 0 ]]; then echo "run_v2.sh: --clean-only needs --clean-minutes M" >&2; exit 2; fi
 grace=${DETACH_GRACE:-30}; analyze_timeout=${ANALYZE_TIMEOUT:-300}
 export PYTHONUNBUFFERED=1
 if [[ $gpus == 2 ]]; then
@@ -196,6 +199,7 @@ for seed in "${seed_list[@]}"; do
                          --classes "$classes" --episodes "$episodes" --each "$each")
   ((${#dealt[@]})) || { echo "run_v2.sh: no schedule for seed $seed" >&2; exit 2; }
   for line in "${dealt[@]}"; do
+    ((clean_only)) && break
     read -r w cls <<< "$line"
     one_run "$w" "$seed" "$cls" "$seconds" "${w}_s${seed}"
   done
