@@ -10,10 +10,11 @@ set -u
 mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
 dir=$OUT/strag_${NPROC:-2}r_${SEED:?SEED}
 mkdir -p "$dir"
-CLEAN_RUNS=${CLEAN_RUNS:-3} KEEP_MISSES=/tmp/strag_miss MAX_S=${MAX_S:-500} \
+miss=/tmp/strag_miss_${NPROC:-2}r_$SEED; rm -rf "$miss"  # this batch's misses only (not an earlier command's)
+CLEAN_RUNS=${CLEAN_RUNS:-3} KEEP_MISSES=$miss MAX_S=${MAX_S:-500} \
   timeout 585 bash eval/stragglers/gpu_ddp.sh "$dir" "${PER:-5}" 600 4 > "$dir.log" 2>&1
 if [[ -s "$dir/score.txt" ]]; then head -40 "$dir/score.txt"; else tail -20 "$dir.log"; fi
-if compgen -G "/tmp/strag_miss/*.sdb" > /dev/null; then
-  (cd /tmp/strag_miss && tar -cf - *.sdb | xz -T8 -3 | split -b 15M - "$dir/miss.tar.xz.")
+if compgen -G "$miss/*.sdb" > /dev/null; then
+  (cd "$miss" && tar -cf - *.sdb | xz -T8 -3 | split -b 15M - "$dir/miss.tar.xz.")
 fi
 ls -la "$dir" | head

@@ -8,7 +8,8 @@
 # Usage (2-GPU device machine, repository root, as root; the stripped binary carried at .carry/stackscope):
 #   bash eval/stragglers/gpu_ddp.sh OUT [RUNS_PER_CLASS=3] [STEPS=600] [DELAY_MS=4]      (NPROC=4: 4 GPUs)
 # Writes OUT/results.jsonl (one line per run), OUT/score.txt, OUT/reports/*.txt|json (no recordings).
-# SEED=N: another shuffle and other slowed ranks (default 15); MAX_S=S: start no run after S seconds;
+# SEED=N: another shuffle and other slowed ranks (default 15); MAX_S=S: start no run after S seconds; PORT_BASE=P:
+# the rendezvous ports P, P+1, ... (default 29700; two batches side by side need ports apart);
 # KEEP=DIR: keep the recordings there (DIR/runN.sdb) instead of deleting them.
 # The same on the CPU VM (gloo, Debian's torch 1.13, ranks started by ddp_job.py as torchrun would, run niced up):
 #   CPU=1 STACKSCOPE=build/src/cli/stackscope bash eval/stragglers/gpu_ddp.sh OUT 4 120 15
@@ -31,7 +32,7 @@ else
   job_cmd() { echo "$TORCHRUN" --nproc-per-node "$ranks" --master-port "$1" "$JOB" --backend nccl --width 2048 --batch 512; }
   layers=()
 fi
-mkdir -p "$out/reports"; w=/tmp/straggler_gpu; rm -rf "$w"; mkdir -p "$w"
+mkdir -p "$out/reports"; w=/tmp/straggler_gpu_${PORT_BASE:-29700}; rm -rf "$w"; mkdir -p "$w"  # per batch: side by side
 mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
 nvidia-smi -L > "$out/gpus.txt" 2>&1
 "$BIN" --version > "$out/version.txt" 2>&1 || true
@@ -89,7 +90,7 @@ for fault in "${plan[@]}"; do
   slow=-1; [[ $fault != none ]] && slow=$((RANDOM % ranks))
   rec="$w/run$i.sdb"
   start=$(date +%s.%N)
-  read -r -a cmd <<< "$(job_cmd $((29700 + i)))"
+  read -r -a cmd <<< "$(job_cmd $((${PORT_BASE:-29700} + i)))"  # PORT_BASE: batches side by side
   "$BIN" record -q "${layers[@]}" -o "$rec" -- "${cmd[@]}" --steps "$steps" --slow-rank "$slow" --fault "$fault" \
     --delay-ms "$delay" > "$w/run$i.log" 2>&1
   rc=$?
