@@ -300,3 +300,45 @@ TEST(NvmlSampler, DriverStructMismatchIsReadRightAndOverrunsAreContained) {
   EXPECT_EQ(fields_overrun, 1);
   EXPECT_DOUBLE_EQ(sink.last("gpu.nvlink.tx", "gpu1"), 100 * 1024.0);  // the fields themselves still read
 }
+
+// An XID wait that NVML answers at once (success with another event type, an immediate timeout, an error) is waited
+// out to its full length: the XID thread must not spin (it took a whole core on a 4-GPU H200 host, session 13).
+TEST(NvmlSampler, XidWaitsThatReturnAtOnceDoNotSpin) {
+  void* lib = ::dlopen(kFakeNvml.c_str(), RTLD_NOW);
+  ASSERT_NE(lib, nullptr) << ::dlerror();
+  auto set_wait_mode = reinterpret_cast<void (*)(int)>(::dlsym(lib, "fake_nvml_set_wait_mode"));
+  ASSERT_NE(set_wait_mode, nullptr);
+  const std::pair<int, const char*> modes[] = {
+      {1, "success, event type 0x1"}, {2, "Fake Error (10)"}, {3, "nvmlEventSetWait failed: Fake Error (999)"}};
+  for (const auto& [mode, said] : modes) {
+    SCOPED_TRACE(mode);
+    set_wait_mode(mode);
+    CaptureSink sink;
+    NvmlSamplerOptions o;
+    o.library = kFakeNvml;
+    o.interval_ms = 1000;  // the sampling thread stays out of the way
+    auto c = make_nvml_sampler(o);
+    const int waits_before = fake_calls("wait", 0);
+    timespec cpu0{}, cpu1{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu0);
+    ASSERT_TRUE(c->start(sink, {}).running);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+    c->stop();
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu1);
+    const int waits = fake_calls("wait", 0) - waits_before;
+    const double cpu_s = static_cast<double>(cpu1.tv_sec - cpu0.tv_sec) + (cpu1.tv_nsec - cpu0.tv_nsec) * 1e-9;
+    // One wait per 200 ms: about 5 in a second (a spinning thread makes hundreds of thousands).
+    EXPECT_GE(waits, 3);
+    EXPECT_LE(waits, 8);
+    EXPECT_LT(cpu_s, 0.3) << "the process's CPU over one second of sampling";
+    std::lock_guard lk(sink.mu_);
+    EXPECT_TRUE(sink.events.empty());
+    int noted = 0;
+    for (auto& n : sink.notes) noted += n.rfind("nvml: XID events:", 0) == 0;  // gpu1 refuses registering: its own note
+    EXPECT_EQ(noted, 1) << "what NVML returned, once";
+    EXPECT_TRUE(std::any_of(sink.notes.begin(), sink.notes.end(),
+                            [&](auto& n) { return n.find(said) != std::string::npos; }));
+  }
+  set_wait_mode(0);
+  ::dlclose(lib);
+}

@@ -705,15 +705,22 @@ class NvmlSampler final : public Collector {
     });
   }
 
+  // One wait for XID events at a time, each up to kXidWaitMs (short: stop() waits for this thread). A wait that
+  // comes back early without an XID (success with another event type, an immediate timeout, an error) is waited
+  // out to its full length before the next: on the 4-GPU H200 host a second event set's waits came back at once
+  // and this thread spun a whole core (session 13). What NVML returned is noted once.
+  static constexpr unsigned int kXidWaitMs = 200;
   void xid_loop() {
-    bool noted = false;
+    bool early_noted = false, failed_noted = false;
     for (;;) {
       {
         std::lock_guard lk(mu_);
         if (stopping_) return;
       }
       nvml::EventData d{};
-      nvml::Return r = api_.EventSetWait(event_set_, &d, 200);  // short: stop() waits for this thread
+      const auto began = std::chrono::steady_clock::now();
+      nvml::Return r = api_.EventSetWait(event_set_, &d, kXidWaitMs);
+      const auto waited = std::chrono::steady_clock::now() - began;
       if (r == nvml::kSuccess && (d.eventType & nvml::kEventTypeXidCriticalError)) {
         Event e;
         e.layer = Layer::nvml;
@@ -727,12 +734,25 @@ class NvmlSampler final : public Collector {
             e.args.push_back({"device", g.device});
           }
         sink_->append_event(std::move(e));
-      } else if (r != nvml::kSuccess && r != nvml::kTimeout) {
-        if (!noted) note("XID events: nvmlEventSetWait failed: " + error(r));
-        noted = true;
-        std::unique_lock lk(mu_);
-        if (cv_.wait_for(lk, std::chrono::milliseconds(interval_ms_), [this] { return stopping_; })) return;
+        continue;  // a real event: straight back to waiting for the next
       }
+      const auto full = std::chrono::milliseconds(kXidWaitMs);
+      const double waited_ms = std::chrono::duration<double, std::milli>(waited).count();
+      if (r != nvml::kSuccess && r != nvml::kTimeout) {
+        if (!failed_noted) note("XID events: nvmlEventSetWait failed: " + error(r) + "; retried every " +
+                                std::to_string(kXidWaitMs) + " ms");
+        failed_noted = true;
+      } else if (waited < full / 2 && !early_noted) {
+        note(fmt::format("XID events: nvmlEventSetWait_v2 came back after {:.1f} ms of its {} ms with {} and no XID; "
+                         "such waits are waited out to {} ms",
+                         waited_ms, kXidWaitMs,
+                         r == nvml::kSuccess ? fmt::format("success, event type {:#x}", d.eventType) : error(r),
+                         kXidWaitMs));
+        early_noted = true;
+      }
+      if (waited >= full) continue;
+      std::unique_lock lk(mu_);
+      if (cv_.wait_for(lk, full - waited, [this] { return stopping_; })) return;
     }
   }
 
