@@ -176,6 +176,16 @@ TEST(NvmlSampler, FakeLibraryGivesSeriesInBaseUnitsAndSkipsUnsupportedQueries) {
   EXPECT_NEAR(sink.last("gpu.pcie.tx", "gpu1"), 5e9, 5e8);
   EXPECT_NEAR(sink.last("gpu.pcie.rx", "gpu1"), 2e9, 2e8);
   EXPECT_LE(fake_calls("pcie", 1), 2) << "at most the first round, before a counter rate exists";
+  // Why GPU 0 uses the throughput query: said once, with the driver's answer.
+  EXPECT_EQ(std::count_if(sink.notes.begin(), sink.notes.end(),
+                          [](auto& n) {
+                            return n.find("gpu0: PCIe byte counters (fields 197/198): Not Supported (3); the 20 ms "
+                                          "throughput query is used instead") != std::string::npos;
+                          }),
+            1);
+  EXPECT_EQ(std::count_if(sink.notes.begin(), sink.notes.end(),
+                          [](auto& n) { return n.find("gpu1: PCIe byte counters") != std::string::npos; }),
+            0);
   EXPECT_GE(fake_calls("pcie", 0), 4);
   // ... and are asked once only, while the supported ones are asked every interval.
   int util_calls = fake_calls("util", 1);

@@ -553,6 +553,16 @@ class NvmlSampler final : public Collector {
   // Unsupported (an older driver) or 32-bit: switched off quietly, the throughput query stays.
   void pcie_counter(Gpu& g, Probe p, const nvml::FieldValue& f, int64_t t) {
     if (f.nvmlReturn != nvml::kSuccess || f.valueType != nvml::kULongLong) {
+      // Said once per GPU, with what the driver answered: on the 4-GPU H200 host (driver 580) the throughput query
+      // was used, and nothing told whether the fields were refused or came back 32-bit (session 13).
+      if (!g.off[kPcieTxCount] && !g.off[kPcieRxCount])
+        note(fmt::format("{}: PCIe byte counters (fields {}/{}): {}; the 20 ms throughput query is used instead",
+                         g.device, nvml::kFieldPcieCountTx, nvml::kFieldPcieCountRx,
+                         f.nvmlReturn != nvml::kSuccess
+                             ? error(f.nvmlReturn)
+                             : fmt::format("value type {} (not a 64-bit counter: a 32-bit one wraps every 4 GiB, "
+                                           "under 0.1 s at PCIe Gen5 rates)",
+                                           f.valueType)));
       g.off[p] = true;
       g.pcie_counted = false;
       return;
