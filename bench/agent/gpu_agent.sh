@@ -4,6 +4,11 @@
 # (torchrun: a launcher and two ranks, one job): the agent idle, the agent beside the job (CPU by thread, RSS and
 # where it is: $OUT/agent_smaps.txt), an incident's delay in /metrics, and the baseline: `stackscope record` of the
 # same job, its recorder's CPU measured the same way (the agent's own share is the difference).
+# Session 13 follow-up (one NVML sampler a node, XID thread that cannot spin, slow NVML queries every 1 s): the output
+# also says how many ss-nvml / ss-nvml-xid threads the agent had during the job (1 and 1 expected; JSON
+# nvml_threads_during_job) and $OUT/nvml_notes.txt holds every NVML note of the node's, the job's and the baseline's
+# recordings: the per-query-group cost of a round ("sampling round of N GPU(s): ..."), whether an XID wait came back
+# early ("XID events: ..."), and why the PCIe byte counters are not used ("PCIe byte counters (fields 197/198): ...").
 # Prepare on the build machine (the agent links Debian's prometheus-cpp and civetweb, shared libraries only):
 #   mkdir -p .carry/lib && strip -o .carry/stackscope-agent build/src/cli/stackscope-agent &&
 #   strip -o .carry/stackscope build/src/cli/stackscope &&
