@@ -324,8 +324,9 @@ TEST(NvmlSampler, XidWaitsThatReturnAtOnceDoNotSpin) {
   ASSERT_NE(set_wait_mode, nullptr);
   const std::pair<int, const char*> modes[] = {
       {1, "success, event type 0x1"}, {2, "Fake Error (10)"}, {3, "nvmlEventSetWait failed: Fake Error (999)"}};
-  for (const auto& [mode, said] : modes) {
+  for (const auto& [mode, said_by_mode] : modes) {
     SCOPED_TRACE(mode);
+    const std::string said = said_by_mode;  // a named copy: clang 14 refuses a structured binding in a lambda
     set_wait_mode(mode);
     CaptureSink sink;
     NvmlSamplerOptions o;
