@@ -29,6 +29,10 @@ TR=$(dirname "$PY")/torchrun
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >"$OUT/gpus.txt" || true
 # What the driver answers for the PCIe byte counters and the other fields (why the 20 ms query was used on H200).
 "$PY" eval/nvml/pcie_fields.py >"$OUT/pcie_fields.txt" 2>&1 || true
+# The NVML sampler alone on the idle GPUs at the agent's idle period (1 s): its cost by query group (the idle agent's
+# ss-nvml took 3.8 % of a core in session 13; the target for the whole agent is 1 %).
+.carry/stackscope nvml --duration 15 --interval-ms 1000 -o "$OUT/nvml_idle.sdb" >"$OUT/nvml_idle.txt" 2>&1 || true
+.carry/stackscope info "$OUT/nvml_idle.sdb" 2>&1 | grep -E 'note +nvml' | tee -a "$OUT/nvml_idle.txt" || true
 .carry/agent_scrape_bench --benchmark_min_time=1 2>&1 | tee "$OUT/scrape_bench.txt"
 # Only the bench's job is traced (command_filter): the figures are of one job.
 AGENT=.carry/stackscope-agent RECORD=.carry/stackscope IDLE_S=${IDLE_S:-30} JOB_S=${JOB_S:-60} OUT="$OUT" \

@@ -180,8 +180,8 @@ class NvmlSampler final : public Collector {
     if (gpus_.empty()) return unavailable("NVML found no GPU");
     slow_ns_ = static_cast<int64_t>(std::max(opt_.slow_interval_ms, 1)) * 1'000'000;
     process_ns_ = static_cast<int64_t>(std::max(opt_.process_interval_ms, 1)) * 1'000'000;
-    note(fmt::format("sampling {} GPU(s) every {} ms{} (energy, memory clock, ECC and field values every {} ms; "
-                     "per-process queries every {} ms): {}",
+    note(fmt::format("sampling {} GPU(s) every {} ms{} (energy, memory clock, ECC and field values at most every {} "
+                     "ms; per-process queries at most every {} ms): {}",
                      gpus_.size(), interval_ms_, opt_.live_interval_ms ? " or as asked while running" : "",
                      opt_.slow_interval_ms, opt_.process_interval_ms, names));
     running_ = true;
@@ -267,8 +267,8 @@ class NvmlSampler final : public Collector {
                                   ? fmt::format("every {} ms", min_interval_ms_)
                                   : fmt::format("every {}-{} ms", min_interval_ms_, max_interval_ms_);
     note(fmt::format("sampling round of {} GPU(s): {:.2f} ms wall, {:.2f} ms CPU on average over {} rounds ({}; "
-                     "slow readings and field values every {} ms, per-process queries every {} ms); by query group, "
-                     "ms wall / CPU a round: {}",
+                     "slow readings and field values at most every {} ms, per-process queries at most every {} ms); "
+                     "by query group, ms wall / CPU a round: {}",
                      gpus_.size(), wall / n / 1e6, cpu / n / 1e6, rounds_timed_, every, opt_.slow_interval_ms,
                      opt_.process_interval_ms, by));
   }
