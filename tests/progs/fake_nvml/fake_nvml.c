@@ -2,7 +2,8 @@
  * power, ECC and NVLink (NVML_ERROR_NOT_SUPPORTED); nvmlDeviceGetTotalEnergyConsumption is not exported at
  * all; the clock reasons come only under their pre-535 name. GPU 1 has the PCIe byte counters (fields 197/198),
  * GPU 0 only the 20 ms throughput query. fake_nvml_calls() tells a test how often an
- * entry point was called per GPU, so it can check that refused queries are not asked again. */
+ * entry point was called per GPU, so it can check that refused queries are not asked again ("init" and
+ * "event_set": how many samplers started, counted under GPU 0). */
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
@@ -26,10 +27,9 @@ typedef struct { nvmlDevice_t device; unsigned long long eventType, eventData; u
                  computeInstanceId; } nvmlEventData_t;
 
 enum { OK = 0, NOT_SUPPORTED = 3, NOT_FOUND = 6, INSUFFICIENT_SIZE = 7, TIMEOUT = 10 };
-enum { F_POWER, F_ECC, F_FIELDS, F_UTIL, F_PROC_UTIL, F_WAIT, F_PCIE, F_INIT, F_EVENT_SET, F_PROC_MEM, F_POWER_LIMIT,
-       F_COUNT };
+enum { F_POWER, F_ECC, F_FIELDS, F_UTIL, F_PROC_UTIL, F_WAIT, F_PCIE, F_INIT, F_EVENT_SET, F_PROC_MEM, F_COUNT };
 static const char* const kNames[F_COUNT] = {"power", "ecc", "fields", "util", "proc_util", "wait", "pcie", "init",
-                                            "event_set", "proc_mem", "power_limit"};
+                                            "event_set", "proc_mem"};
 static int calls[F_COUNT][2];
 
 static int idx(nvmlDevice_t d) { return (int)((uintptr_t)d - 0x1000); }
