@@ -110,6 +110,8 @@ TEST(NvmlSampler, FakeLibraryGivesSeriesInBaseUnitsAndSkipsUnsupportedQueries) {
   NvmlSamplerOptions o;
   o.library = kFakeNvml;
   o.interval_ms = 10;
+  o.slow_interval_ms = 20;  // every other round: the counters' rates need two readings within the test
+  o.process_interval_ms = 10;
   auto c = make_nvml_sampler(o);
   CollectorOptions co;
   co.host = "h1";
@@ -142,9 +144,10 @@ TEST(NvmlSampler, FakeLibraryGivesSeriesInBaseUnitsAndSkipsUnsupportedQueries) {
   EXPECT_DOUBLE_EQ(sink.last("gpu.throttle.hw_slowdown", "gpu0"), 0);
   EXPECT_DOUBLE_EQ(sink.last("gpu.ecc.corrected", "gpu0"), 5);
   EXPECT_DOUBLE_EQ(sink.last("gpu.ecc.uncorrected", "gpu0"), 0);
-  // Per process: the newer of two samples; a process whose memory NVML cannot tell is left out.
-  EXPECT_DOUBLE_EQ(sink.last("gpu.proc.sm_util", "gpu0/pid4242"), 0.50);
-  EXPECT_DOUBLE_EQ(sink.last("gpu.proc.mem_util", "gpu0/pid4242"), 0.25);
+  // Per process: the mean of the samples since the last read (30 and 50 %); a process whose memory NVML cannot tell is
+  // left out.
+  EXPECT_DOUBLE_EQ(sink.last("gpu.proc.sm_util", "gpu0/pid4242"), 0.40);
+  EXPECT_DOUBLE_EQ(sink.last("gpu.proc.mem_util", "gpu0/pid4242"), 0.225);
   EXPECT_DOUBLE_EQ(sink.last("gpu.proc.mem.used", "gpu0/pid4242"), 1.0 * (1ull << 30));
   EXPECT_EQ(sink.find("gpu.proc.mem.used", "gpu0/pid4343"), nullptr);
   // Kinds, categories, units and provenance.
@@ -173,14 +176,24 @@ TEST(NvmlSampler, FakeLibraryGivesSeriesInBaseUnitsAndSkipsUnsupportedQueries) {
   EXPECT_NEAR(sink.last("gpu.pcie.tx", "gpu1"), 5e9, 5e8);
   EXPECT_NEAR(sink.last("gpu.pcie.rx", "gpu1"), 2e9, 2e8);
   EXPECT_LE(fake_calls("pcie", 1), 2) << "at most the first round, before a counter rate exists";
+  // Why GPU 0 uses the throughput query: said once, with the driver's answer.
+  EXPECT_EQ(std::count_if(sink.notes.begin(), sink.notes.end(),
+                          [](auto& n) {
+                            return n.find("gpu0: PCIe byte counters (fields 197/198): Not Supported (3); the 20 ms "
+                                          "throughput query is used instead") != std::string::npos;
+                          }),
+            1);
+  EXPECT_EQ(std::count_if(sink.notes.begin(), sink.notes.end(),
+                          [](auto& n) { return n.find("gpu1: PCIe byte counters") != std::string::npos; }),
+            0);
   EXPECT_GE(fake_calls("pcie", 0), 4);
   // ... and are asked once only, while the supported ones are asked every interval.
   int util_calls = fake_calls("util", 1);
   EXPECT_GE(util_calls, 5);
   EXPECT_EQ(fake_calls("power", 1), 1);
   EXPECT_EQ(fake_calls("ecc", 1), 2);  // corrected and uncorrected: each refused once
-  // GPU 0 refuses NVLink but not the PCIe replay field in the same call: that call goes on every interval.
-  EXPECT_EQ(fake_calls("fields", 0), fake_calls("util", 0));
+  // GPU 0 refuses NVLink but not the PCIe replay field in the same call: that call goes on every slow round.
+  EXPECT_GE(fake_calls("fields", 0), 3);
 
   // The XID the fake reports once became one nvml event.
   ASSERT_EQ(sink.events.size(), 1u);
@@ -237,6 +250,7 @@ TEST(NvmlSampler, ProcessesSeenOnAGpuAreNamed) {
   NvmlSamplerOptions o;
   o.library = kFakeNvml;
   o.interval_ms = 10;
+  o.process_interval_ms = 10;
   o.xid_events = false;
   auto c = make_nvml_sampler(o);
   ASSERT_TRUE(c->start(sink, {}).running);
@@ -288,7 +302,7 @@ TEST(NvmlSampler, DriverStructMismatchIsReadRightAndOverrunsAreContained) {
   std::lock_guard lk(sink.mu_);
   EXPECT_DOUBLE_EQ(sink.last("gpu.proc.mem.used", "gpu0/pid4242"), 1.0 * (1ull << 30));
   EXPECT_EQ(sink.find("gpu.proc.mem.used", "gpu0/pid4343"), nullptr);  // "not available", read as such
-  EXPECT_DOUBLE_EQ(sink.last("gpu.proc.sm_util", "gpu0/pid4242"), 0.5);  // the newest of the counted samples
+  EXPECT_DOUBLE_EQ(sink.last("gpu.proc.sm_util", "gpu0/pid4242"), 0.4);  // the mean of the counted samples
   int stride = 0, overrun = 0, fields_overrun = 0;
   for (auto& n : sink.notes) {
     stride += n.find("fills 32-byte entries") != std::string::npos;
@@ -299,4 +313,95 @@ TEST(NvmlSampler, DriverStructMismatchIsReadRightAndOverrunsAreContained) {
   EXPECT_EQ(overrun, 1);
   EXPECT_EQ(fields_overrun, 1);
   EXPECT_DOUBLE_EQ(sink.last("gpu.nvlink.tx", "gpu1"), 100 * 1024.0);  // the fields themselves still read
+}
+
+// An XID wait that NVML answers at once (success with another event type, an immediate timeout, an error) is waited
+// out to its full length: the XID thread must not spin (it took a whole core on a 4-GPU H200 host, session 13).
+TEST(NvmlSampler, XidWaitsThatReturnAtOnceDoNotSpin) {
+  void* lib = ::dlopen(kFakeNvml.c_str(), RTLD_NOW);
+  ASSERT_NE(lib, nullptr) << ::dlerror();
+  auto set_wait_mode = reinterpret_cast<void (*)(int)>(::dlsym(lib, "fake_nvml_set_wait_mode"));
+  ASSERT_NE(set_wait_mode, nullptr);
+  const std::pair<int, const char*> modes[] = {
+      {1, "success, event type 0x1"}, {2, "Fake Error (10)"}, {3, "nvmlEventSetWait failed: Fake Error (999)"}};
+  for (const auto& [mode, said_by_mode] : modes) {
+    SCOPED_TRACE(mode);
+    const std::string said = said_by_mode;  // a named copy: clang 14 refuses a structured binding in a lambda
+    set_wait_mode(mode);
+    CaptureSink sink;
+    NvmlSamplerOptions o;
+    o.library = kFakeNvml;
+    o.interval_ms = 1000;  // the sampling thread stays out of the way
+    auto c = make_nvml_sampler(o);
+    const int waits_before = fake_calls("wait", 0);
+    timespec cpu0{}, cpu1{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu0);
+    ASSERT_TRUE(c->start(sink, {}).running);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+    c->stop();
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu1);
+    const int waits = fake_calls("wait", 0) - waits_before;
+    const double cpu_s = static_cast<double>(cpu1.tv_sec - cpu0.tv_sec) + (cpu1.tv_nsec - cpu0.tv_nsec) * 1e-9;
+    // One wait per 200 ms: about 5 in a second (a spinning thread makes hundreds of thousands).
+    EXPECT_GE(waits, 3);
+    EXPECT_LE(waits, 8);
+    EXPECT_LT(cpu_s, 0.3) << "the process's CPU over one second of sampling";
+    std::lock_guard lk(sink.mu_);
+    EXPECT_TRUE(sink.events.empty());
+    int noted = 0;
+    for (auto& n : sink.notes) noted += n.rfind("nvml: XID events:", 0) == 0;  // gpu1 refuses registering: its own note
+    EXPECT_EQ(noted, 1) << "what NVML returned, once";
+    EXPECT_TRUE(std::any_of(sink.notes.begin(), sink.notes.end(),
+                            [&](auto& n) { return n.find(said) != std::string::npos; }));
+  }
+  set_wait_mode(0);
+  ::dlclose(lib);
+}
+
+// What changes slowly is read less often (NVML's calls cost 0.3-0.5 ms of CPU each on busy H200s): utilisation, power,
+// temperature, SM clock and throttle reasons every round; energy, memory clock, ECC and the field values every
+// slow_interval_ms; the per-process queries every process_interval_ms. The period may follow a live setting.
+TEST(NvmlSampler, SlowQueriesAreReadLessOftenAndThePeriodCanFollowALiveSetting) {
+  CaptureSink sink;
+  NvmlSamplerOptions o;
+  o.library = kFakeNvml;
+  o.interval_ms = 10;
+  o.slow_interval_ms = 100;
+  o.process_interval_ms = 50;
+  o.xid_events = false;
+  auto live = std::make_shared<std::atomic<int>>(10);
+  o.live_interval_ms = live;
+  auto c = make_nvml_sampler(o);
+  const int util0 = fake_calls("util", 0), fields0 = fake_calls("fields", 0), ecc0 = fake_calls("ecc", 0),
+            proc0 = fake_calls("proc_util", 1), procmem0 = fake_calls("proc_mem", 0);
+  ASSERT_TRUE(c->start(sink, {}).running);
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  const int util = fake_calls("util", 0) - util0, fields = fake_calls("fields", 0) - fields0,
+            ecc = fake_calls("ecc", 0) - ecc0, proc = fake_calls("proc_util", 1) - proc0,
+            procmem = fake_calls("proc_mem", 0) - procmem0;
+  // 60 rounds of 10 ms (fewer on a loaded machine): slow groups in about 1 of 10, per-process ones in 1 of 5.
+  EXPECT_GE(util, 20);
+  EXPECT_GE(fields, 2);
+  EXPECT_LE(fields, util / 10 + 2) << util << " rounds";
+  EXPECT_LE(ecc, 2 * (util / 10 + 2));  // corrected and uncorrected
+  EXPECT_GE(proc, 3);                    // gpu1 answers "not found": one call a read
+  EXPECT_LE(proc, util / 5 + 2);
+  EXPECT_LE(procmem, util / 5 + 2);
+  // The live period: 100 ms rounds from now on.
+  live->store(100);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the round asleep when it changed
+  const int util1 = fake_calls("util", 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const int slow_rounds = fake_calls("util", 0) - util1;
+  c->stop();
+  EXPECT_GE(slow_rounds, 3);
+  EXPECT_LE(slow_rounds, 7) << "rounds in 500 ms at 100 ms";
+  std::lock_guard lk(sink.mu_);
+  EXPECT_GE(sink.count("gpu.ecc.corrected", "gpu0"), 2u);
+  EXPECT_LT(sink.count("gpu.ecc.corrected", "gpu0") * 5, sink.count("gpu.util", "gpu0"));
+  auto cost = std::find_if(sink.notes.begin(), sink.notes.end(),
+                           [](auto& n) { return n.find("sampling round of 2 GPU(s)") != std::string::npos; });
+  ASSERT_NE(cost, sink.notes.end());
+  EXPECT_NE(cost->find("every 10-100 ms"), std::string::npos) << *cost;
+  EXPECT_NE(cost->find("slow readings"), std::string::npos) << *cost;
 }

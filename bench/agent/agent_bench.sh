@@ -110,10 +110,14 @@ job_rss=$(rss_kb)
        END {for (n in rss) print rss[n], n}' /proc/$agent/smaps | sort -rn | head -15
 } >"$OUT/agent_smaps.txt" 2>&1 || true
 job_anon_kb=$(awk '/^RssAnon/ {print $2}' /proc/$agent/status)
+# One NVML sampler a node (issue 16, session 13: a job's second sampler and its XID thread cost 1.5 cores).
+nvml_threads=$(cat /proc/$agent/task/*/comm 2>/dev/null | grep -c '^ss-nvml$' || true)
+xid_threads=$(cat /proc/$agent/task/*/comm 2>/dev/null | grep -c '^ss-nvml-xid$' || true)
 job_scrape=$(scrape_ms)
 job_series=$(series)
 echo "one job: cpu $job_cpu of a core, rss $((job_rss / 1024)) MiB (anonymous $((job_anon_kb / 1024)) MiB), scrape ${job_scrape} ms over $job_series series"
 echo "  by thread: $job_threads"
+echo "  NVML sampler threads: $nvml_threads, XID threads: $xid_threads (one each expected)"
 
 # An incident: CPU hogs beside the job (as tests/online_detect_cli_test.cpp); time until /metrics shows it open.
 incident_s=null
@@ -169,6 +173,19 @@ if [ -n "$RECORD" ] && [ -x "$RECORD" ]; then
   wait $rec 2>/dev/null || true
 fi
 rm -f /tmp/agent-bench-share.$$
+# The NVML samplers' own notes (per-query-group cost of a round, XID and PCIe counter notes) from the node's and the
+# job's segments and the baseline recording, before the data directory goes.
+if [ -n "$RECORD" ] && [ -x "$RECORD" ]; then
+  for f in $(find "$data" -name '*.sdb' | sort); do
+    "$RECORD" info --json "$f" 2>/dev/null | python3 -c '
+import json, sys
+j = json.load(sys.stdin)
+for n in j.get("notes", []):
+    if n.get("source") == "nvml":
+        print(sys.argv[1], "|", n["text"])' "${f#"$data"/}" || true
+  done >"$OUT/nvml_notes.txt"
+  echo "NVML notes ($OUT/nvml_notes.txt):"; grep -E 'sampling round|XID|PCIe byte' "$OUT/nvml_notes.txt" || true
+fi
 cat >"$OUT/agent_bench.json" <<JSON
 {"machine": "$(hostname) $(nproc) cores $(uname -r)", "job": "${job[*]}", "agent_args": "${AGENT_ARGS:-}",
  "idle": {"seconds": $IDLE_S, "cpu_core_fraction": $idle_cpu, "rss_bytes": $((idle_rss * 1024)),
@@ -179,6 +196,7 @@ cat >"$OUT/agent_bench.json" <<JSON
  "one_job_cpu_by_thread": $job_threads,
  "record_baseline": {"cpu_core_fraction": $record_cpu, "rss_bytes": $record_rss, "cpu_by_thread": $record_threads},
  "jobs_traced_during_job_measurement": ${jobs_traced:-null},
+ "nvml_threads_during_job": ${nvml_threads:-null}, "xid_threads_during_job": ${xid_threads:-null},
  "incident_visible_after_s": $incident_s, "incident_class": $incident_class, "rss_peak_bytes": $((peak * 1024)),
  "targets": {"idle_cpu": 0.01, "one_job_cpu": 0.02, "rss_bytes": 209715200, "scrape_ms": 50, "incident_s": 5}}
 JSON

@@ -4,6 +4,12 @@
 # (torchrun: a launcher and two ranks, one job): the agent idle, the agent beside the job (CPU by thread, RSS and
 # where it is: $OUT/agent_smaps.txt), an incident's delay in /metrics, and the baseline: `stackscope record` of the
 # same job, its recorder's CPU measured the same way (the agent's own share is the difference).
+# Session 13 follow-up (one NVML sampler a node, XID thread that cannot spin, slow NVML queries every 1 s): the output
+# also says how many ss-nvml / ss-nvml-xid threads the agent had during the job (1 and 1 expected; JSON
+# nvml_threads_during_job) and $OUT/nvml_notes.txt holds every NVML note of the node's, the job's and the baseline's
+# recordings: the per-query-group cost of a round ("sampling round of N GPU(s): ..."), whether an XID wait came back
+# early ("XID events: ..."), and why the PCIe byte counters are not used ("PCIe byte counters (fields 197/198): ...");
+# $OUT/pcie_fields.txt: each field's return code, value type and growth, and one call's time, per GPU.
 # Prepare on the build machine (the agent links Debian's prometheus-cpp and civetweb, shared libraries only):
 #   mkdir -p .carry/lib && strip -o .carry/stackscope-agent build/src/cli/stackscope-agent &&
 #   strip -o .carry/stackscope build/src/cli/stackscope &&
@@ -21,6 +27,12 @@ mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
 PY=${PY:-/opt/torch/.venv/bin/python3}
 TR=$(dirname "$PY")/torchrun
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >"$OUT/gpus.txt" || true
+# What the driver answers for the PCIe byte counters and the other fields (why the 20 ms query was used on H200).
+"$PY" eval/nvml/pcie_fields.py >"$OUT/pcie_fields.txt" 2>&1 || true
+# The NVML sampler alone on the idle GPUs at the agent's idle period (1 s): its cost by query group (the idle agent's
+# ss-nvml took 3.8 % of a core in session 13; the target for the whole agent is 1 %).
+.carry/stackscope nvml --duration 15 --interval-ms 1000 -o "$OUT/nvml_idle.sdb" >"$OUT/nvml_idle.txt" 2>&1 || true
+.carry/stackscope info "$OUT/nvml_idle.sdb" 2>&1 | grep -E 'note +nvml' | tee -a "$OUT/nvml_idle.txt" || true
 .carry/agent_scrape_bench --benchmark_min_time=1 2>&1 | tee "$OUT/scrape_bench.txt"
 # Only the bench's job is traced (command_filter): the figures are of one job.
 AGENT=.carry/stackscope-agent RECORD=.carry/stackscope IDLE_S=${IDLE_S:-30} JOB_S=${JOB_S:-60} OUT="$OUT" \

@@ -18,6 +18,7 @@
 #include "agent/http_endpoint.h"
 #include "agent/job_discovery.h"
 #include "agent/job_trace.h"
+#include "agent/sample_fan_out.h"
 #include "agent/segment_store.h"
 #include "online/collectors.h"
 #include "model/clock.h"
@@ -31,10 +32,13 @@ void log_line(const std::string& text) { std::cerr << "stackscope agent: " << te
 }  // namespace
 
 // The node's own samplers (host and GPU series whether or not a job runs) into DATA_DIR/node segments and /metrics.
+// Its NVML sampler is the node's only one: it writes into `nvml_fan`, which hands its samples to the node's segments
+// at host_interval_ms and to each traced job at the job's interval (the sampler then runs at the fastest).
 class NodeTelemetry {
  public:
   NodeTelemetry(const AgentConfig& c, const std::map<std::string, std::string>& host_meta, AgentMetrics& metrics,
-                ClickHouseSink* fleet) {
+                ClickHouseSink* fleet, SampleFanOut& nvml_fan)
+      : nvml_fan_(nvml_fan) {
     std::vector<Layer> wanted;
     for (Layer l : parse_layer_list(c.host_layers.empty() ? "host" : c.host_layers))
       if (l == Layer::host || l == Layer::nvml) wanted.push_back(l);
@@ -54,15 +58,22 @@ class NodeTelemetry {
     CollectorOptions copt;
     copt.interval_ms = c.host_interval_ms;
     copt.host = host_meta.count("host") ? host_meta.at("host") : std::string();
-    collectors_ = online::make_collectors(wanted);
+    NvmlSamplerOptions nvml;
+    nvml.live_interval_ms = nvml_fan_.live_interval_ms();
+    collectors_ = online::make_collectors(wanted, {}, {}, nvml);
     for (auto& col : collectors_) {
-      CollectorStatus st = col->start(*exporter_, copt);
+      const bool shared = col->layer() == Layer::nvml;
+      if (shared) nvml_sub_ = nvml_fan_.subscribe(*exporter_, c.host_interval_ms);
+      CollectorStatus st = col->start(shared ? static_cast<TelemetrySink&>(nvml_fan_) : *exporter_, copt);
       if (!st.message.empty()) log_line("node " + col->name() + ": " + st.message);
       if (st.running) running_.push_back(col.get());
+      if (shared) nvml_fan_.set_feeding(st.running);
     }
   }
   ~NodeTelemetry() {
     for (auto* c : running_) c->stop();
+    nvml_fan_.set_feeding(false);
+    nvml_sub_.reset();
     segments_->close();
     for (auto* c : running_) c->release();
   }
@@ -71,9 +82,11 @@ class NodeTelemetry {
   bool failed() const { return segments_->failed(); }
 
  private:
+  SampleFanOut& nvml_fan_;
   std::unique_ptr<SegmentedRecording> segments_;
   std::unique_ptr<TelemetrySink> fleet_tee_;
   std::unique_ptr<TelemetrySink> exporter_;
+  std::unique_ptr<SampleFanOut::Subscription> nvml_sub_;  // the node's share of its NVML sampler
   std::vector<std::unique_ptr<Collector>> collectors_;
   std::vector<Collector*> running_;
 };
@@ -83,6 +96,7 @@ Agent::Agent(std::string config_path, std::map<std::string, std::string> overrid
   config_ = load_agent_config(config_path_, overrides_);
   host_meta_ = host_meta(read_host_info());
   metrics_ = std::make_unique<AgentMetrics>(host_meta_["host"], version_);
+  node_nvml_ = std::make_unique<SampleFanOut>(config_.host_interval_ms);
   scanner_ = std::make_unique<JobScanner>(job_library_mask(config_.job_libraries));
 }
 
@@ -108,7 +122,7 @@ void Agent::start_http() {
 
 void Agent::start_node() {
   node_.reset();
-  node_ = std::make_unique<NodeTelemetry>(config_, host_meta_, *metrics_, fleet_.get());
+  node_ = std::make_unique<NodeTelemetry>(config_, host_meta_, *metrics_, fleet_.get(), *node_nvml_);
 }
 
 void Agent::start_fleet() {
@@ -253,7 +267,7 @@ void Agent::scan(int64_t now) {
     }
     metrics_->job_discovered();
     try {
-      auto t = std::make_unique<JobTrace>(job, config_, host_meta_, *metrics_);
+      auto t = std::make_unique<JobTrace>(job, config_, host_meta_, *metrics_, node_nvml_.get());
       log_line(fmt::format("tracing job {} (pid {}, {} process(es){}{}){}", t->labels().job, job.leader,
                            job.processes.size(), job.labels.pod_uid.empty() ? "" : ", pod " + job.labels.pod_uid,
                            job.labels.container_id.empty() ? "" : ", container " + job.labels.container_id.substr(0, 12),

@@ -22,6 +22,7 @@ class HttpEndpoint;
 class JobTrace;
 class JobScanner;
 class NodeTelemetry;
+class SampleFanOut;
 
 class Agent {
  public:
@@ -56,6 +57,7 @@ class Agent {
   std::map<std::string, std::string> host_meta_;
   std::unique_ptr<AgentMetrics> metrics_;
   std::unique_ptr<JobScanner> scanner_;
+  std::unique_ptr<SampleFanOut> node_nvml_;  // the node's NVML sampler's output, shared with the jobs; outlives both
   std::unique_ptr<ClickHouseSink> fleet_;  // the fleet store, when clickhouse.url is set; outlives node_
   std::unique_ptr<NodeTelemetry> node_;
   std::map<std::string, std::unique_ptr<JobTrace>> jobs_;  // by job id

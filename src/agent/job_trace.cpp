@@ -115,7 +115,7 @@ std::map<uint32_t, std::string> ranks_of(const Job& job) {
 }  // namespace
 
 JobTrace::JobTrace(const Job& job, const AgentConfig& config, const std::map<std::string, std::string>& host_meta,
-                   AgentMetrics& metrics)
+                   AgentMetrics& metrics, SampleFanOut* node_nvml)
     : job_(job), labels_{job.name, job.labels.pod_uid, job.labels.container_id}, metrics_(metrics) {
   // Named as first seen ("torchrun-1766-20508"): the leader may rename itself later, the job stays the same.
   const auto leader = job.processes.find(job.leader);
@@ -156,13 +156,24 @@ JobTrace::JobTrace(const Job& job, const AgentConfig& config, const std::map<std
   }
   online::raise_memlock_limit();
   online::TraceDetail detail{false, config.budget_pct, config.ringbuf_bytes};
-  collectors_ = online::make_collectors(choice.layers, online::PythonOptions{}, detail);
+  // One NVML sampler a node: a second one doubles NVML's cost, and its XID event set on the same GPUs spun a core
+  // (session 13).
+  std::vector<Layer> own = choice.layers;
+  const bool shared_nvml = node_nvml && node_nvml->feeding() && std::erase(own, Layer::nvml) > 0;
+  collectors_ = online::make_collectors(own, online::PythonOptions{}, detail);
   for (auto& c : collectors_) {
     CollectorStatus st = c->start(*sink, copt);
     if (!st.message.empty()) status_ += (status_.empty() ? "" : "; ") + c->name() + ": " + st.message;
     if (st.running) running_.push_back(c.get());
   }
-  if (running_.empty()) {
+  if (shared_nvml) {
+    sink->add_note("nvml", fmt::format("GPU series and XID events from the agent's node NVML sampler (one a node, "
+                                       "shared by the jobs it traces), every {} ms",
+                                       config.interval_ms));
+    nvml_ = node_nvml->subscribe(*sink, config.interval_ms);
+    status_ += std::string(status_.empty() ? "" : "; ") + "nvml: the node's sampler";
+  }
+  if (running_.empty() && !nvml_) {
     stop();
     throw std::runtime_error("no collector could start (" + status_ + ")");
   }
@@ -211,6 +222,7 @@ void JobTrace::stop() {
   stopped_ = true;
   // As `record` ends: collectors stopped, the segment closed, the incidents stored in it, then the probes detached.
   for (auto* c : running_) c->stop();
+  nvml_.reset();
   const std::string last = segments_->close();
   if (detector_) {
     auto findings = detector_->finish();

@@ -15,6 +15,7 @@
 #include "agent/agent_config.h"
 #include "agent/agent_metrics.h"
 #include "agent/job_discovery.h"
+#include "agent/sample_fan_out.h"
 #include "model/collector.h"
 
 namespace stackscope::online {
@@ -50,8 +51,10 @@ class JsonLinesTail {
 class JobTrace {
  public:
   // Starts tracing; the job's directory is DATA_DIR/jobs/<job id>. Throws std::runtime_error when nothing can run.
+  // With `node_nvml` fed by the node's NVML sampler, the job's GPU series (and XID events) come from it, at the job's
+  // interval, instead of a sampler of its own; else the job runs its own.
   JobTrace(const Job& job, const AgentConfig& config, const std::map<std::string, std::string>& host_meta,
-           AgentMetrics& metrics);
+           AgentMetrics& metrics, SampleFanOut* node_nvml = nullptr);
   ~JobTrace();  // stop() if not done
 
   const Job& job() const { return job_; }
@@ -81,6 +84,7 @@ class JobTrace {
   std::unique_ptr<online::OnlineDetector> detector_;
   std::vector<std::unique_ptr<Collector>> collectors_;
   std::vector<Collector*> running_;
+  std::unique_ptr<SampleFanOut::Subscription> nvml_;  // the job's share of the node's NVML sampler
   std::unique_ptr<JsonLinesTail> incidents_;
   std::string status_;
   bool stopped_ = false;

@@ -59,14 +59,14 @@ std::string python_offsets_json() {
 }
 
 std::vector<std::unique_ptr<Collector>> make_collectors(const std::vector<Layer>& layers, const PythonOptions& python,
-                                                       const TraceDetail& detail) {
+                                                       const TraceDetail& detail, const NvmlSamplerOptions& nvml) {
   std::vector<std::unique_ptr<Collector>> out;
   std::vector<Layer> traced;
   (void)python;  // only the eBPF build uses them
   (void)detail;
   for (Layer l : layers) {
     if (l == Layer::host) out.push_back(make_procfs_sampler({}));
-    if (l == Layer::nvml) out.push_back(make_nvml_sampler({}));
+    if (l == Layer::nvml) out.push_back(make_nvml_sampler(nvml));
 #ifdef STACKSCOPE_HAVE_BPF
     if (trace::is_traced_layer(l)) traced.push_back(l);
     if (l == Layer::kernel) out.push_back(trace::make_kernel_tracer());

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "model/collector.h"
+#include "sample/nvml_sampler.h"
 
 namespace stackscope::online {
 
@@ -42,10 +43,12 @@ struct TraceDetail {
   uint32_t ringbuf_bytes = 0;  // each probe family's BPF ring buffer (a power of two); 0: the tracer's default
   int budget_period_ms = 0, budget_max_period_ms = 0;  // 0: the tracer's defaults
 };
-// Collectors for `layers` (one collector may serve several layers, e.g. the uprobe tracer).
+// Collectors for `layers` (one collector may serve several layers, e.g. the uprobe tracer); `nvml` sets the NVML
+// sampler's options (the agent's node sampler follows a live period).
 std::vector<std::unique_ptr<Collector>> make_collectors(const std::vector<Layer>& layers,
                                                        const PythonOptions& python = {},
-                                                       const TraceDetail& detail = {});
+                                                       const TraceDetail& detail = {},
+                                                       const NvmlSamplerOptions& nvml = {});
 // The CPython offsets the stack sampler uses, as JSON ("" in a build without eBPF).
 std::string python_offsets_json();
 

@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <climits>
@@ -138,7 +139,7 @@ struct Gpu {
   double mem_total = -1;
   // The PCIe byte counters' last reading (t ns, bytes) per direction, for the rate between two readings.
   std::optional<std::pair<int64_t, unsigned long long>> pcie_count[2];
-  bool pcie_counted = false;  // this tick's rates came from the counters
+  bool pcie_counted = false;  // the byte counters answer: their rates replace the 20 ms throughput query
   size_t index_in_list = 0;   // position among the GPUs sampled (a GPU without a handle is skipped)
 };
 
@@ -177,7 +178,12 @@ class NvmlSampler final : public Collector {
       gpus_.push_back(std::move(g));
     }
     if (gpus_.empty()) return unavailable("NVML found no GPU");
-    note("sampling " + std::to_string(gpus_.size()) + " GPU(s) every " + std::to_string(interval_ms_) + " ms: " + names);
+    slow_ns_ = static_cast<int64_t>(std::max(opt_.slow_interval_ms, 1)) * 1'000'000;
+    process_ns_ = static_cast<int64_t>(std::max(opt_.process_interval_ms, 1)) * 1'000'000;
+    note(fmt::format("sampling {} GPU(s) every {} ms{} (energy, memory clock, ECC and field values at most every {} "
+                     "ms; per-process queries at most every {} ms): {}",
+                     gpus_.size(), interval_ms_, opt_.live_interval_ms ? " or as asked while running" : "",
+                     opt_.slow_interval_ms, opt_.process_interval_ms, names));
     running_ = true;
     stopping_ = false;
     sampler_ = std::thread([this] {
@@ -217,7 +223,10 @@ class NvmlSampler final : public Collector {
 
   // Where the sampling thread's time goes, by group of queries: the recorder's NVML thread took 6.2 s of CPU in
   // 82 s on one H100 (session 12), the largest part of the recorder's own cost, with no breakdown to act on.
-  enum Phase { kPhaseReadings, kPhaseFields, kPhasePcieQuery, kPhaseProcUtil, kPhaseProcMem, kPhaseNames, kPhaseCount };
+  enum Phase {
+    kPhaseReadings, kPhaseSlowReadings, kPhaseFields, kPhasePcieQuery, kPhaseProcUtil, kPhaseProcMem, kPhaseNames,
+    kPhaseCount
+  };
   struct PhaseCost {
     double wall_ns = 0, cpu_ns = 0;
   };
@@ -240,8 +249,9 @@ class NvmlSampler final : public Collector {
   };
   void note_query_costs() {
     if (rounds_timed_ == 0) return;
-    static constexpr const char* kPhaseNames[kPhaseCount] = {"readings", "field values", "PCIe throughput (20 ms each)",
-                                                            "process utilization", "running processes", "process names"};
+    static constexpr const char* kPhaseNames[kPhaseCount] = {
+        "readings", "slow readings", "field values", "PCIe throughput (20 ms each)", "process utilization",
+        "running processes", "process names"};
     double wall = 0, cpu = 0;
     for (auto& c : phase_cost_) {
       wall += c.wall_ns;
@@ -253,9 +263,14 @@ class NvmlSampler final : public Collector {
       if (phase_cost_[i].wall_ns > 0)
         by += fmt::format("{}{} {:.2f} / {:.2f}", by.empty() ? "" : ", ", kPhaseNames[i], phase_cost_[i].wall_ns / n / 1e6,
                           phase_cost_[i].cpu_ns / n / 1e6);
-    note(fmt::format("sampling round of {} GPU(s): {:.2f} ms wall, {:.2f} ms CPU on average over {} rounds (every {} ms); "
-                     "by query group, ms wall / CPU a round: {}", gpus_.size(), wall / n / 1e6, cpu / n / 1e6,
-                     rounds_timed_, interval_ms_, by));
+    const std::string every = min_interval_ms_ == max_interval_ms_
+                                  ? fmt::format("every {} ms", min_interval_ms_)
+                                  : fmt::format("every {}-{} ms", min_interval_ms_, max_interval_ms_);
+    note(fmt::format("sampling round of {} GPU(s): {:.2f} ms wall, {:.2f} ms CPU on average over {} rounds ({}; "
+                     "slow readings and field values at most every {} ms, per-process queries at most every {} ms); "
+                     "by query group, ms wall / CPU a round: {}",
+                     gpus_.size(), wall / n / 1e6, cpu / n / 1e6, rounds_timed_, every, opt_.slow_interval_ms,
+                     opt_.process_interval_ms, by));
   }
   std::set<std::string> overrun_noted_;
   size_t stride_noted_ = sizeof(nvml::ProcessInfo);
@@ -401,33 +416,38 @@ class NvmlSampler final : public Collector {
     unsigned int ui = 0;
     unsigned long long ull = 0;
     if (on(kPower) && check(g, kPower, api_.DeviceGetPowerUsage(g.handle, &ui))) gauge(g, "gpu.power", "watts", t, ui / 1000.0);
-    if (on(kEnergy) && check(g, kEnergy, api_.DeviceGetTotalEnergyConsumption(g.handle, &ull)))
-      counter(g, "gpu.energy", "joules", SeriesCategory::dynamic, t, ull / 1000.0);
     if (on(kTemp) && check(g, kTemp, api_.DeviceGetTemperature(g.handle, nvml::kTemperatureGpu, &ui)))
       gauge(g, "gpu.temp", "celsius", t, ui);
     if (on(kClockSm) && check(g, kClockSm, api_.DeviceGetClockInfo(g.handle, nvml::kClockSm, &ui)))
       gauge(g, "gpu.clock.sm", "hertz", t, ui * 1e6);
-    if (on(kClockMem) && check(g, kClockMem, api_.DeviceGetClockInfo(g.handle, nvml::kClockMem, &ui)))
-      gauge(g, "gpu.clock.mem", "hertz", t, ui * 1e6);
     if (on(kThrottle) && check(g, kThrottle, api_.DeviceGetClockReasons(g.handle, &ull))) {
       gauge(g, "gpu.throttle.reasons", "bitmask", t, static_cast<double>(ull));
       gauge(g, "gpu.throttle.power", "bool", t, (ull & (nvml::kSwPowerCap | nvml::kHwPowerBrake)) ? 1 : 0);
       gauge(g, "gpu.throttle.thermal", "bool", t, (ull & (nvml::kSwThermal | nvml::kHwThermal)) ? 1 : 0);
       gauge(g, "gpu.throttle.hw_slowdown", "bool", t, (ull & nvml::kHwSlowdown) ? 1 : 0);
     }
-    if (on(kEccCorrected) &&
-        check(g, kEccCorrected, api_.DeviceGetTotalEccErrors(g.handle, nvml::kErrorCorrected, nvml::kVolatileEcc, &ull)))
-      counter(g, "gpu.ecc.corrected", "count", SeriesCategory::event_counter, t, static_cast<double>(ull));
-    if (on(kEccUncorrected) &&
-        check(g, kEccUncorrected,
-              api_.DeviceGetTotalEccErrors(g.handle, nvml::kErrorUncorrected, nvml::kVolatileEcc, &ull)))
-      counter(g, "gpu.ecc.uncorrected", "count", SeriesCategory::event_counter, t, static_cast<double>(ull));
     clock.mark(phase_cost_[kPhaseReadings]);
-    sample_fields(g, t);
+    if (slow_due_) {
+      if (on(kEnergy) && check(g, kEnergy, api_.DeviceGetTotalEnergyConsumption(g.handle, &ull)))
+        counter(g, "gpu.energy", "joules", SeriesCategory::dynamic, t, ull / 1000.0);
+      if (on(kClockMem) && check(g, kClockMem, api_.DeviceGetClockInfo(g.handle, nvml::kClockMem, &ui)))
+        gauge(g, "gpu.clock.mem", "hertz", t, ui * 1e6);
+      if (on(kEccCorrected) &&
+          check(g, kEccCorrected,
+                api_.DeviceGetTotalEccErrors(g.handle, nvml::kErrorCorrected, nvml::kVolatileEcc, &ull)))
+        counter(g, "gpu.ecc.corrected", "count", SeriesCategory::event_counter, t, static_cast<double>(ull));
+      if (on(kEccUncorrected) &&
+          check(g, kEccUncorrected,
+                api_.DeviceGetTotalEccErrors(g.handle, nvml::kErrorUncorrected, nvml::kVolatileEcc, &ull)))
+        counter(g, "gpu.ecc.uncorrected", "count", SeriesCategory::event_counter, t, static_cast<double>(ull));
+    }
+    clock.mark(phase_cost_[kPhaseSlowReadings]);
+    if (slow_due_) sample_fields(g, t);
     clock.mark(phase_cost_[kPhaseFields]);
     // nvmlDeviceGetPcieThroughput counts bytes over 20 ms and returns only then: 40 ms a GPU for both directions,
     // so 8 GPUs could not be sampled every 100 ms. Where the driver has the byte counters (fields 197/198, read
-    // with the other fields) their rate replaces it; else one GPU's throughput is read per tick, in turn.
+    // with the other fields) their rate over the slow period replaces it; else one GPU's throughput is read per
+    // tick, in turn.
     if (!g.pcie_counted && (gpus_.size() <= 1 || tick_ % gpus_.size() == g.index_in_list)) {
       if (on(kPcieTx) && check(g, kPcieTx, api_.DeviceGetPcieThroughput(g.handle, nvml::kPcieTxBytes, &ui)))
         gauge(g, "gpu.pcie.tx", "bytes_per_second", t, ui * 1024.0);
@@ -435,6 +455,7 @@ class NvmlSampler final : public Collector {
         gauge(g, "gpu.pcie.rx", "bytes_per_second", t, ui * 1024.0);
     }
     clock.mark(phase_cost_[kPhasePcieQuery]);
+    if (!process_due_) return;
     seen_pids_.clear();
     if (on(kProcUtil)) sample_process_util(g, t);
     clock.mark(phase_cost_[kPhaseProcUtil]);
@@ -489,7 +510,6 @@ class NvmlSampler final : public Collector {
       unsigned int id;
     };
     std::vector<Want> want;
-    g.pcie_counted = false;
     for (Want w : {Want{kPcieReplay, nvml::kFieldPcieReplayCounter}, Want{kNvlinkTx, nvml::kFieldNvlinkDataTx},
                    Want{kNvlinkRx, nvml::kFieldNvlinkDataRx}, Want{kPcieTxCount, nvml::kFieldPcieCountTx},
                    Want{kPcieRxCount, nvml::kFieldPcieCountRx}})
@@ -533,7 +553,18 @@ class NvmlSampler final : public Collector {
   // Unsupported (an older driver) or 32-bit: switched off quietly, the throughput query stays.
   void pcie_counter(Gpu& g, Probe p, const nvml::FieldValue& f, int64_t t) {
     if (f.nvmlReturn != nvml::kSuccess || f.valueType != nvml::kULongLong) {
+      // Said once per GPU, with what the driver answered: on the 4-GPU H200 host (driver 580) the throughput query
+      // was used, and nothing told whether the fields were refused or came back 32-bit (session 13).
+      if (!g.off[kPcieTxCount] && !g.off[kPcieRxCount])
+        note(fmt::format("{}: PCIe byte counters (fields {}/{}): {}; the 20 ms throughput query is used instead",
+                         g.device, nvml::kFieldPcieCountTx, nvml::kFieldPcieCountRx,
+                         f.nvmlReturn != nvml::kSuccess
+                             ? error(f.nvmlReturn)
+                             : fmt::format("value type {} (not a 64-bit counter: a 32-bit one wraps every 4 GiB, "
+                                           "under 0.1 s at PCIe Gen5 rates)",
+                                           f.valueType)));
       g.off[p] = true;
+      g.pcie_counted = false;
       return;
     }
     auto& last = g.pcie_count[p == kPcieTxCount ? 0 : 1];
@@ -603,18 +634,25 @@ class NvmlSampler final : public Collector {
     r = api_.DeviceGetProcessUtilization(g.handle, s, &n, g.last_proc_sample_us);
     check_guard(buf, "nvmlDeviceGetProcessUtilization");
     if (r == nvml::kNotFound || !check(g, kProcUtil, r)) return;
-    // Several samples of one process may come back: keep its newest.
-    std::map<unsigned int, const nvml::ProcessUtilizationSample*> newest;
+    // NVML keeps the driver's samples since the timestamp given (several a second): read less often than they
+    // come, a process's figure is the mean of its samples since the last read, so nothing between reads is lost.
+    struct Mean {
+      double sm = 0, mem = 0;
+      int n = 0;
+    };
+    std::map<unsigned int, Mean> by_pid;
     for (unsigned int i = 0; i < n && i < room; ++i) {
-      auto& cur = newest[s[i].pid];
-      if (!cur || s[i].timeStamp > cur->timeStamp) cur = &s[i];
+      Mean& m = by_pid[s[i].pid];
+      m.sm += s[i].smUtil;
+      m.mem += s[i].memUtil;
+      ++m.n;
       g.last_proc_sample_us = std::max(g.last_proc_sample_us, s[i].timeStamp);
       seen_pids_.insert(s[i].pid);
     }
-    for (auto& [pid, smp] : newest) {
+    for (auto& [pid, m] : by_pid) {
       std::string dev = g.device + "/pid" + std::to_string(pid);
-      put("gpu.proc.sm_util", dev, "ratio", SeriesKind::gauge, SeriesCategory::dynamic, t, smp->smUtil / 100.0);
-      put("gpu.proc.mem_util", dev, "ratio", SeriesKind::gauge, SeriesCategory::dynamic, t, smp->memUtil / 100.0);
+      put("gpu.proc.sm_util", dev, "ratio", SeriesKind::gauge, SeriesCategory::dynamic, t, m.sm / m.n / 100.0);
+      put("gpu.proc.mem_util", dev, "ratio", SeriesKind::gauge, SeriesCategory::dynamic, t, m.mem / m.n / 100.0);
     }
   }
 
@@ -667,7 +705,22 @@ class NvmlSampler final : public Collector {
 
   void sample_loop() {
     auto next = std::chrono::steady_clock::now();
+    int64_t last_slow = 0, last_process = 0;
+    bool first = true;
     for (;;) {
+      int interval = interval_ms_;
+      if (opt_.live_interval_ms)
+        if (const int live = opt_.live_interval_ms->load(std::memory_order_relaxed); live > 0) interval = live;
+      min_interval_ms_ = std::min(min_interval_ms_, interval);
+      max_interval_ms_ = std::max(max_interval_ms_, interval);
+      // A slower group is due once its period is within half a round of having passed, so that a 1000 ms group at
+      // 100 ms rounds comes every 10th round, not every 11th.
+      const int64_t now_ns = monotonic_ns(), half_round = static_cast<int64_t>(interval) * 500'000;
+      slow_due_ = first || now_ns - last_slow >= slow_ns_ - half_round;
+      process_due_ = first || now_ns - last_process >= process_ns_ - half_round;
+      if (slow_due_) last_slow = now_ns;
+      if (process_due_) last_process = now_ns;
+      first = false;
       for (auto& g : gpus_) sample_gpu(g);
       ++tick_;
       ++rounds_timed_;
@@ -675,7 +728,7 @@ class NvmlSampler final : public Collector {
         sink_->append_samples(batch_);
         batch_.clear();
       }
-      next += std::chrono::milliseconds(interval_ms_);
+      next += std::chrono::milliseconds(interval);
       auto now = std::chrono::steady_clock::now();
       if (next < now) next = now;  // fell behind (slow NVML): do not burst to catch up
       std::unique_lock lk(mu_);
@@ -705,15 +758,22 @@ class NvmlSampler final : public Collector {
     });
   }
 
+  // One wait for XID events at a time, each up to kXidWaitMs (short: stop() waits for this thread). A wait that
+  // comes back early without an XID (success with another event type, an immediate timeout, an error) is waited
+  // out to its full length before the next: on the 4-GPU H200 host a second event set's waits came back at once
+  // and this thread spun a whole core (session 13). What NVML returned is noted once.
+  static constexpr unsigned int kXidWaitMs = 200;
   void xid_loop() {
-    bool noted = false;
+    bool early_noted = false, failed_noted = false;
     for (;;) {
       {
         std::lock_guard lk(mu_);
         if (stopping_) return;
       }
       nvml::EventData d{};
-      nvml::Return r = api_.EventSetWait(event_set_, &d, 200);  // short: stop() waits for this thread
+      const auto began = std::chrono::steady_clock::now();
+      nvml::Return r = api_.EventSetWait(event_set_, &d, kXidWaitMs);
+      const auto waited = std::chrono::steady_clock::now() - began;
       if (r == nvml::kSuccess && (d.eventType & nvml::kEventTypeXidCriticalError)) {
         Event e;
         e.layer = Layer::nvml;
@@ -727,12 +787,25 @@ class NvmlSampler final : public Collector {
             e.args.push_back({"device", g.device});
           }
         sink_->append_event(std::move(e));
-      } else if (r != nvml::kSuccess && r != nvml::kTimeout) {
-        if (!noted) note("XID events: nvmlEventSetWait failed: " + error(r));
-        noted = true;
-        std::unique_lock lk(mu_);
-        if (cv_.wait_for(lk, std::chrono::milliseconds(interval_ms_), [this] { return stopping_; })) return;
+        continue;  // a real event: straight back to waiting for the next
       }
+      const auto full = std::chrono::milliseconds(kXidWaitMs);
+      const double waited_ms = std::chrono::duration<double, std::milli>(waited).count();
+      if (r != nvml::kSuccess && r != nvml::kTimeout) {
+        if (!failed_noted) note("XID events: nvmlEventSetWait failed: " + error(r) + "; retried every " +
+                                std::to_string(kXidWaitMs) + " ms");
+        failed_noted = true;
+      } else if (waited < full / 2 && !early_noted) {
+        note(fmt::format("XID events: nvmlEventSetWait_v2 came back after {:.1f} ms of its {} ms with {} and no XID; "
+                         "such waits are waited out to {} ms",
+                         waited_ms, kXidWaitMs,
+                         r == nvml::kSuccess ? fmt::format("success, event type {:#x}", d.eventType) : error(r),
+                         kXidWaitMs));
+        early_noted = true;
+      }
+      if (waited >= full) continue;
+      std::unique_lock lk(mu_);
+      if (cv_.wait_for(lk, full - waited, [this] { return stopping_; })) return;
     }
   }
 
@@ -742,6 +815,9 @@ class NvmlSampler final : public Collector {
   TelemetrySink* sink_ = nullptr;
   std::string host_;
   int interval_ms_ = 100;
+  int min_interval_ms_ = INT_MAX, max_interval_ms_ = 0;  // the periods the rounds ran at (live_interval_ms)
+  int64_t slow_ns_ = 1'000'000'000, process_ns_ = 500'000'000;
+  bool slow_due_ = true, process_due_ = true;  // this round reads the slow groups (sampler thread only)
   size_t tick_ = 0;  // sampling rounds so far (whose turn the PCIe throughput query is)
   std::vector<Gpu> gpus_;
   std::map<std::string, SeriesId> series_;  // sampler thread only

@@ -2,16 +2,20 @@
 // driver, so it runs (without GPU series) on machines that have none.
 //
 // Per GPU (device "gpuN"), every interval: utilisation (gpu.util, gpu.mem.util), memory (gpu.mem.used,
-// gpu.mem.total), power (gpu.power), energy (gpu.energy), temperature (gpu.temp), clocks (gpu.clock.sm,
-// gpu.clock.mem), PCIe throughput and replays (gpu.pcie.tx, gpu.pcie.rx, gpu.pcie.replay), clock-throttle
-// reasons (gpu.throttle.reasons bitmask, gpu.throttle.power / .thermal / .hw_slowdown 0|1), ECC
-// (gpu.ecc.corrected, gpu.ecc.uncorrected), NVLink data (gpu.nvlink.tx, gpu.nvlink.rx). Per process
-// (device "gpuN/pidP"): gpu.proc.sm_util, gpu.proc.mem_util, gpu.proc.mem.used, and its name: gpu.proc.present
-// (1.0 each interval the process is seen, device "gpuN/pidP/<comm>", comm "?" when /proc here does not know the
-// pid; at most 256 such series). XID errors become events
+// gpu.mem.total), power (gpu.power), temperature (gpu.temp), SM clock (gpu.clock.sm), clock-throttle reasons
+// (gpu.throttle.reasons bitmask, gpu.throttle.power / .thermal / .hw_slowdown 0|1), PCIe throughput (gpu.pcie.tx,
+// gpu.pcie.rx; from the 20 ms query, one GPU a round in turn, where the driver lacks the byte counters). Every
+// slow_interval_ms (values that change slowly or are counters, whose rate over a longer span loses nothing): energy
+// (gpu.energy), memory clock (gpu.clock.mem), ECC (gpu.ecc.corrected, gpu.ecc.uncorrected), and the field values:
+// PCIe replays (gpu.pcie.replay), NVLink data (gpu.nvlink.tx, gpu.nvlink.rx), PCIe byte counters (their rate is
+// gpu.pcie.tx / rx). Every process_interval_ms, per process (device "gpuN/pidP"): gpu.proc.sm_util and
+// gpu.proc.mem_util (the mean of NVML's samples since the last read), gpu.proc.mem.used, and its name:
+// gpu.proc.present (1.0 each time the process is seen, device "gpuN/pidP/<comm>", comm "?" when /proc here does not
+// know the pid; at most 256 such series). XID errors become events
 // (layer nvml, name "xid", instant, args xid and gpu). A query that a GPU does not support is skipped from
 // then on for that GPU (noted once); the rest of the sample goes on.
 #pragma once
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -24,6 +28,14 @@ struct NvmlSamplerOptions {
   int interval_ms = 0;                         // 0: CollectorOptions::interval_ms
   bool per_process = true;                     // gpu.proc.* series
   bool xid_events = true;                      // wait for XID events on a thread of their own
+  // NVML's calls cost 0.3-0.5 ms of CPU each on busy H200s (session 13: 39 ms CPU a 100 ms round of 4 GPUs): what
+  // changes slowly is read less often. The per-process period is under the incident engine's 1 s window, so every
+  // window holds a sample of each process.
+  int slow_interval_ms = 1000;
+  int process_interval_ms = 500;
+  // When set, read before each round: the sampling period now (ms, > 0), so a sampler shared by several consumers
+  // can follow the fastest of them (the agent's node sampler while jobs are traced).
+  std::shared_ptr<const std::atomic<int>> live_interval_ms;
 };
 
 std::unique_ptr<Collector> make_nvml_sampler(const NvmlSamplerOptions& options = {});

@@ -2,7 +2,8 @@
  * power, ECC and NVLink (NVML_ERROR_NOT_SUPPORTED); nvmlDeviceGetTotalEnergyConsumption is not exported at
  * all; the clock reasons come only under their pre-535 name. GPU 1 has the PCIe byte counters (fields 197/198),
  * GPU 0 only the 20 ms throughput query. fake_nvml_calls() tells a test how often an
- * entry point was called per GPU, so it can check that refused queries are not asked again. */
+ * entry point was called per GPU, so it can check that refused queries are not asked again ("init" and
+ * "event_set": how many samplers started, counted under GPU 0). */
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
@@ -26,8 +27,9 @@ typedef struct { nvmlDevice_t device; unsigned long long eventType, eventData; u
                  computeInstanceId; } nvmlEventData_t;
 
 enum { OK = 0, NOT_SUPPORTED = 3, NOT_FOUND = 6, INSUFFICIENT_SIZE = 7, TIMEOUT = 10 };
-enum { F_POWER, F_ECC, F_FIELDS, F_UTIL, F_PROC_UTIL, F_WAIT, F_PCIE, F_COUNT };
-static const char* const kNames[F_COUNT] = {"power", "ecc", "fields", "util", "proc_util", "wait", "pcie"};
+enum { F_POWER, F_ECC, F_FIELDS, F_UTIL, F_PROC_UTIL, F_WAIT, F_PCIE, F_INIT, F_EVENT_SET, F_PROC_MEM, F_COUNT };
+static const char* const kNames[F_COUNT] = {"power", "ecc", "fields", "util", "proc_util", "wait", "pcie", "init",
+                                            "event_set", "proc_mem"};
 static int calls[F_COUNT][2];
 
 static int idx(nvmlDevice_t d) { return (int)((uintptr_t)d - 0x1000); }
@@ -53,7 +55,7 @@ int fake_nvml_calls(const char* name, int device) {
   return -1;
 }
 
-nvmlReturn_t nvmlInit_v2(void) { return OK; }
+nvmlReturn_t nvmlInit_v2(void) { __atomic_add_fetch(&calls[F_INIT][0], 1, __ATOMIC_RELAXED); return OK; }
 nvmlReturn_t nvmlShutdown(void) { return OK; }
 const char* nvmlErrorString(nvmlReturn_t r) { return r == NOT_SUPPORTED ? "Not Supported" : "Fake Error"; }
 nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* n) { *n = 2; return OK; }
@@ -161,6 +163,7 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d, nvmlProcessUtilizat
   return OK;
 }
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned int* n, nvmlProcessInfo_t* p) {
+  count(F_PROC_MEM, d);
   if (idx(d)) { *n = 0; return OK; }
   if (*n < 2) { *n = 2; return INSUFFICIENT_SIZE; }
   *n = 2;
@@ -174,21 +177,40 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned in
   p[1] = (nvmlProcessInfo_t){pid_of(1), ~0ull, 0xFFFFFFFFu, 0xFFFFFFFFu};  /* NVML_VALUE_NOT_AVAILABLE */
   return OK;
 }
-nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t* set) { *set = (nvmlEventSet_t)(uintptr_t)0x5e7; return OK; }
+nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t* set) {
+  __atomic_add_fetch(&calls[F_EVENT_SET][0], 1, __ATOMIC_RELAXED);
+  *set = (nvmlEventSet_t)(uintptr_t)0x5e7; return OK; }
 nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t d, unsigned long long types, nvmlEventSet_t set) {
   (void)set;
   if (idx(d)) return NOT_SUPPORTED;
   return types == 0x8 ? OK : 2;
 }
+/* How nvmlEventSetWait_v2 answers: 0 one XID 79 (the first such wait in the process), then a timeout after the full
+   wait, as the driver does; 1 at once, success with a non-XID event type; 2 at once, NVML_ERROR_TIMEOUT; 3 at
+   once, an error (NVML_ERROR_UNKNOWN). 1-3 are what a thread that loops on the answer would spin on. */
+static int wait_mode;
+void fake_nvml_set_wait_mode(int mode) { __atomic_store_n(&wait_mode, mode, __ATOMIC_RELAXED); }
 nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t* e, unsigned int timeout_ms) {
   (void)set;
-  if (__atomic_add_fetch(&calls[F_WAIT][0], 1, __ATOMIC_RELAXED) == 1) {  /* one XID 79, then quiet */
+  static int xid_given;
+  __atomic_add_fetch(&calls[F_WAIT][0], 1, __ATOMIC_RELAXED);
+  switch (__atomic_load_n(&wait_mode, __ATOMIC_RELAXED)) {
+    case 1:
+      e->device = (nvmlDevice_t)(uintptr_t)0x1000;
+      e->eventType = 0x1; /* nvmlEventTypeSingleBitEccError: not what was registered */
+      e->eventData = 0;
+      return OK;
+    case 2: return TIMEOUT;
+    case 3: return 999;
+    default: break;
+  }
+  if (!__atomic_exchange_n(&xid_given, 1, __ATOMIC_RELAXED)) {  /* one XID 79, then quiet */
     e->device = (nvmlDevice_t)(uintptr_t)0x1000;
     e->eventType = 0x8;
     e->eventData = 79;
     return OK;
   }
-  usleep((timeout_ms < 20 ? timeout_ms : 20) * 1000);
+  usleep(timeout_ms * 1000);
   return TIMEOUT;
 }
 nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) { (void)set; return OK; }

@@ -1,0 +1,168 @@
+// One NVML sampler a node: a traced job gets its GPU series from the agent's node sampler (through SampleFanOut) at
+// its own period, instead of a second sampler with a second XID event set (two cost 1.5 cores on a 4-GPU H200 host,
+// one XID thread spinning: session 13). With the fake libnvidia-ml.so.1 (tests/progs/fake_nvml), which counts its
+// calls; no GPU needed.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include "agent/agent_config.h"
+#include "agent/agent_metrics.h"
+#include "agent/job_discovery.h"
+#include "agent/job_trace.h"
+#include "agent/sample_fan_out.h"
+#include "online/collectors.h"
+#include "store/recording_reader.h"
+#include "test_util.h"
+
+namespace {
+
+using namespace stackscope;
+using namespace stackscope::agent;
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+const std::string kFakeNvml = STACKSCOPE_FAKE_NVML;
+
+// Counts samples by series key; the node's segments stand-in.
+class CountingSink : public TelemetrySink {
+ public:
+  SeriesId add_series(const SeriesInfo& info) override {
+    std::lock_guard lk(mu_);
+    keys_.push_back(info.key());
+    return static_cast<SeriesId>(keys_.size());
+  }
+  void append_event(Event&&) override {}
+  void append_samples(std::span<const Sample> s) override {
+    std::lock_guard lk(mu_);
+    for (auto& x : s) ++counts_[keys_.at(x.series - 1)];
+  }
+  void add_drops(std::string_view, uint64_t) override {}
+  void add_note(std::string_view, std::string_view) override {}
+  size_t count(const std::string& key) {
+    std::lock_guard lk(mu_);
+    return counts_[key];
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::string> keys_;
+  std::map<std::string, size_t> counts_;
+};
+
+Job this_process_as_job(uint64_t start_ticks) {  // start_ticks: a directory of its own
+  Job j;
+  j.leader = static_cast<uint32_t>(::getpid());
+  j.id = std::to_string(j.leader) + "-" + std::to_string(start_ticks);
+  j.name = "test-" + std::to_string(j.leader);
+  j.command = "stackscope_agent_tests";
+  JobProcess p;
+  p.pid = j.leader;
+  p.start_ticks = start_ticks;
+  p.comm = "agent_tests";
+  j.processes[j.leader] = p;
+  return j;
+}
+
+// Samples of `key` in the job's segments.
+size_t samples_in(const std::string& dir, const std::string& key, std::vector<Note>* notes = nullptr) {
+  size_t n = 0;
+  for (auto& e : fs::recursive_directory_iterator(dir))
+    if (e.path().extension() == ".sdb") {
+      RecordingReader r(e.path().string());
+      for (auto& [id, tv] : r.load_samples())
+        if (auto* s = r.series_by_id(id); s && s->key() == key) n += tv.first.size();
+      if (notes)
+        for (auto& note : r.notes()) notes->push_back(note);
+    }
+  return n;
+}
+
+}  // namespace
+
+TEST(AgentNvml, ATracedJobSharesTheNodeSamplerInsteadOfStartingASecond) {
+  // Loaded first by its path: the samplers' dlopen("libnvidia-ml.so.1") then finds this one by its soname.
+  void* lib = ::dlopen(kFakeNvml.c_str(), RTLD_NOW | RTLD_GLOBAL);
+  ASSERT_NE(lib, nullptr) << ::dlerror();
+  auto calls = reinterpret_cast<int (*)(const char*, int)>(::dlsym(lib, "fake_nvml_calls"));
+  ASSERT_NE(calls, nullptr);
+
+  TempDir dir;
+  AgentConfig config;
+  config.data_dir = dir.path();
+  config.layers = "nvml";
+  config.interval_ms = 100;
+  config.detect = false;
+  AgentMetrics metrics("h", "test");
+  const std::map<std::string, std::string> host_meta{{"host", "h"}};
+
+  // The node: its sampler at 1 s into the fan-out, the node's sink subscribed at 1 s.
+  SampleFanOut fan(1000);
+  CountingSink node;
+  auto node_share = fan.subscribe(node, 1000);
+  NvmlSamplerOptions o;
+  o.live_interval_ms = fan.live_interval_ms();
+  auto sampler = online::make_collectors({Layer::nvml}, {}, {}, o);
+  ASSERT_EQ(sampler.size(), 1u);
+  CollectorOptions copt;
+  copt.interval_ms = 1000;
+  copt.host = "h";
+  ASSERT_TRUE(sampler[0]->start(fan, copt).running);
+  fan.set_feeding(true);
+  std::this_thread::sleep_for(1200ms);  // the node alone: 1 s rounds
+
+  const int inits = calls("init", 0), event_sets = calls("event_set", 0);
+  const size_t node_util_before = node.count("gpu.util{gpu0}");
+  std::string job_dir;
+  int rounds = 0;
+  {
+    JobTrace job(this_process_as_job(1), config, host_meta, metrics, &fan);
+    EXPECT_NE(job.status().find("nvml: the node's sampler"), std::string::npos) << job.status();
+    EXPECT_EQ(fan.live_interval_ms()->load(), 100) << "the sampler follows the job's period";
+    job_dir = job.dir();
+    std::this_thread::sleep_for(1000ms);  // the node's round asleep when the job came (1 s at most)
+    const int util0 = calls("util", 0);
+    std::this_thread::sleep_for(1500ms);
+    rounds = calls("util", 0) - util0;
+    job.stop();
+  }
+  // One sampler, one XID event set: no second nvmlInit, no second event set; one round per 100 ms (two samplers
+  // would make about 30 in 1.5 s).
+  EXPECT_EQ(calls("init", 0), inits);
+  EXPECT_EQ(calls("event_set", 0), event_sets);
+  EXPECT_GE(rounds, 8);
+  EXPECT_LE(rounds, 18);
+  EXPECT_EQ(fan.live_interval_ms()->load(), 1000) << "the job gone: back to the node's period";
+  // The job's recording holds the series the analyses read, at the job's period; gpu.mem.total (written once, before
+  // the job began) too.
+  std::vector<Note> notes;
+  EXPECT_GE(samples_in(job_dir, "gpu.util{gpu0}", &notes), 15u);
+  EXPECT_GE(samples_in(job_dir, "gpu.throttle.power{gpu0}"), 15u);
+  EXPECT_GE(samples_in(job_dir, "gpu.proc.sm_util{gpu0/pid4242}"), 3u);
+  EXPECT_EQ(samples_in(job_dir, "gpu.mem.total{gpu0}"), 1u);
+  EXPECT_TRUE(std::any_of(notes.begin(), notes.end(),
+                          [](const Note& n) { return n.text.find("node NVML sampler") != std::string::npos; }));
+  // The node's own share stayed at 1 s while the sampler ran at 100 ms: about 3 in the 2.5 s the job ran.
+  const size_t node_util = node.count("gpu.util{gpu0}") - node_util_before;
+  EXPECT_GE(node_util, 2u);
+  EXPECT_LE(node_util, 5u);
+
+  // Without the node's sampler the job starts its own: the count above would have seen it.
+  fan.set_feeding(false);
+  {
+    JobTrace job(this_process_as_job(2), config, host_meta, metrics, &fan);
+    EXPECT_EQ(job.status().find("the node's sampler"), std::string::npos) << job.status();
+    job.stop();
+  }
+  EXPECT_EQ(calls("init", 0), inits + 1);
+  EXPECT_EQ(calls("event_set", 0), event_sets + 1);
+
+  sampler[0]->stop();
+  node_share.reset();
+  ::dlclose(lib);
+}
