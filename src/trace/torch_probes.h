@@ -32,7 +32,8 @@ class TorchProbes final : public SkeletonFamily<torch_bpf> {
   // The operators of libtorch_cpu (see operator_probes).
   LibraryProbes probes_for(const MappedLibrary& lib, const ElfImage& img, const ProbeContext& ctx) override;
 
-  // The operators of `img` matching `patterns` as (file offset, cookie = op id) probes; the ids are kept per image
+  // The operators of `img` matching `patterns` (their struct or operator name: symbol_names.h) as (file offset,
+  // cookie = op id) probes, named as torch.profiler names them (aten::sum.dim_IntList); the ids are kept per image
   // so that every process mapping it shares them. Empty when none matched.
   std::vector<Probe> operator_probes(const ElfImage& img, const std::vector<std::string>& patterns);
   // The event name of operator `op_id`.
