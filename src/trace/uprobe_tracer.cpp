@@ -294,8 +294,12 @@ void UprobeTracer::stop() {
         const std::string syncs_how = fmt::format(
             "from the blocking CUDA synchronisations: {:.1f} calls per interval between two, over {} intervals in {} "
             "counted windows (spread {:.0f}%, {:.0f}% of the calls by processes that synchronised), times {:.0f} "
-            "synchronisations unwatched",
-            y.calls_per_interval, y.intervals, y.windows, 100 * y.spread, 100 * y.coverage, y.unwatched_syncs);
+            "synchronisations unwatched; the counted calls {:+.1f}% against calls per interval x the {:.0f} "
+            "synchronisations in the counted windows{}",
+            y.calls_per_interval, y.intervals, y.windows, 100 * y.spread, 100 * y.coverage, y.unwatched_syncs,
+            100 * y.unaccounted, y.counted_syncs,
+            y.unaccounted_in_error ? " (stretches whose calls do not follow the synchronisations: added to the error)"
+                                   : "");
         // The estimate not used, with its figures: what the GPU benchmarks compare.
         std::string other = fmt::format("the synchronisations' estimate not used: {}", y.why_not);
         if (r.from_syncs)
