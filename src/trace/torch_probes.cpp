@@ -191,6 +191,12 @@ void TorchProbes::sample_ops(TelemetrySink& sink, const std::string& host) {
   if (!samples.empty()) sink.append_samples(samples);
 }
 
+uint64_t TorchProbes::calls_in_series() const {
+  uint64_t all = 0;
+  for (auto& [id, os] : op_series_) all += os.count;
+  return all;
+}
+
 double TorchProbes::share_of_even_ops() const {
   uint64_t even = 0, all = 0;
   for (auto& [id, os] : op_series_) {

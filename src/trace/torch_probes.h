@@ -54,6 +54,8 @@ class TorchProbes final : public SkeletonFamily<torch_bpf> {
   StepWindow read_step_windows() const;
   // Forgets the last window's (before the next one opens).
   void clear_step_windows();
+  // The calls that the operators' series have counted so far, all operators together (aggregated mode).
+  uint64_t calls_in_series() const;
   // Of the operator calls counted so far, the share of those whose id is even (the cost budget's subset windows
   // probe those: model/sampled_count.h); 0 before any.
   double share_of_even_ops() const;
