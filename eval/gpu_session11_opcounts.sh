@@ -36,6 +36,9 @@ run() {  # workload mode seconds [record options]
     "$STACKSCOPE" export "$rec" --format csv --what samples -o "/tmp/$tag.samples.csv" 2>>"$OUT/$tag.log"
     "$PYTHON" eval/tracing/op_count_compare.py --truth "$OUT/$tag.truth.json" --samples "/tmp/$tag.samples.csv" \
       --info "$OUT/$tag.info.json" --json "$OUT/$tag.json" | tee "$OUT/$tag.md"
+    # the torch series kept (operators' counts, the watched windows): what the comparison read, for a second look
+    { head -1 "/tmp/$tag.samples.csv"; grep -E '^"?(torch\.op\.calls|trace\.torch\.watching)' "/tmp/$tag.samples.csv"; } \
+      | gzip > "$OUT/$tag.torch_samples.csv.gz"
   fi
   rm -f "$rec" "/tmp/$tag.events.csv" "/tmp/$tag.samples.csv"
 }

@@ -186,6 +186,58 @@ TEST(TraceDecoder, TorchOperatorSymbols) {
   EXPECT_EQ(demangle("_Z15vector_add_stubPfS_i"), "vector_add_stub(float*, float*, int)");
 }
 
+// Issue 14: torch.profiler names an operator without its overload (aten::sum for sum.dim_IntList, aten::softmax for
+// softmax.int), and a struct name cannot say where the overload begins: the names come from the schema strings.
+TEST(TraceDecoder, TorchOperatorNamesFromSchemaStrings) {
+  using namespace std::string_view_literals;
+  // As in libtorch_cpu's .rodata; addmm's schema shares its tail with sparse_sampled_addmm's (merged by the linker).
+  const auto rodata = "x(y)\0sum.dim_IntList(Tensor self, int[1]? dim) -> Tensor\0mse_loss_backward.grad_input(Tensor "
+                      "grad_output, *, Tensor(a!) grad_input) -> Tensor(a!)\0mse_loss_backward(Tensor grad_output) -> "
+                      "Tensor\0softmax.int(Tensor self, int dim) -> Tensor\0sparse_sampled_addmm(Tensor self) -> "
+                      "Tensor\0aten::add.Tensor(Tensor self)\0"sv;
+  const std::set<std::string> structs{"sum_dim_IntList", "mse_loss_backward_grad_input", "mse_loss_backward",
+                                      "softmax_int", "addmm", "add_Tensor", "_cast_Byte"};
+  const auto names = torch_op_names(rodata, structs);
+  auto named = [&](const std::string& s) {
+    auto it = names.find(s);
+    return it == names.end() ? std::string("-") : it->second.name + "|" + it->second.overload;
+  };
+  EXPECT_EQ(named("sum_dim_IntList"), "sum|dim_IntList");
+  EXPECT_EQ(named("mse_loss_backward_grad_input"), "mse_loss_backward|grad_input");
+  EXPECT_EQ(named("mse_loss_backward"), "mse_loss_backward|");
+  EXPECT_EQ(named("softmax_int"), "softmax|int");
+  EXPECT_EQ(named("addmm"), "addmm|");
+  EXPECT_EQ(named("add_Tensor"), "add|Tensor");
+  EXPECT_EQ(named("_cast_Byte"), "-");  // no schema: the struct name's guess (torch_event_name) names it
+  // A pattern names a struct or an operator (every overload of it, as the profiler counts them).
+  const TorchOpName grad_input{"mse_loss_backward", "grad_input"}, add_out{"add", "out"};
+  EXPECT_TRUE(matches_any("mse_loss_backward_grad_input", &grad_input, default_torch_ops()));
+  EXPECT_FALSE(matches_any("mse_loss_backward_grad_input", nullptr, default_torch_ops()));
+  EXPECT_FALSE(matches_any("add_out", &add_out, {"add_Tensor"}));
+  EXPECT_TRUE(matches_any("add_out", &add_out, {"add"}));
+}
+
+// The same on Debian's libtorch_cpu (torch 1.13): nearly every operator struct is named from its schema.
+TEST(TraceDecoder, TorchOperatorNamesOfARealLibtorch) {
+  const std::string path = "/usr/lib/x86_64-linux-gnu/libtorch_cpu.so.1.13";
+  STACKSCOPE_REQUIRE(std::filesystem::exists(path), "no Debian python3-torch (libtorch_cpu.so.1.13)");
+  auto img = ElfImage::open(path);
+  std::set<std::string> structs;
+  for (auto& [name, vaddr] : img->all_names())
+    if (auto op = torch_ops_struct(name)) structs.insert(*op);
+  ASSERT_GT(structs.size(), 1000u);
+  const auto names = torch_op_names(img->section(".rodata"), structs);
+  EXPECT_GT(names.size(), structs.size() * 95 / 100) << names.size() << " of " << structs.size();
+  ASSERT_TRUE(names.count("sum_dim_IntList"));
+  EXPECT_EQ(names.at("sum_dim_IntList").name, "sum");
+  EXPECT_EQ(names.at("mse_loss_backward_grad_input").name, "mse_loss_backward");
+  EXPECT_EQ(names.at("mse_loss_backward_grad_input").overload, "grad_input");
+  EXPECT_EQ(names.at("softmax_int").name, "softmax");
+  EXPECT_EQ(names.at("add__Tensor").name, "add_");
+  EXPECT_EQ(names.at("addmm").name, "addmm");
+  EXPECT_EQ(names.at("addmm").overload, "");
+}
+
 TEST(TraceDiscovery, ClassifiesLibrariesFromMaps) {
   auto maps = parse_proc_maps(
       "7f0000000000-7f0000100000 r-xp 00001000 fd:01 11 /opt/venv/nvidia/cu13/lib/libcudart.so.13\n"

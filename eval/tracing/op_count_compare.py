@@ -72,7 +72,11 @@ def budgeted_counts(samples_path, info_path, lo, hi):
         i = bisect.bisect_right([p[0] for p in points], t)
         return points[i - 1][1] if i else 0.0
 
-    counted, est, est_wall, est_other = (collections.Counter() for _ in range(4))
+    note_base = re.search(r"; ([0-9]+) calls counted, ([0-9]+) in entry-only windows, ([0-9]+) estimated unwatched", note)
+    if note_base:  # the estimator's own base: calls in the counted windows since the first detach (hits / 2)
+        meta["note_counted"], meta["note_entry_only"], meta["note_unwatched"] = (float(g) for g in note_base.groups())
+    since_detach = outside_loop = 0.0  # every probed operator's counts since the first detach, and outside the loop
+    counted, est, est_wall, est_other, since = (collections.Counter() for _ in range(5))
     for name, points in series.items():
         points.sort()
         a, b = value_at(points, lo), value_at(points, hi + 1)
@@ -83,12 +87,28 @@ def budgeted_counts(samples_path, info_path, lo, hi):
             # nothing is counted until the next one opens, so it is the last sample before that
             at = value_at(points, reopen - 1 if reopen else hi)
             whole, later = max(0.0, at - a) if detach > lo else 0.0, b - max(a, at)
+        if detach is not None:
+            after = points[-1][1] - value_at(points, reopen - 1 if reopen else points[-1][0])
+            since_detach += after
+            since[base(name)] += after
+            outside_loop += after - max(0.0, b - max(a, value_at(points, reopen - 1 if reopen else hi)))
         counted[base(name)] += b - a
         est[base(name)] += whole + later * scale
         est_wall[base(name)] += whole + later * wall
         if meta["other"]:
             est_other[base(name)] += whole + later * meta["other"]["scale"]
+    meta["counted_since_detach"], meta["counted_outside_loop"] = since_detach, outside_loop
+    meta["first_detach_ns"], meta["since_detach"] = detach, dict(since)
     return counted, est, est_wall, est_other, meta
+
+
+def steps_since(phases, t):
+    """Steps made after t (CLOCK_MONOTONIC ns), a phase that t cuts taken as steady."""
+    n = 0.0
+    for p in phases:
+        a, b = p["start_ns"], p["end_ns"]
+        n += p["steps"] if t <= a else p["steps"] * max(0, b - t) / (b - a) if b > a else 0
+    return n
 
 
 def main():
@@ -135,6 +155,37 @@ def main():
         tot_e = sum(r["estimate"] for r in rows if r["profiler"])
         print(f"all probed ops: profiler {tot_t:.0f}, estimate {tot_e:.0f} ({100 * (tot_e / tot_t - 1):+.1f}%)"
               if tot_t else "no probed op in the profiler's counts")
+        # What the note's factor is for: every count since the first detach, against the steps made since then (each
+        # phase's, op_count_check.py's "phases": warmup, profiler, loop); the loop alone (above) also depends on
+        # where the windows fell, inside the loop or not.
+        if truth.get("phases") and meta.get("first_detach_ns"):
+            n = steps_since(truth["phases"], meta["first_detach_ns"])
+            print(f"since the first detach ({n:.0f} steps; the note's factor is for these counts):")
+            print("| op | torch.profiler | counted | estimate | error | stated |")
+            print("|---|---|---|---|---|---|")
+            tot_t = tot_e = 0.0
+            for op in sorted(meta["since_detach"]):
+                t, c = truth["per_step"].get(op, 0) * n, meta["since_detach"][op]
+                if not t:
+                    continue
+                tot_t, tot_e = tot_t + t, tot_e + c * meta["scale"]
+                print(f"| {op} | {t:.0f} | {c:.0f} | {c * meta['scale']:.0f} | "
+                      f"{100 * (c * meta['scale'] / t - 1):+.1f}% | {100 * meta['error']:.0f}% |")
+            if tot_t:
+                meta["since_detach_error"] = tot_e / tot_t - 1
+                print(f"all probed ops since the first detach: profiler {tot_t:.0f}, estimate {tot_e:.0f} "
+                      f"({100 * meta['since_detach_error']:+.1f}%)")
+        # The note's factor is (counted + entry-only + unwatched) / counted over everything since the first detach:
+        # the operators' counts there times it give the note's estimate. Counts made outside the loop in stretches
+        # that did not follow the syncs (the warmup's or the profiler's 20 steps under one sync) make the loop's
+        # part of the counts smaller than its part of the calls: the loop's estimate is low by about their share.
+        if "note_counted" in meta and meta["note_counted"] > 0:
+            c, n = meta["counted_since_detach"], meta["note_counted"]
+            total = n + meta["note_entry_only"] + meta["note_unwatched"]
+            print(f"counts since the first detach, every probed op: {c:.0f} against the note's {n:.0f} calls counted "
+                  f"({100 * (c / n - 1):+.2f}%); x scale {c * meta['scale']:.0f} against the note's estimate "
+                  f"{total:.0f}; counted outside the loop: {meta['counted_outside_loop']:.0f} "
+                  f"({100 * meta['counted_outside_loop'] / c if c else 0:.1f}% of the counts)")
     else:
         print("| op | torch.profiler | recorded (--detail full) | ratio |")
         print("|---|---|---|---|")

@@ -404,7 +404,8 @@ RegisterCommand reg("record", 10, [](CLI::App& app, int& exit_code) {
   cmd->add_flag("--all", opt->all_processes, "Trace every process that maps the traced libraries")->excludes(pid);
   cmd->add_flag("-q,--quiet", opt->quiet, "No progress line");
   cmd->add_option("--torch-ops", opt->torch_ops,
-                  "PyTorch operators to probe, comma-separated at::_ops names or globs (\"mm,addmm,*_backward\"); "
+                  "PyTorch operators to probe, comma-separated operator names (sum: every overload, as torch.profiler "
+                  "counts them), at::_ops struct names (sum_dim_IntList: that overload) or globs (\"mm,addmm,*_backward\"); "
                   "default: a list of common ones. Every operator is two uprobes: fewer cost less and detach faster")
       ->delimiter(',');
   cmd->add_option("--python-mode", opt->python_mode,

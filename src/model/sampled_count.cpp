@@ -261,6 +261,7 @@ SyncIntervalEstimate estimate_from_sync_intervals(std::span<const SampledSpan> s
       e.entry_only_calls += calls_of(s, u);
     if (s.kind == SampledSpanKind::unwatched) e.unwatched_syncs += static_cast<double>(std::max<int64_t>(0, s.syncs));
     if (s.kind != SampledSpanKind::counted) continue;
+    e.counted_syncs += static_cast<double>(std::max<int64_t>(0, s.syncs));
     captured += s.captured_calls;
     syncing += s.syncing_calls;
     if (s.sync_intervals == 0) continue;
@@ -302,6 +303,11 @@ SyncIntervalEstimate estimate_from_sync_intervals(std::span<const SampledSpan> s
     for (double r : replicates) mean += r / k;
     for (double r : replicates) rss += (r - mean) * (r - mean);
     e.error = t_975(static_cast<int>(k) - 1) * std::sqrt((k - 1) / k * rss) / e.scale + kModelError;
+  }
+  if (e.calls_per_interval > 0 && e.counted_syncs > 0) {
+    e.unaccounted = e.counted_calls / (e.calls_per_interval * e.counted_syncs) - 1;
+    e.unaccounted_in_error = std::abs(e.unaccounted) > kModelError;
+    if (e.unaccounted_in_error) e.error += std::abs(e.unaccounted);
   }
   auto pct = [](double x) { return std::to_string(std::lround(100 * x)) + "%"; };
   if (e.windows < kSyncMinWindows || e.intervals < kSyncMinIntervals || replicates.size() < 3)

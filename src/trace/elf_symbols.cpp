@@ -130,6 +130,22 @@ std::optional<uint64_t> ElfImage::find_object(std::string_view name) const {
   return std::nullopt;
 }
 
+std::string_view ElfImage::section(std::string_view name) const {
+  Elf* elf = static_cast<Elf*>(elf_);
+  size_t shstrndx = 0;
+  if (elf_getshdrstrndx(elf, &shstrndx) != 0) return {};
+  for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn; scn = elf_nextscn(elf, scn)) {
+    GElf_Shdr sh;
+    if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS) continue;
+    const char* sname = elf_strptr(elf, shstrndx, sh.sh_name);
+    if (!sname || name != sname) continue;
+    Elf_Data* data = elf_getdata(scn, nullptr);  // mapped (ELF_C_READ_MMAP): no copy
+    return data && data->d_buf ? std::string_view(static_cast<const char*>(data->d_buf), data->d_size)
+                               : std::string_view{};
+  }
+  return {};
+}
+
 std::optional<std::string> ElfImage::read_at(uint64_t vaddr, size_t size) const {
   for (auto& s : segments_) {
     if (vaddr < s.vaddr || vaddr + size > s.vaddr + s.filesz) continue;

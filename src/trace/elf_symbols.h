@@ -48,6 +48,8 @@ class ElfImage {
   std::optional<uint64_t> find_object(std::string_view name) const;
   // `size` bytes of the file's contents at `vaddr` (initialised data only); nullopt outside the file.
   std::optional<std::string> read_at(uint64_t vaddr, size_t size) const;
+  // The contents of section `name` (".rodata"), valid while the image lives; empty when absent or not in the file.
+  std::string_view section(std::string_view name) const;
   // Every name an address carries (a weak alias and its strong target share one address).
   const std::vector<std::pair<std::string_view, uint64_t>>& all_names() const { return all_names_; }
 

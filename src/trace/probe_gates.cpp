@@ -214,6 +214,9 @@ void UprobeTracer::set_watching(int family, bool on) {
   if (on) {
     g.on_since_ns = t;
     g.window_hits0 = g.window_mark = read_counter(counters_of(family), SS_CNT_HITS);
+    // Calls returning after the first detach's sample are in the series by now (sampled every interval).
+    if (g.spans_open && g.ops_at_first_detach < 0 && family == kTorch && torch_ && !topts_.full_detail)
+      g.ops_at_first_detach = static_cast<int64_t>(torch_->calls_in_series());
   } else if (g.on) {
     const uint64_t hits = read_counter(counters_of(family), SS_CNT_HITS);
     g.period_window_hits += hits - std::min(hits, g.window_mark);

@@ -38,14 +38,50 @@ bool matches_any(const std::string& name, const std::vector<std::string>& patter
   return false;
 }
 
+bool matches_any(const std::string& ops_struct, const TorchOpName* name, const std::vector<std::string>& patterns) {
+  return matches_any(ops_struct, patterns) || (name && name->name != ops_struct && matches_any(name->name, patterns));
+}
+
+std::unordered_map<std::string, TorchOpName> torch_op_names(std::string_view rodata, const std::set<std::string>& structs) {
+  std::unordered_map<std::string, TorchOpName> out;
+  std::set<std::string> whole;  // found at a string's start: preferred over a match inside another string
+  auto name_char = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.';
+  };
+  for (size_t paren = rodata.find('('); paren != std::string_view::npos; paren = rodata.find('(', paren + 1)) {
+    size_t begin = paren;
+    while (begin > 0 && paren - begin < 256 && name_char(rodata[begin - 1])) --begin;
+    // The linker merges a string into the tail of a longer one with the same ending (addmm's schema inside
+    // sparse_sampled_addmm's): every start inside the name is a candidate, the string's own start first.
+    const bool at_start = begin == 0 || rodata[begin - 1] == '\0';
+    for (size_t b = begin; b < paren; ++b) {
+      if (!(rodata[b] >= 'a' && rodata[b] <= 'z') && rodata[b] != '_') continue;
+      std::string_view full = rodata.substr(b, paren - b);
+      const size_t dot = full.find('.');
+      if (dot != full.rfind('.') || dot == 0 || dot + 1 == full.size()) continue;
+      std::string key(full);
+      if (dot != std::string_view::npos) key[dot] = '_';
+      if (!structs.count(key)) continue;
+      const bool whole_here = at_start && b == begin;
+      if (out.count(key) && (whole.count(key) || !whole_here)) continue;
+      if (whole_here) whole.insert(key);
+      out[key] = dot == std::string_view::npos ? TorchOpName{key, ""}
+                                               : TorchOpName{std::string(full.substr(0, dot)), std::string(full.substr(dot + 1))};
+    }
+  }
+  return out;
+}
+
 std::vector<std::string> default_torch_ops() {
   return {"mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "conv1d", "conv2d", "convolution", "relu", "relu_",
-          "gelu", "silu", "layer_norm", "native_layer_norm", "group_norm", "batch_norm", "softmax_int", "_softmax",
-          "log_softmax_int", "_log_softmax", "add_Tensor", "add__Tensor", "mul_Tensor", "mul__Tensor", "embedding",
+          "gelu", "silu", "layer_norm", "native_layer_norm", "group_norm", "batch_norm", "softmax", "_softmax",
+          "log_softmax", "_log_softmax", "add", "add_", "mul", "mul_", "embedding",
           "cross_entropy_loss", "nll_loss", "nll_loss_forward", "mse_loss", "dropout",
           "scaled_dot_product_attention", "_scaled_dot_product_*attention", "*_backward", "*_backward_data",
-          "*_backward_input", "sum_dim_IntList", "mean_dim", "sgd", "_foreach_add_*", "_fused_adam_",
-          "_fused_adamw_"};
+          "*_backward_input", "sum", "mean", "sgd", "_foreach_add_*", "_fused_adam_", "_fused_adamw_",
+          // their usual overloads again, for an image whose schema strings were not found (matched by struct name)
+          "softmax_int", "log_softmax_int", "add_Tensor", "add__Tensor", "mul_Tensor", "mul__Tensor", "sum_dim_IntList",
+          "mean_dim"};
 }
 
 }  // namespace stackscope::trace

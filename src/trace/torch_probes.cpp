@@ -93,18 +93,31 @@ std::vector<Probe> TorchProbes::operator_probes(const ElfImage& img, const std::
     if (auto it = ops_by_image_.find(img.path()); it != ops_by_image_.end()) ops = it->second;
   }
   if (ops.empty()) {
-    std::set<uint64_t> seen;
-    std::vector<std::pair<std::string, uint64_t>> found;
+    std::vector<std::pair<std::string, uint64_t>> all;  // every operator entry point of the image
+    std::set<std::string> structs;
     for (auto& [name, vaddr] : img.all_names()) {
       if (name.size() < 16 || name[1] != 'Z') continue;
-      auto op = torch_ops_struct(name);
-      if (!op || !matches_any(*op, patterns) || !seen.insert(vaddr).second) continue;
-      found.emplace_back(*op, vaddr);
+      if (auto op = torch_ops_struct(name)) {
+        structs.insert(*op);
+        all.emplace_back(std::move(*op), vaddr);
+      }
+    }
+    // Named as torch.profiler names them (sum_dim_IntList: aten::sum.dim_IntList), from the image's schemas.
+    const auto op_names = torch_op_names(structs.empty() ? std::string_view{} : img.section(".rodata"), structs);
+    std::set<uint64_t> seen;
+    std::vector<std::pair<std::string, uint64_t>> found;
+    for (auto& [op, vaddr] : all) {
+      auto it = op_names.find(op);
+      const TorchOpName* name = it == op_names.end() ? nullptr : &it->second;
+      if (!matches_any(op, name, patterns) || !seen.insert(vaddr).second) continue;
+      found.emplace_back(name ? "aten::" + name->name + (name->overload.empty() ? "" : "." + name->overload)
+                              : torch_event_name(op),
+                         vaddr);
     }
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto& [op, vaddr] : found) {
+    for (auto& [event_name, vaddr] : found) {
       ops.emplace_back(static_cast<uint32_t>(names_.size()), vaddr);
-      names_.push_back(torch_event_name(op));
+      names_.push_back(event_name);
     }
     ops_by_image_[img.path()] = ops;
   }
@@ -176,6 +189,12 @@ void TorchProbes::sample_ops(TelemetrySink& sink, const std::string& host) {
     for (int b = 0; b < SS_HIST_BUCKETS; ++b) os.hist[static_cast<size_t>(b)] = sum.hist[b];
   }
   if (!samples.empty()) sink.append_samples(samples);
+}
+
+uint64_t TorchProbes::calls_in_series() const {
+  uint64_t all = 0;
+  for (auto& [id, os] : op_series_) all += os.count;
+  return all;
 }
 
 double TorchProbes::share_of_even_ops() const {

@@ -32,7 +32,8 @@ class TorchProbes final : public SkeletonFamily<torch_bpf> {
   // The operators of libtorch_cpu (see operator_probes).
   LibraryProbes probes_for(const MappedLibrary& lib, const ElfImage& img, const ProbeContext& ctx) override;
 
-  // The operators of `img` matching `patterns` as (file offset, cookie = op id) probes; the ids are kept per image
+  // The operators of `img` matching `patterns` (their struct or operator name: symbol_names.h) as (file offset,
+  // cookie = op id) probes, named as torch.profiler names them (aten::sum.dim_IntList); the ids are kept per image
   // so that every process mapping it shares them. Empty when none matched.
   std::vector<Probe> operator_probes(const ElfImage& img, const std::vector<std::string>& patterns);
   // The event name of operator `op_id`.
@@ -53,6 +54,8 @@ class TorchProbes final : public SkeletonFamily<torch_bpf> {
   StepWindow read_step_windows() const;
   // Forgets the last window's (before the next one opens).
   void clear_step_windows();
+  // The calls that the operators' series have counted so far, all operators together (aggregated mode).
+  uint64_t calls_in_series() const;
   // Of the operator calls counted so far, the share of those whose id is even (the cost budget's subset windows
   // probe those: model/sampled_count.h); 0 before any.
   double share_of_even_ops() const;

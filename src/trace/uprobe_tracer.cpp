@@ -294,24 +294,44 @@ void UprobeTracer::stop() {
         const std::string syncs_how = fmt::format(
             "from the blocking CUDA synchronisations: {:.1f} calls per interval between two, over {} intervals in {} "
             "counted windows (spread {:.0f}%, {:.0f}% of the calls by processes that synchronised), times {:.0f} "
-            "synchronisations unwatched",
-            y.calls_per_interval, y.intervals, y.windows, 100 * y.spread, 100 * y.coverage, y.unwatched_syncs);
+            "synchronisations unwatched; the counted calls {:+.1f}% against calls per interval x the {:.0f} "
+            "synchronisations in the counted windows{}",
+            y.calls_per_interval, y.intervals, y.windows, 100 * y.spread, 100 * y.coverage, y.unwatched_syncs,
+            100 * y.unaccounted, y.counted_syncs,
+            y.unaccounted_in_error ? " (stretches whose calls do not follow the synchronisations: added to the error)"
+                                   : "");
+        // The factors are for the counts a reader scales, the operators' series since the first detach: their
+        // calls (the returns of calls entered while counting) rather than the counted windows' probe hits over two,
+        // which also count halves of the calls cut at a window's edges (0.06 % apart on the CPU VM).
+        const double hits_counted = r.from_syncs ? y.counted_calls : e.counted_calls;
+        double series_counted = hits_counted;
+        if (f == kTorch && torch_ && g.ops_at_first_detach >= 0) {
+          const double since = static_cast<double>(torch_->calls_in_series()) -
+                               static_cast<double>(g.ops_at_first_detach);
+          if (since > 0) series_counted = since;
+        }
+        auto factor = [&](double entry_only, double unwatched) {  // (counted + entry-only + unwatched) / counted
+          return (series_counted + entry_only + unwatched) / series_counted;
+        };
         // The estimate not used, with its figures: what the GPU benchmarks compare.
         std::string other = fmt::format("the synchronisations' estimate not used: {}", y.why_not);
         if (r.from_syncs)
-          other = fmt::format("the job's CPU time would say {:.4g} (error about {:.0f}%; {})", e.scale, 100 * e.error,
-                              cpu_how);
+          other = fmt::format("the job's CPU time would say {:.4g} (error about {:.0f}%; {})",
+                              factor(e.entry_only_calls, e.unwatched_calls), 100 * e.error, cpu_how);
         else if (y.windows > 0)
-          other = fmt::format("the synchronisations would say {:.4g} (error about {:.0f}%; {}), not used: {}", y.scale,
-                              100 * y.error, syncs_how, y.why_not);
+          other = fmt::format("the synchronisations would say {:.4g} (error about {:.0f}%; {}), not used: {}",
+                              factor(y.entry_only_calls, y.unwatched_calls), 100 * y.error, syncs_how, y.why_not);
         sink_->add_note("trace", fmt::format(
             "{}: estimated calls: counts made after the first detach, {:.3f} s into the recording, scale by {:.4g} "
             "(error about {:.0f}%, 95 %, jackknife over blocks of four windows; estimator: {}; {}); {}; scaling by "
             "watched wall time would say {:.4g}; {:.0f} calls counted, {:.0f} in entry-only windows, {:.0f} estimated "
-            "unwatched",
-            family_name(f), static_cast<double>(g.spans_since_ns - start_ns_) / 1e9, r.scale(), 100 * r.error(),
-            r.from_syncs ? "syncs" : e.from_cpu ? "cpu" : "wall", r.from_syncs ? syncs_how : cpu_how, other,
-            e.wall_scale, e.counted_calls, e.entry_only_calls, r.from_syncs ? y.unwatched_calls : e.unwatched_calls));
+            "unwatched (counted: the operators' series since the first detach; the counted windows' probe hits over "
+            "two say {:.0f})",
+            family_name(f), static_cast<double>(g.spans_since_ns - start_ns_) / 1e9,
+            r.from_syncs ? factor(y.entry_only_calls, y.unwatched_calls) : factor(e.entry_only_calls, e.unwatched_calls),
+            100 * r.error(), r.from_syncs ? "syncs" : e.from_cpu ? "cpu" : "wall", r.from_syncs ? syncs_how : cpu_how,
+            other, e.wall_scale, series_counted, e.entry_only_calls, r.from_syncs ? y.unwatched_calls : e.unwatched_calls,
+            hits_counted));
       }
     }
   }

@@ -160,6 +160,9 @@ class UprobeTracer final : public Collector {
     uint64_t span_hits0 = 0;
     int64_t span_syncs0 = -1;  // the torch family's: blocking CUDA synchronisations so far (-1: not counted)
     std::vector<SampledSpan> spans;
+    // The torch family's operators' series (their calls summed) when the first window after the first detach opened
+    // (-1: not yet): the end note's factor is for what they count from there, the counts a reader scales.
+    int64_t ops_at_first_detach = -1;
   };
   // Probe families by index: the uprobe families first (one ProbeGate each), then the others.
   enum Family : int { kCuda = 0, kNccl, kTorch, kPython, kUprobeFamilies, kProc = kUprobeFamilies, kPyStack, kFamilies };
