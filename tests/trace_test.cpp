@@ -216,7 +216,7 @@ TEST(TraceElf, VersionedNamesAndWeakAliases) {
   const ElfSymbol* strong = nccl->find("pncclAllReduce");
   ASSERT_TRUE(weak && strong);
   EXPECT_EQ(weak->vaddr, strong->vaddr);  // one address: probed once
-  EXPECT_EQ(nccl->symbol_at(weak->vaddr)->name, "pncclAllReduce");
+  EXPECT_EQ(nccl->name_of(*nccl->symbol_at(weak->vaddr)), "pncclAllReduce");
   EXPECT_THROW(ElfImage::open(kFakeDir + "/no-such-lib.so"), std::runtime_error);
 }
 

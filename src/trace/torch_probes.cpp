@@ -95,12 +95,14 @@ std::vector<Probe> TorchProbes::operator_probes(const ElfImage& img, const std::
   if (ops.empty()) {
     std::set<uint64_t> seen;
     std::vector<std::pair<std::string, uint64_t>> found;
-    for (auto& [name, vaddr] : img.all_names()) {
-      if (name.size() < 16 || name[1] != 'Z') continue;
+    // One pass over the symbol tables, read from the file: of libtorch_cpu's hundreds of thousands of names only
+    // the matched operators are kept.
+    img.for_each_function([&](std::string_view name, uint64_t vaddr) {
+      if (name.size() < 16 || name[1] != 'Z') return;
       auto op = torch_ops_struct(name);
-      if (!op || !matches_any(*op, patterns) || !seen.insert(vaddr).second) continue;
+      if (!op || !matches_any(*op, patterns) || !seen.insert(vaddr).second) return;
       found.emplace_back(*op, vaddr);
-    }
+    });
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& [op, vaddr] : found) {
       ops.emplace_back(static_cast<uint32_t>(names_.size()), vaddr);
