@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -93,6 +94,19 @@ void ElfImage::load() {
 void ElfImage::for_each_symbol(const std::function<void(const RawSymbol&)>& visit) const {
   ElfReader reader(fd_, path_);
   Elf* elf = reader.elf;
+  // Symbols are visited in the order of their names in the string table, and the pages of the mapping read so far
+  // are dropped every so many symbols (they come back from the page cache if touched again): pip's libtorch_cpu has
+  // ~100 MB of symbol and string tables, and the linker's string table order is not the symbol table's, so in the
+  // symbol table's order every page of names would be resident at once.
+  size_t file_size = 0;
+  char* file = elf_rawfile(elf, &file_size);
+  const auto page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  auto drop_pages = [&](uint64_t offset, uint64_t size) {
+    const uint64_t begin = (offset + page - 1) / page * page;
+    const uint64_t end = std::min<uint64_t>(offset + size, file_size) / page * page;
+    if (file && begin < end) ::madvise(file + begin, end - begin, MADV_DONTNEED);
+  };
+  constexpr size_t kSymbolsBetweenDrops = 1 << 15;
   for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn; scn = elf_nextscn(elf, scn)) {
     GElf_Shdr sh;
     if (!gelf_getshdr(scn, &sh) || (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM) || sh.sh_entsize == 0)
@@ -100,12 +114,25 @@ void ElfImage::for_each_symbol(const std::function<void(const RawSymbol&)>& visi
     Elf_Data* data = elf_getdata(scn, nullptr);
     GElf_Shdr strtab;
     if (!data || !gelf_getshdr(elf_getscn(elf, sh.sh_link), &strtab)) continue;
-    for (size_t i = 0, n = sh.sh_size / sh.sh_entsize; i < n; ++i) {
+    std::vector<std::pair<uint32_t, uint32_t>> by_name_offset;  // (st_name, index)
+    for (size_t i = 0, n = sh.sh_size / sh.sh_entsize; i < n && i <= UINT32_MAX; ++i) {
+      GElf_Sym s;
+      if (gelf_getsym(data, static_cast<int>(i), &s) && s.st_name != 0)
+        by_name_offset.emplace_back(s.st_name, static_cast<uint32_t>(i));
+    }
+    std::sort(by_name_offset.begin(), by_name_offset.end());
+    const uint64_t section_order = static_cast<uint64_t>(elf_ndxscn(scn)) << 32;
+    for (size_t k = 0; k < by_name_offset.size(); ++k) {
+      if (k % kSymbolsBetweenDrops == kSymbolsBetweenDrops - 1) {
+        drop_pages(sh.sh_offset, sh.sh_size);
+        drop_pages(strtab.sh_offset, strtab.sh_size);
+      }
+      const uint32_t i = by_name_offset[k].second;
       GElf_Sym s;
       if (!gelf_getsym(data, static_cast<int>(i), &s)) continue;
       const char* name = elf_strptr(elf, sh.sh_link, s.st_name);
       if (!name || !*name) continue;
-      visit({name, s.st_value, s.st_size, strtab.sh_offset + s.st_name, GELF_ST_TYPE(s.st_info),
+      visit({name, s.st_value, s.st_size, strtab.sh_offset + s.st_name, section_order | i, GELF_ST_TYPE(s.st_info),
              s.st_shndx != SHN_UNDEF && s.st_value != 0, GELF_ST_BIND(s.st_info) == STB_WEAK});
     }
   }
@@ -119,19 +146,26 @@ void ElfImage::for_each_function(const std::function<void(std::string_view, uint
 
 void ElfImage::build_by_address() const {
   std::call_once(by_address_once_, [this] {
-    std::vector<ElfSymbol> raw;
+    std::vector<std::pair<ElfSymbol, uint64_t>> found;  // (symbol, file order)
     for_each_symbol([&](const RawSymbol& s) {
       if (s.defined && is_function(s.type))
-        raw.push_back({s.vaddr, s.name_at, static_cast<uint32_t>(std::min<uint64_t>(s.size, UINT32_MAX)), s.weak});
+        found.push_back(
+            {{s.vaddr, s.name_at, static_cast<uint32_t>(std::min<uint64_t>(s.size, UINT32_MAX)), s.weak}, s.order});
     });
-    // One symbol per address for address -> name: prefer strong, sized names (pncclX over its weak ncclX alias).
-    std::sort(raw.begin(), raw.end(), [](const ElfSymbol& a, const ElfSymbol& b) {
+    // One symbol per address for address -> name: prefer strong, sized names (pncclX over its weak ncclX alias),
+    // then the first in the file.
+    std::sort(found.begin(), found.end(), [](const auto& x, const auto& y) {
+      const ElfSymbol &a = x.first, &b = y.first;
       if (a.vaddr != b.vaddr) return a.vaddr < b.vaddr;
       if (a.weak != b.weak) return !a.weak;
-      return a.size > b.size;
+      return a.size != b.size ? a.size > b.size : x.second < y.second;
     });
-    raw.erase(std::unique(raw.begin(), raw.end(), [](const ElfSymbol& a, const ElfSymbol& b) { return a.vaddr == b.vaddr; }),
-              raw.end());
+    std::vector<ElfSymbol> raw;
+    raw.reserve(found.size());
+    for (auto& f : found) raw.push_back(f.first);
+    found = {};
+    auto same_address = [](const ElfSymbol& a, const ElfSymbol& b) { return a.vaddr == b.vaddr; };
+    raw.erase(std::unique(raw.begin(), raw.end(), same_address), raw.end());
     raw.shrink_to_fit();
     by_address_ = std::move(raw);
   });
@@ -142,11 +176,13 @@ void ElfImage::build_by_name() const {
     std::vector<NameKey> keys;
     for_each_symbol([&](const RawSymbol& s) {
       if (s.defined && is_function(s.type))
-        keys.push_back({std::hash<std::string_view>{}(without_version(s.name)), s.vaddr, s.name_at, s.weak});
+        keys.push_back({std::hash<std::string_view>{}(without_version(s.name)), s.vaddr, s.name_at, s.order, s.weak});
     });
     // Equal hashes: strong before weak, then the file's order (the first strong definition of a name wins).
-    std::stable_sort(keys.begin(), keys.end(), [](const NameKey& a, const NameKey& b) {
-      return a.hash != b.hash ? a.hash < b.hash : (a.weak != b.weak && !a.weak);
+    std::sort(keys.begin(), keys.end(), [](const NameKey& a, const NameKey& b) {
+      if (a.hash != b.hash) return a.hash < b.hash;
+      if (a.weak != b.weak) return !a.weak;
+      return a.order < b.order;
     });
     keys.shrink_to_fit();
     by_name_ = std::move(keys);

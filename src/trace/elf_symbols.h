@@ -50,8 +50,9 @@ class ElfImage {
   // A symbol's name, without version suffix (`cudaLaunchKernel@@libcudart.so.13` is `cudaLaunchKernel`), read
   // from the file.
   std::string name_of(const ElfSymbol& sym) const;
-  // Every defined function name (aliases included, version suffix cut) with its vaddr, in the file's order, read
-  // from the file in one pass; nothing is kept. `visit`'s name is valid during the call only.
+  // Every defined function name (aliases included, version suffix cut) with its vaddr, read from the file in one
+  // pass in the string table's order (not the symbol table's); nothing is kept. `visit`'s name is valid during the
+  // call only.
   void for_each_function(const std::function<void(std::string_view name, uint64_t vaddr)>& visit) const;
   // Virtual address <-> file offset through the PT_LOAD segments (uprobes take file offsets).
   std::optional<uint64_t> vaddr_to_offset(uint64_t vaddr) const;
@@ -70,11 +71,12 @@ class ElfImage {
   struct RawSymbol {
     std::string_view name;  // version suffix not cut
     uint64_t vaddr, size, name_at;
+    uint64_t order;  // the symbol's place in the file (section, index): visits are in string table order
     int type;  // STT_*
     bool defined, weak;
   };
-  // Calls visit for every named symbol of .symtab and .dynsym, read through a temporary mapping of the file that is
-  // unmapped before returning (its pages are not left in the tracer's RSS).
+  // Calls visit for every named symbol of .symtab and .dynsym, in each table's string order, read through a temporary
+  // mapping of the file that is unmapped before returning (its pages are not left in the tracer's RSS).
   void for_each_symbol(const std::function<void(const RawSymbol&)>& visit) const;
   void build_by_address() const;
   void build_by_name() const;
@@ -82,7 +84,7 @@ class ElfImage {
     uint64_t vaddr, offset, filesz;
   };
   struct NameKey {
-    uint64_t hash, vaddr, name_at;
+    uint64_t hash, vaddr, name_at, order;
     bool weak;
   };
   std::string path_;

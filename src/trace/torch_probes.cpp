@@ -2,6 +2,7 @@
 
 #include <bpf/bpf.h>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -103,6 +104,8 @@ std::vector<Probe> TorchProbes::operator_probes(const ElfImage& img, const std::
       if (!op || !matches_any(*op, patterns) || !seen.insert(vaddr).second) return;
       found.emplace_back(*op, vaddr);
     });
+    // Ids in address order, whatever order the names were read in (the budget's subset windows probe the even ones).
+    std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& [op, vaddr] : found) {
       ops.emplace_back(static_cast<uint32_t>(names_.size()), vaddr);
