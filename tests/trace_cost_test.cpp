@@ -315,7 +315,10 @@ TEST(TraceCost, BudgetPricesTogglesAndLengthensThePeriod) {
   EXPECT_EQ(app.wait(), 0);
   tracer.stop();
   const auto stats = tracer.stats();
-  EXPECT_GT(stats.gated, 0u) << "calls entered while the probes were being attached or detached";
+  // Calls that enter between the pause and the entry probes' removal are gated (counted, not reported). How many
+  // depends on how long the removal takes: 570-6,625 a run on the CPU VM while the tracer kept each library mapped,
+  // 0-32 since it does not (issue 16; its own mapping was one more the kernel walked at each detach), so their number
+  // is printed, not required.
   const std::string notes = all_notes(sink);
   std::smatch m;
   ASSERT_TRUE(std::regex_search(notes, m, std::regex("torch: probes watched [0-9.]+% .*\\(([0-9]+) window\\(s\\).*"

@@ -223,10 +223,12 @@ TEST(TraceDecoder, TorchOperatorNamesOfARealLibtorch) {
   STACKSCOPE_REQUIRE(std::filesystem::exists(path), "no Debian python3-torch (libtorch_cpu.so.1.13)");
   auto img = ElfImage::open(path);
   std::set<std::string> structs;
-  for (auto& [name, vaddr] : img->all_names())
+  img->for_each_function([&](std::string_view name, uint64_t) {
     if (auto op = torch_ops_struct(name)) structs.insert(*op);
+  });
   ASSERT_GT(structs.size(), 1000u);
-  const auto names = torch_op_names(img->section(".rodata"), structs);
+  std::unordered_map<std::string, TorchOpName> names;
+  img->with_section(".rodata", [&](std::string_view rodata) { names = torch_op_names(rodata, structs); });
   EXPECT_GT(names.size(), structs.size() * 95 / 100) << names.size() << " of " << structs.size();
   ASSERT_TRUE(names.count("sum_dim_IntList"));
   EXPECT_EQ(names.at("sum_dim_IntList").name, "sum");
@@ -268,7 +270,7 @@ TEST(TraceElf, VersionedNamesAndWeakAliases) {
   const ElfSymbol* strong = nccl->find("pncclAllReduce");
   ASSERT_TRUE(weak && strong);
   EXPECT_EQ(weak->vaddr, strong->vaddr);  // one address: probed once
-  EXPECT_EQ(nccl->symbol_at(weak->vaddr)->name, "pncclAllReduce");
+  EXPECT_EQ(nccl->name_of(*nccl->symbol_at(weak->vaddr)), "pncclAllReduce");
   EXPECT_THROW(ElfImage::open(kFakeDir + "/no-such-lib.so"), std::runtime_error);
 }
 

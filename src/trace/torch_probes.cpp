@@ -2,6 +2,7 @@
 
 #include <bpf/bpf.h>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -93,17 +94,21 @@ std::vector<Probe> TorchProbes::operator_probes(const ElfImage& img, const std::
     if (auto it = ops_by_image_.find(img.path()); it != ops_by_image_.end()) ops = it->second;
   }
   if (ops.empty()) {
-    std::vector<std::pair<std::string, uint64_t>> all;  // every operator entry point of the image
+    // One pass over the symbol tables, read from the file: of libtorch_cpu's hundreds of thousands of names only
+    // the operators' entry points are kept.
+    std::vector<std::pair<std::string, uint64_t>> all;
     std::set<std::string> structs;
-    for (auto& [name, vaddr] : img.all_names()) {
-      if (name.size() < 16 || name[1] != 'Z') continue;
+    img.for_each_function([&](std::string_view name, uint64_t vaddr) {
+      if (name.size() < 16 || name[1] != 'Z') return;
       if (auto op = torch_ops_struct(name)) {
         structs.insert(*op);
         all.emplace_back(std::move(*op), vaddr);
       }
-    }
+    });
     // Named as torch.profiler names them (sum_dim_IntList: aten::sum.dim_IntList), from the image's schemas.
-    const auto op_names = torch_op_names(structs.empty() ? std::string_view{} : img.section(".rodata"), structs);
+    std::unordered_map<std::string, TorchOpName> op_names;
+    if (!structs.empty())
+      img.with_section(".rodata", [&](std::string_view rodata) { op_names = torch_op_names(rodata, structs); });
     std::set<uint64_t> seen;
     std::vector<std::pair<std::string, uint64_t>> found;
     for (auto& [op, vaddr] : all) {
@@ -114,6 +119,8 @@ std::vector<Probe> TorchProbes::operator_probes(const ElfImage& img, const std::
                               : torch_event_name(op),
                          vaddr);
     }
+    // Ids in address order, whatever order the names were read in (the budget's subset windows probe the even ones).
+    std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& [event_name, vaddr] : found) {
       ops.emplace_back(static_cast<uint32_t>(names_.size()), vaddr);

@@ -817,7 +817,7 @@ std::string UprobeTracer::kernel_name(uint32_t pid, uint64_t address) {
       auto img = elf_cache_.get(gone ? m.path : "/proc/" + std::to_string(pid) + "/root" + m.path);
       auto vaddr = img->offset_to_vaddr(file_off);
       const ElfSymbol* sym = vaddr ? img->symbol_at(*vaddr) : nullptr;
-      if (sym) name = demangle(sym->name);
+      if (sym) name = demangle(img->name_of(*sym));
     } catch (const std::exception&) {
     }
     if (name.empty()) {  // stripped: module and offset still tell kernels apart
