@@ -718,9 +718,10 @@ StragglerVerdict wait_verdict(const TimelineSet& set, const SyncPoints& sp, cons
       if (others_wait > 0) {
         std::snprintf(buf, sizeof buf, "the other ranks' hosts waited %.2f ms per step for their GPUs in CUDA syncs, "
                       "which includes the wait for it", others_wait / 1e6);
-        v.evidence += "; but " + v.cause_detail + " (its GPU time is not recorded: excess not measured; " + buf + ")";
+        // The cause itself is printed beside the evidence (cause_detail): said once, here only what bears on it.
+        v.evidence += "; but its GPU did more work a step (the cause; its GPU time is not recorded: " + std::string(buf) + ")";
       } else {
-        v.evidence += "; but " + v.cause_detail + " (its GPU time is not seen from the host: excess not measured)";
+        v.evidence += "; but its GPU did more work a step (the cause; its GPU time is not seen from the host)";
       }
     } else if (gpu.worker >= 0) {
       v.kind = VerdictKind::one_straggler;
@@ -729,7 +730,7 @@ StragglerVerdict wait_verdict(const TimelineSet& set, const SyncPoints& sp, cons
       v.cause_detail = gpu.detail;
       v.confidence = 0.5;  // seen by NVML on its GPU alone; the delay it caused is not measured from the host
       v.excess_measured = false;
-      v.evidence += "; but " + gpu.detail + " (excess not measured)";
+      v.evidence += "; but what NVML saw on its GPU names it (the cause)";
     } else {
       // Every rank's host retransmitting: a slow link slows them alike (no straggler, but worth saying).
       double least = 1e300;
