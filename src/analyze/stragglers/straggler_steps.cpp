@@ -56,13 +56,13 @@ void number_steps(WorkerTimeline& w, const std::vector<size_t>& boundary_ops, in
 // The median pause after each position 0..p-1 of a period of length p (0 where a position has none). Medians,
 // not sums: one long pause (a stall, the hole a duty-cycled recorder leaves) must not move the step boundary.
 std::vector<double> phase_medians(const std::vector<double>& gap_after, int p) {
-  std::vector<std::vector<double>> at(p);
-  for (size_t i = 0; i < gap_after.size(); ++i) at[i % p].push_back(gap_after[i]);
-  std::vector<double> out(p, 0);
+  std::vector<double> out(p, 0), v;  // one buffer for every position (step_multiple calls this thousands of times)
+  v.reserve(gap_after.size() / static_cast<size_t>(p) + 1);
   for (int r = 0; r < p; ++r) {
-    auto& v = at[r];
+    v.clear();
+    for (size_t i = static_cast<size_t>(r); i < gap_after.size(); i += static_cast<size_t>(p)) v.push_back(gap_after[i]);
     if (v.empty()) continue;
-    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+    std::nth_element(v.begin(), v.begin() + static_cast<ptrdiff_t>(v.size() / 2), v.end());
     out[r] = v[v.size() / 2];
   }
   return out;
@@ -87,13 +87,31 @@ double phase_peak(const std::vector<double>& gap_after, int p) {
 // Multiples are tried only while each position is seen at least 60 times; a maximum over many medians of a few
 // noisy pauses still grows with k by chance alone (at 30, a 4-rank run whose NCCL probes were watched for 195
 // collectives passed a chance pair of medians, 3.0 against 2.0 ms: 34 steps of 600).
+// Bounded cost: the online engine runs this on every pass until its prefix is full (200,000 operations), and over
+// every multiple up to n / 60p it cost O(n^2): 105 ms a pass at 15,000 syncs of one H200 job (a pass a second), 14 s
+// at 200,000 (bench/straggler_bench, BM_StepsOfASyncLoop). So multiples go up to kMaxMultiple (a step of more than
+// 128 repeats of its name sequence is read as the sequence), and each position's median is taken over at most
+// kMaxPerPosition consecutive periods from the middle of the run. Consecutive, not spread: periods taken at a
+// regular stride alias with the true step (a stride that is a multiple of it puts the step's pause at one position
+// of every period tried), so each non-multiple period looked like a step too and none stood alone.
+constexpr int kMaxMultiple = 128;
+constexpr size_t kMaxPerPosition = 400;
+
+std::vector<double> middle_periods(const std::vector<double>& gap_after, int period) {
+  const size_t blocks = gap_after.size() / static_cast<size_t>(period);
+  if (blocks <= kMaxPerPosition) return gap_after;
+  const size_t first = (blocks - kMaxPerPosition) / 2 * static_cast<size_t>(period);
+  return {gap_after.begin() + static_cast<ptrdiff_t>(first),
+          gap_after.begin() + static_cast<ptrdiff_t>(first + kMaxPerPosition * static_cast<size_t>(period))};
+}
+
 int step_multiple(const std::vector<double>& gap_after, int p) {
-  const int max_k = std::max<int>(1, static_cast<int>(gap_after.size() / (60 * p)));
+  const int max_k = std::clamp<int>(static_cast<int>(gap_after.size() / (60 * p)), 1, kMaxMultiple);
   std::vector<double> peak(max_k + 1, 0);
   std::vector<bool> stands_out(max_k + 1, true);
   double best = 0;
   for (int k = 1; k <= max_k; ++k) {
-    const auto med = phase_medians(gap_after, k * p);
+    const auto med = phase_medians(middle_periods(gap_after, k * p), k * p);
     const int at = static_cast<int>(std::max_element(med.begin(), med.end()) - med.begin());
     best = std::max(best, peak[k] = med[at]);
     // In a real multiple one position of the k that share a place in the name sequence carries the pause
