@@ -1,6 +1,7 @@
 // Steps without markers, and clock offsets from collectives (KAIR Feature 4 does this with heartbeats; a trace
 // read after the fact has only the collectives, which end together on every participant).
 #include <algorithm>
+#include <span>
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -55,7 +56,7 @@ void number_steps(WorkerTimeline& w, const std::vector<size_t>& boundary_ops, in
 
 // The median pause after each position 0..p-1 of a period of length p (0 where a position has none). Medians,
 // not sums: one long pause (a stall, the hole a duty-cycled recorder leaves) must not move the step boundary.
-std::vector<double> phase_medians(const std::vector<double>& gap_after, int p) {
+std::vector<double> phase_medians(std::span<const double> gap_after, int p) {
   std::vector<double> out(p, 0), v;  // one buffer for every position (step_multiple calls this thousands of times)
   v.reserve(gap_after.size() / static_cast<size_t>(p) + 1);
   for (int r = 0; r < p; ++r) {
@@ -97,12 +98,11 @@ double phase_peak(const std::vector<double>& gap_after, int p) {
 constexpr int kMaxMultiple = 128;
 constexpr size_t kMaxPerPosition = 400;
 
-std::vector<double> middle_periods(const std::vector<double>& gap_after, int period) {
+std::span<const double> middle_periods(const std::vector<double>& gap_after, int period) {
   const size_t blocks = gap_after.size() / static_cast<size_t>(period);
   if (blocks <= kMaxPerPosition) return gap_after;
   const size_t first = (blocks - kMaxPerPosition) / 2 * static_cast<size_t>(period);
-  return {gap_after.begin() + static_cast<ptrdiff_t>(first),
-          gap_after.begin() + static_cast<ptrdiff_t>(first + kMaxPerPosition * static_cast<size_t>(period))};
+  return std::span<const double>(gap_after).subspan(first, kMaxPerPosition * static_cast<size_t>(period));
 }
 
 int step_multiple(const std::vector<double>& gap_after, int p) {
