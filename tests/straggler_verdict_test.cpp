@@ -2,6 +2,7 @@
 // that ends when the latest worker arrives. Who arrives late decides none / one / slow group / spread.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <random>
 
@@ -149,6 +150,54 @@ TEST(StragglerVerdict, OneMoreKernelLaunchPerStepIsExtraGpuWork) {
   EXPECT_EQ(v.cause, CauseClass::compute);
   EXPECT_NE(v.cause_detail.find("launches"), std::string::npos) << v.cause_detail;
   EXPECT_EQ(v.excess_ns, 0);  // more work, not a measured delay
+}
+
+// Hosts that run ahead of their GPUs (H200 x4, session 14's miss): a rank's launches fall at varying offsets from
+// the points that cut the steps, so the launches counted between points scatter (mode 46 on a clean rank, 45 on the
+// one doing extra work), while between each rank's own CUDA syncs the host issues exactly 44, and 45 on the rank
+// doing extra work. The syncs decide; with the same work everywhere nobody is named.
+namespace {
+
+TimelineSet ahead_of_gpu(int extra_rank) {
+  auto set = job({0, 0, 0, 0}, 120);
+  const uint32_t sync = set.intern("cudaStreamSynchronize");
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> offset(0.05, 0.95);
+  const auto points = find_sync_points(set);
+  for (size_t w = 0; w < set.workers.size(); ++w) {
+    auto& wt = set.workers[w];
+    std::vector<int64_t> at;  // this rank's host syncs: anywhere within a step, a different place every step
+    for (size_t k = 1; k < points.end_ns.size(); ++k)
+      at.push_back(points.end_ns[k - 1] +
+                   static_cast<int64_t>(offset(rng) * double(points.end_ns[k] - points.end_ns[k - 1])));
+    for (size_t i = 0; i < at.size(); ++i) {
+      wt.ops.push_back(op_at(sync, OpKind::sync, at[i], 10'000));
+      if (i + 1 == at.size()) break;
+      const int launches = 44 + (static_cast<int>(w) == extra_rank);
+      const int64_t gap = (at[i + 1] - at[i] - 20'000) / launches;
+      for (int l = 0; l < launches; ++l) wt.gpu_launch_ns.push_back(at[i] + 10'000 + l * gap);
+    }
+    std::sort(wt.ops.begin(), wt.ops.end(), [](auto& a, auto& b) { return a.start_ns < b.start_ns; });
+  }
+  return set;
+}
+
+}  // namespace
+
+TEST(StragglerVerdict, ExtraLaunchesCountedBetweenEachRanksOwnSyncs) {
+  const auto set = ahead_of_gpu(2);
+  const auto v = wait_verdict(set, find_sync_points(job({0, 0, 0, 0}, 120)));
+  EXPECT_EQ(v.kind, VerdictKind::one_straggler) << v.evidence;
+  ASSERT_EQ(v.workers.size(), 1u);
+  EXPECT_EQ(v.workers[0], 2);
+  EXPECT_EQ(v.cause, CauseClass::compute) << v.cause_detail;
+  EXPECT_NE(v.cause_detail.find("45 kernel launches between CUDA syncs"), std::string::npos) << v.cause_detail;
+}
+
+TEST(StragglerVerdict, SameLaunchesBetweenSyncsNamesNobody) {
+  const auto set = ahead_of_gpu(-1);
+  const auto v = wait_verdict(set, find_sync_points(job({0, 0, 0, 0}, 120)));
+  EXPECT_EQ(v.kind, VerdictKind::none) << v.evidence << " / " << v.cause_detail;
 }
 
 // Causes that the host cannot see, from what the recorder samples beside the job (issue 15): each on a job

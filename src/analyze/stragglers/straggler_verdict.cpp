@@ -149,6 +149,59 @@ std::string contention_text(const CpuContention& c, const WorkerLateness& pw) {
   return buf;
 }
 
+// Kernel launches between a worker's own CUDA synchronisations, in the intervals its launch probes watched whole:
+// the host issues a step's launches in program order between its syncs, so each interval holds exactly its share
+// of the work, where the points that cut the steps (when the collectives completed) fall at varying offsets from a
+// host that runs ahead of its GPU. Syncs with no launch between them (an event sync right before a stream sync)
+// close one interval. Empty when the worker made no such syncs.
+std::vector<int> launches_between_syncs(const TimelineSet& set, const WorkerTimeline& wt, int64_t t0, int64_t t1) {
+  std::vector<int64_t> syncs;
+  for (auto& op : wt.ops)
+    if (op.kind == OpKind::sync && op.start_ns >= t0 && op.start_ns < t1 &&
+        set.names[op.name].find(" (") == std::string::npos)
+      syncs.push_back(op.start_ns);
+  std::sort(syncs.begin(), syncs.end());
+  std::vector<int> out;
+  const auto& l = wt.gpu_launch_ns;
+  size_t from = 0;  // the sync that opened the interval
+  for (size_t k = 1; k < syncs.size(); ++k) {
+    const auto c = std::lower_bound(l.begin(), l.end(), syncs[k]) - std::lower_bound(l.begin(), l.end(), syncs[from]);
+    if (c == 0) continue;
+    if (watched(set, syncs[from], syncs[k])) out.push_back(static_cast<int>(c));
+    from = k;
+  }
+  return out;
+}
+
+// Extra work on worker `a` from the launches between syncs (launches_between_syncs), against each of `others`:
+// its intervals' quantiles (5 % to 95 %) at least as high as the other's, higher at a quarter of them or more, and
+// its trimmed mean higher by 1 % and a quarter launch. Quantiles, not one median: where a step syncs at two places,
+// the extra launch falls in one kind of interval only, and the median may be the other kind's.
+bool launches_more_between_syncs(const std::vector<std::vector<int>>& between, int a, const std::vector<int>& others) {
+  constexpr int kQ = 19;
+  auto profile = [](std::vector<int> x) {
+    std::sort(x.begin(), x.end());
+    std::vector<double> q(kQ);
+    for (int i = 0; i < kQ; ++i) q[static_cast<size_t>(i)] = x[static_cast<size_t>((i + 1) * (x.size() - 1) / (kQ + 1))];
+    return q;
+  };
+  auto mean = [](const std::vector<double>& q) { return std::accumulate(q.begin(), q.end(), 0.0) / double(q.size()); };
+  if (others.empty() || between[a].size() < 10) return false;
+  const auto qa = profile(between[a]);
+  for (int b : others) {
+    if (between[b].size() < 10) return false;
+    const auto qb = profile(between[b]);
+    int more = 0, fewer = 0;
+    for (int i = 0; i < kQ; ++i) {
+      more += qa[static_cast<size_t>(i)] > qb[static_cast<size_t>(i)];
+      fewer += qa[static_cast<size_t>(i)] < qb[static_cast<size_t>(i)];
+    }
+    const double ma = mean(qa), mb = mean(qb);
+    if (fewer > 1 || 4 * more < kQ || ma < std::max(mb + 0.25, 1.01 * mb)) return false;
+  }
+  return true;
+}
+
 // Steps differ in launches (a flag all-reduced every few steps, cuDNN's choices): extra work on worker `a` must
 // show in the steps watched whole on both, against every one of `others`: its median launches per step at least
 // one (and 1 %) above theirs, and more steps where it launched more than fewer. Medians, not step-by-step
@@ -554,6 +607,7 @@ StragglerVerdict wait_verdict(const TimelineSet& set, const SyncPoints& sp, cons
   const int64_t t0 = sp.end_ns.front(), t1 = sp.end_ns.back();
   const double steps = std::max(1.0, double(m - 1) / sp.period);
   std::vector<std::vector<int>> launches_in(n);  // [worker][step] launches in each watched step, -1 unwatched
+  std::vector<std::vector<int>> between_syncs(n);  // [worker] launches in each watched interval between its syncs
   for (size_t w = 0; w < n; ++w) {
     auto& pw = v.per_worker[w];
     for (auto& s : set.workers[w].cpu_samples)
@@ -575,6 +629,7 @@ StragglerVerdict wait_verdict(const TimelineSet& set, const SyncPoints& sp, cons
       }
       pw.launch_steps = static_cast<int>(per_step.size());
       pw.launches = mode_nonzero(per_step);
+      between_syncs[w] = launches_between_syncs(set, set.workers[w], t0, t1);
     }
     const auto& wt = set.workers[w];
     pw.sm_util = wt.gpu_sm_util.empty() ? -1 : mean_within(wt.gpu_sm_util, t0, t1, -1);
@@ -679,24 +734,41 @@ StragglerVerdict wait_verdict(const TimelineSet& set, const SyncPoints& sp, cons
     }
     // A GPU job's hosts all wait for their GPUs, so a rank whose GPU does extra work is not late on the host;
     // it launches more kernels per step than its peers, which do the same work.
+    // Where every worker synchronised often enough, the launches between its syncs decide (exact); otherwise the
+    // launches per step between the points.
+    const bool by_syncs = std::all_of(between_syncs.begin(), between_syncs.end(), [](auto& x) { return x.size() >= 10; });
+    auto per_sync = [&](int w) {  // the median interval's launches
+      auto x = between_syncs[static_cast<size_t>(w)];
+      if (x.empty()) return 0.0;
+      std::nth_element(x.begin(), x.begin() + static_cast<long>(x.size() / 2), x.end());
+      return double(x[x.size() / 2]);
+    };
     std::vector<int> by_launch(n);
     std::iota(by_launch.begin(), by_launch.end(), 0);
-    std::sort(by_launch.begin(), by_launch.end(),
-              [&](int a, int b) { return v.per_worker[a].launches > v.per_worker[b].launches; });
+    std::sort(by_launch.begin(), by_launch.end(), [&](int a, int b) {
+      return by_syncs ? per_sync(a) > per_sync(b) : v.per_worker[a].launches > v.per_worker[b].launches;
+    });
     const double top = v.per_worker[by_launch[0]].launches, second = v.per_worker[by_launch[1]].launches;
     const double lowest = v.per_worker[by_launch.back()].launches;
-    const bool more_per_step = launches_more_per_step(launches_in, by_launch[0], {by_launch.begin() + 1, by_launch.end()});
+    const std::vector<int> others_of_top(by_launch.begin() + 1, by_launch.end());
+    const bool more_per_step = by_syncs ? launches_more_between_syncs(between_syncs, by_launch[0], others_of_top)
+                                        : launches_more_per_step(launches_in, by_launch[0], others_of_top) &&
+                                              second > 0 && top >= std::max(second + 1, 1.01 * second) && second == lowest;
     const GpuSideCause gpu = gpu_side_cause(set, v.per_worker, opt);
     // One more launch in 440 is a different cuDNN algorithm (cudnn.benchmark chooses per rank: seen on the
     // H200 CNN recording), not extra work: the excess must be at least 1 % of the others' launches.
-    if (more_per_step && second > 0 && top >= std::max(second + 1, 1.01 * second) && second == lowest) {
+    if (more_per_step) {
       v.kind = VerdictKind::one_straggler;
       v.workers = {by_launch[0]};
       v.cause = CauseClass::compute;
       v.confidence = 0.6;  // more work, not a measured delay: its cost is not seen from the host
       v.excess_measured = false;
-      std::snprintf(buf, sizeof buf, "extra GPU work: %.0f kernel launches per step against %.0f on every other rank",
-                    top, second);
+      if (by_syncs)
+        std::snprintf(buf, sizeof buf, "extra GPU work: %.0f kernel launches between CUDA syncs (median) against at "
+                      "most %.0f on every other rank", per_sync(by_launch[0]), per_sync(by_launch[1]));
+      else
+        std::snprintf(buf, sizeof buf, "extra GPU work: %.0f kernel launches per step against %.0f on every other rank",
+                      top, second);
       v.cause_detail = buf;
       // Its GPU time is not recorded. What is: how long the others' hosts waited for their GPUs in CUDA syncs
       // (recorded all along), which holds the wait for its extra work when their hosts run ahead of their GPUs
@@ -819,8 +891,10 @@ StragglerVerdict wait_verdict(const TimelineSet& set, const SyncPoints& sp, cons
     const double d_off = avg(slow, &WorkerLateness::offcpu_ns) - avg(rest, &WorkerLateness::offcpu_ns);
     const double l_slow = avg(slow, &WorkerLateness::launches), l_rest = avg(rest, &WorkerLateness::launches);
     const GpuSideCause gpu = gpu_side_cause(set, v.per_worker, opt);
-    bool more_launches = l_rest > 0 && l_slow >= std::max(l_rest + 1, 1.01 * l_rest);
-    for (int w : slow) more_launches &= launches_more_per_step(launches_in, w, rest);
+    const bool by_syncs = std::all_of(between_syncs.begin(), between_syncs.end(), [](auto& x) { return x.size() >= 10; });
+    bool more_launches = by_syncs || (l_rest > 0 && l_slow >= std::max(l_rest + 1, 1.01 * l_rest));
+    for (int w : slow)
+      more_launches &= by_syncs ? launches_more_between_syncs(between_syncs, w, rest) : launches_more_per_step(launches_in, w, rest);
     if (more_launches) {
       v.cause = CauseClass::compute;
       std::snprintf(buf, sizeof buf, "extra GPU work: %.0f kernel launches per step against %.0f on the others",
