@@ -231,3 +231,12 @@ TEST(StragglerRealRecordings, H200StarvedGpuWithoutTheWideGapIsNamedWithItsCpuCo
   EXPECT_NE(r.verdict.cause_detail.find("starved GPU"), std::string::npos) << r.verdict.cause_detail;
   EXPECT_NE(r.verdict.cause_detail.find("CPU contention"), std::string::npos) << r.verdict.cause_detail;
 }
+
+// Session 14's 4-GPU batch (SEED=47), "none" with the build of that day: rank 2 spun its GPU ~4 ms a step. The
+// launch probes watched 32 steps; counted between the points they scattered (38-51 a step, mode 46 on rank 0 and
+// 45 on rank 2), while between each rank's own CUDA syncs the hosts issued exactly 44, and 45 on rank 2.
+TEST(StragglerRealRecordings, H200FourRanksExtraGpuWorkFromTheLaunchesBetweenEachRanksSyncs) {
+  const auto r = expect_one_straggler("h200x4_compute_rank2.sdb.xz", 2, CauseClass::compute);
+  EXPECT_NE(r.verdict.cause_detail.find("45 kernel launches between CUDA syncs"), std::string::npos)
+      << r.verdict.cause_detail;
+}
