@@ -173,6 +173,9 @@ if [ -n "$RECORD" ] && [ -x "$RECORD" ]; then
   wait $rec 2>/dev/null || true
 fi
 rm -f /tmp/agent-bench-share.$$
+# The job's segments as the agent wrote them (its incidents, the series they were found in): to re-analyse on another
+# machine why an incident came early, late or not at all (session 14: one came 19 s after the interference began).
+[ -d "$data/jobs" ] && tar -C "$data" -cf - jobs | xz -T0 -6 >"$OUT/agent_job_segments.tar.xz" 2>/dev/null || true
 # The NVML samplers' own notes (per-query-group cost of a round, XID and PCIe counter notes) from the node's and the
 # job's segments and the baseline recording, before the data directory goes.
 if [ -n "$RECORD" ] && [ -x "$RECORD" ]; then
