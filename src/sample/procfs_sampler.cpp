@@ -139,6 +139,7 @@ struct ProcfsSampler::Impl {
   ProcfsSamplerOptions options;
   procfs::SamplerContext ctx;
   std::vector<std::unique_ptr<procfs::Family>> families;
+  std::vector<bool> idle_slow;  // by family: read at most every options.idle_period_ms while the node is idle
   std::vector<Sample> batch;
   bool opened = false;
 
@@ -183,9 +184,12 @@ struct ProcfsSampler::Impl {
   void tick_once() {
     batch.clear();
     const int64_t interval_ms = std::max<int64_t>(1, interval_ns / 1'000'000);
-    for (auto& f : families) {
-      const int64_t stride = std::max<int64_t>(1, f->min_period_ms() / interval_ms);
-      if (tick_number % stride == 0) f->sample(batch);
+    const bool idle = options.live_idle && options.live_idle->load(std::memory_order_relaxed);
+    for (size_t i = 0; i < families.size(); ++i) {
+      int64_t period = families[i]->min_period_ms();
+      if (idle && idle_slow[i]) period = std::max<int64_t>(period, options.idle_period_ms);
+      const int64_t stride = std::max<int64_t>(1, period / interval_ms);
+      if (tick_number % stride == 0) families[i]->sample(batch);
     }
     ++tick_number;
     if (!batch.empty()) ctx.sink->append_samples(batch);
@@ -232,7 +236,17 @@ CollectorStatus ProcfsSampler::open(TelemetrySink& sink, const std::string& host
       unavailable += (unavailable.empty() ? "" : "; ") + std::string(d.name) + ": " + why;
       continue;
     }
+    m.idle_slow.push_back(std::find(m.options.idle_families.begin(), m.options.idle_families.end(), d.name) !=
+                          m.options.idle_families.end());
     m.families.push_back(std::move(fam));
+  }
+  if (m.options.live_idle) {
+    std::string slow;
+    for (size_t i = 0; i < m.families.size(); ++i)
+      if (m.idle_slow[i]) slow += (slow.empty() ? "" : ", ") + std::string(m.families[i]->name());
+    if (!slow.empty())
+      sink.add_note("procfs", "while the node is idle (no job traced): " + slow + " at most every " +
+                                  std::to_string(m.options.idle_period_ms) + " ms, the others at their usual period");
   }
   for (auto& name : wanted)
     if (std::none_of(family_defs().begin(), family_defs().end(), [&](auto& d) { return d.name == name; }))
