@@ -571,10 +571,17 @@ TEST(ProcfsSampler, AnIdleNodeReadsItsCostlierFamiliesLessOften) {
   for (int i = 0; i < 10; ++i) sampler.tick();
   EXPECT_EQ(reads("softirq."), 8u) << "idle again: one read in 10 ticks";
   EXPECT_EQ(reads("cpu.time."), 35u);
+  sampler.stop();
   const auto notes = sink.notes();
   EXPECT_TRUE(std::any_of(notes.begin(), notes.end(), [](auto& n) {
     return n.text.find("while the node is idle (no job traced): softirqs at most every 1000 ms") != std::string::npos;
   }));
+  // The agent's node sampler says what each family cost, and how often it was read.
+  auto cost = std::find_if(notes.begin(), notes.end(), [](auto& n) { return n.text.find("host families") == 0; });
+  ASSERT_NE(cost, notes.end());
+  EXPECT_NE(cost->text.find("over 35 ticks of 100 ms, 30 of them idle"), std::string::npos) << cost->text;
+  EXPECT_NE(cost->text.find(" (35), softirqs "), std::string::npos) << cost->text;
+  EXPECT_NE(cost->text.find(" (8)"), std::string::npos) << cost->text;
 }
 
 TEST(ProcfsSampler, FamilyListParsingAndListing) {

@@ -140,6 +140,11 @@ struct ProcfsSampler::Impl {
   procfs::SamplerContext ctx;
   std::vector<std::unique_ptr<procfs::Family>> families;
   std::vector<bool> idle_slow;  // by family: read at most every options.idle_period_ms while the node is idle
+  // With live_idle (the agent's node), each family's CPU time and reads, said at stop(): the idle agent's host
+  // sampler cost 0.77 % of a core on a 64-core GPU host with no breakdown to act on.
+  std::vector<std::pair<int64_t, uint64_t>> family_cost;  // (CPU ns, reads) by family
+  uint64_t idle_ticks = 0;
+  bool costs_noted = false;
   std::vector<Sample> batch;
   bool opened = false;
 
@@ -181,6 +186,26 @@ struct ProcfsSampler::Impl {
     }
   }
 
+  static int64_t thread_cpu_ns() {
+    timespec ts{};
+    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1'000'000'000LL + ts.tv_nsec;
+  }
+
+  void note_family_costs() {
+    if (!options.live_idle || !ctx.sink || tick_number == 0 || costs_noted) return;
+    costs_noted = true;
+    std::string by;
+    for (size_t i = 0; i < families.size(); ++i)
+      if (family_cost[i].second > 0)
+        by += (by.empty() ? "" : ", ") + std::string(families[i]->name()) + " " +
+              std::to_string(family_cost[i].first / 1000 / static_cast<int64_t>(family_cost[i].second)) + " (" +
+              std::to_string(family_cost[i].second) + ")";
+    ctx.sink->add_note("procfs", "host families' CPU a read in us (reads) over " + std::to_string(tick_number) +
+                                     " ticks of " + std::to_string(interval_ns / 1'000'000) + " ms, " +
+                                     std::to_string(idle_ticks) + " of them idle (no job traced): " + by);
+  }
+
   void tick_once() {
     batch.clear();
     const int64_t interval_ms = std::max<int64_t>(1, interval_ns / 1'000'000);
@@ -189,8 +214,17 @@ struct ProcfsSampler::Impl {
       int64_t period = families[i]->min_period_ms();
       if (idle && idle_slow[i]) period = std::max<int64_t>(period, options.idle_period_ms);
       const int64_t stride = std::max<int64_t>(1, period / interval_ms);
-      if (tick_number % stride == 0) families[i]->sample(batch);
+      if (tick_number % stride != 0) continue;
+      if (!options.live_idle) {
+        families[i]->sample(batch);
+        continue;
+      }
+      const int64_t cpu0 = thread_cpu_ns();
+      families[i]->sample(batch);
+      family_cost[i].first += thread_cpu_ns() - cpu0;
+      ++family_cost[i].second;
     }
+    idle_ticks += idle;
     ++tick_number;
     if (!batch.empty()) ctx.sink->append_samples(batch);
     std::lock_guard lk(stats_mu);
@@ -240,6 +274,7 @@ CollectorStatus ProcfsSampler::open(TelemetrySink& sink, const std::string& host
                           m.options.idle_families.end());
     m.families.push_back(std::move(fam));
   }
+  m.family_cost.assign(m.families.size(), {0, 0});
   if (m.options.live_idle) {
     std::string slow;
     for (size_t i = 0; i < m.families.size(); ++i)
@@ -281,13 +316,17 @@ void ProcfsSampler::add_pid(uint32_t pid) { impl_->ctx.add_traced_pid(pid); }
 
 void ProcfsSampler::stop() {
   Impl& m = *impl_;
-  if (!m.thread.joinable()) return;
+  if (!m.thread.joinable()) {
+    m.note_family_costs();  // ticked by the caller (tests, benchmarks)
+    return;
+  }
   {
     std::lock_guard lk(m.mu);
     m.stop_requested = true;
   }
   m.cv.notify_all();
   m.thread.join();
+  m.note_family_costs();
   std::lock_guard lk(m.stats_mu);
   m.stats.wall_ns = monotonic_ns() - m.start_ns;
 }
