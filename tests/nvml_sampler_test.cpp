@@ -487,18 +487,21 @@ TEST(NvmlSampler, TheIdleScheduleReadsSlowGroupsRarelyAndAJobBringsThemBackAtOnc
   o.interval_ms = 10;
   o.slow_interval_ms = 50;
   o.idle_slow_interval_ms = 60'000;
+  o.process_interval_ms = 10;
   o.xid_events = false;
   auto idle = std::make_shared<std::atomic<bool>>(true);
   o.live_idle = idle;
   auto c = make_nvml_sampler(o);
   auto fields = [] { return fake_calls("fields", 0); };
   auto rounds = [] { return fake_calls("util", 0); };
-  const int fields0 = fields(), rounds0 = rounds();
+  auto pcie = [] { return fake_calls("pcie", 0); };  // gpu0 has no PCIe byte counters: the 20 ms query, in turn
+  const int fields0 = fields(), rounds0 = rounds(), pcie0 = pcie();
   ASSERT_TRUE(c->start(sink, {}).running);
   std::this_thread::sleep_for(std::chrono::milliseconds(400));
   const int idle_rounds = rounds() - rounds0, idle_fields = fields() - fields0;
   EXPECT_GE(idle_rounds, 10) << "the fast readings every round";
   EXPECT_EQ(idle_fields, 1) << "idle: the first round's read only (the next is due after 60 s)";
+  EXPECT_GE(pcie() - pcie0, 2 * 3) << "gpu0 runs processes: its PCIe throughput every other round, idle or not";
 
   idle->store(false);  // a job is traced
   const int fields1 = fields(), rounds1 = rounds();
@@ -516,6 +519,16 @@ TEST(NvmlSampler, TheIdleScheduleReadsSlowGroupsRarelyAndAJobBringsThemBackAtOnc
   const int idle_again_rounds = rounds() - rounds2;
   EXPECT_EQ(fields() - fields2, 0) << "idle again: none in " << idle_again_rounds << " rounds";
   EXPECT_GE(idle_again_rounds, 10);
+  // Idle, and gpu0's processes gone: no PCIe throughput query on it (nothing on its link); a job brings it back.
+  fake_set_gpu0_processes(0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // a round sees the empty list
+  const int pcie_idle = pcie();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(pcie() - pcie_idle, 0) << "idle GPU on an idle node";
+  idle->store(false);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_GE(pcie() - pcie_idle, 2 * 3) << "with a job every GPU's link is read, in turn";
+  fake_set_gpu0_processes(1);
   c->stop();
 
   std::lock_guard lk(sink.mu_);

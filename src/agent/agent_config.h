@@ -47,7 +47,8 @@ struct AgentConfig {
   // readings and NVML field values (energy, memory clock, ECC, PCIe replays, NVLink and PCIe byte counters; 1 s with
   // a job), and the host families whose cost grows with CPUs and processes (interrupts, softirqs, perf counters,
   // per-process CPU, vmstat, TCP counters, cpufreq; every host_interval_ms with a job). Back at once when a job is
-  // traced. GPU utilisation, memory, power, temperature, clocks, throttling and XID events stay every interval.
+  // traced. GPU utilisation, memory, power, temperature, clocks, throttling and XID events stay every interval; a GPU
+  // with no running process gets no PCIe throughput query (nothing on its link) while idle.
   int host_idle_gpu_slow_interval_ms = 30'000;
   int host_idle_host_slow_interval_ms = 30'000;
   std::string host_layers = "host,nvml";
