@@ -5,7 +5,8 @@
 // gpu.mem.total), power (gpu.power), temperature (gpu.temp), SM clock (gpu.clock.sm), clock-throttle reasons
 // (gpu.throttle.reasons bitmask, gpu.throttle.power / .thermal / .hw_slowdown 0|1), PCIe throughput (gpu.pcie.tx,
 // gpu.pcie.rx; from the 20 ms query, one GPU a round in turn, where the driver lacks the byte counters; not on an
-// idle node's GPU without processes: live_idle). Every slow_interval_ms (values that change slowly or are counters, whose rate over a longer span loses nothing): energy
+// idle node's GPU without processes: live_idle). Every slow_interval_ms (values that change slowly or are counters,
+// whose rate over a longer span loses nothing): energy
 // (gpu.energy), memory clock (gpu.clock.mem), ECC (gpu.ecc.corrected, gpu.ecc.uncorrected), and the field values:
 // PCIe replays (gpu.pcie.replay), NVLink data (gpu.nvlink.tx, gpu.nvlink.rx), PCIe byte counters (their rate is
 // gpu.pcie.tx / rx). Every process_interval_ms, per process (device "gpuN/pidP"): gpu.proc.sm_util and
