@@ -8,7 +8,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -373,18 +376,18 @@ TEST(NvmlSampler, SlowQueriesAreReadLessOftenAndThePeriodCanFollowALiveSetting) 
   o.live_interval_ms = live;
   auto c = make_nvml_sampler(o);
   const int util0 = fake_calls("util", 0), fields0 = fake_calls("fields", 0), ecc0 = fake_calls("ecc", 0),
-            proc0 = fake_calls("proc_util", 1), procmem0 = fake_calls("proc_mem", 0);
+            proc0 = fake_calls("proc_util", 0), procmem0 = fake_calls("proc_mem", 0);
   ASSERT_TRUE(c->start(sink, {}).running);
   std::this_thread::sleep_for(std::chrono::milliseconds(600));
   const int util = fake_calls("util", 0) - util0, fields = fake_calls("fields", 0) - fields0,
-            ecc = fake_calls("ecc", 0) - ecc0, proc = fake_calls("proc_util", 1) - proc0,
+            ecc = fake_calls("ecc", 0) - ecc0, proc = (fake_calls("proc_util", 0) - proc0) / 2,
             procmem = fake_calls("proc_mem", 0) - procmem0;
   // 60 rounds of 10 ms (fewer on a loaded machine): slow groups in about 1 of 10, per-process ones in 1 of 5.
   EXPECT_GE(util, 20);
   EXPECT_GE(fields, 2);
   EXPECT_LE(fields, util / 10 + 2) << util << " rounds";
   EXPECT_LE(ecc, 2 * (util / 10 + 2));  // corrected and uncorrected
-  EXPECT_GE(proc, 3);                    // gpu1 answers "not found": one call a read
+  EXPECT_GE(proc, 3);                    // gpu0 runs processes: two calls a read (the count, then the samples)
   EXPECT_LE(proc, util / 5 + 2);
   EXPECT_LE(procmem, util / 5 + 2);
   // The live period: 100 ms rounds from now on.
@@ -404,4 +407,150 @@ TEST(NvmlSampler, SlowQueriesAreReadLessOftenAndThePeriodCanFollowALiveSetting) 
   ASSERT_NE(cost, sink.notes.end());
   EXPECT_NE(cost->find("every 10-100 ms"), std::string::npos) << *cost;
   EXPECT_NE(cost->find("slow readings"), std::string::npos) << *cost;
+}
+
+namespace {
+void fake_set_gpu0_processes(int on) {
+  void* h = ::dlopen(kFakeNvml.c_str(), RTLD_NOW | RTLD_NOLOAD);
+  ASSERT_NE(h, nullptr);
+  auto fn = reinterpret_cast<void (*)(int)>(::dlsym(h, "fake_nvml_set_gpu0_processes"));
+  ASSERT_NE(fn, nullptr);
+  fn(on);
+  ::dlclose(h);
+}
+
+// "process utilization on X of Y GPU reads" in the cost note `label` names ("" for the only one).
+std::pair<int, int> utilization_reads(const std::vector<std::string>& notes, const std::string& label) {
+  for (auto& n : notes)
+    if (n.find("sampling round of 2 GPU(s)" + label + ":") != std::string::npos) {
+      const auto at = n.find("process utilization on ");
+      if (at == std::string::npos) return {-1, -1};
+      int x = -1, y = -1;
+      std::sscanf(n.c_str() + at, "process utilization on %d of %d GPU reads", &x, &y);
+      return {x, y};
+    }
+  return {-1, -1};
+}
+}  // namespace
+
+// The per-process utilization query (10 ms of CPU a round on 4 idle H200s) is made only on a GPU whose running-process
+// list (0.13 ms) has an entry: an idle GPU has nothing to attribute. As soon as a process runs, it is made again.
+TEST(NvmlSampler, ProcessUtilizationIsQueriedOnlyOnAGpuWithRunningProcesses) {
+  void* lib = ::dlopen(kFakeNvml.c_str(), RTLD_NOW);
+  ASSERT_NE(lib, nullptr) << ::dlerror();
+  fake_set_gpu0_processes(0);  // both GPUs idle
+  CaptureSink sink;
+  NvmlSamplerOptions o;
+  o.library = kFakeNvml;
+  o.interval_ms = 10;
+  o.process_interval_ms = 10;  // the per-process group every round
+  o.xid_events = false;
+  auto c = make_nvml_sampler(o);
+  const int list0[2] = {fake_calls("proc_mem", 0), fake_calls("proc_mem", 1)};
+  const int util0[2] = {fake_calls("proc_util", 0), fake_calls("proc_util", 1)};
+  ASSERT_TRUE(c->start(sink, {}).running);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const int idle_lists = fake_calls("proc_mem", 0) - list0[0];
+  EXPECT_GE(idle_lists, 5) << "the running-process list is still read on an idle GPU";
+  EXPECT_GE(fake_calls("proc_mem", 1) - list0[1], 5);
+  EXPECT_EQ(fake_calls("proc_util", 0), util0[0]) << "no process on gpu0: no utilization query";
+  EXPECT_EQ(fake_calls("proc_util", 1), util0[1]) << "no process on gpu1: no utilization query";
+
+  fake_set_gpu0_processes(1);  // two processes start on gpu0
+  const int lists_at_start = fake_calls("proc_mem", 0), util_at_start = fake_calls("proc_util", 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const int busy_lists = fake_calls("proc_mem", 0) - lists_at_start;
+  const int busy_util_calls = fake_calls("proc_util", 0) - util_at_start;
+  c->stop();
+  fake_set_gpu0_processes(1);
+  EXPECT_GE(busy_util_calls, 2 * 5) << "two calls a read (the count, then the samples)";
+  EXPECT_GE(busy_util_calls, 2 * (busy_lists - 1)) << "a read after every list that had processes";
+  EXPECT_EQ(fake_calls("proc_util", 1), util0[1]) << "gpu1 still has none";
+  std::lock_guard lk(sink.mu_);
+  EXPECT_GE(sink.count("gpu.proc.sm_util", "gpu0/pid4242"), 5u);
+  EXPECT_GE(sink.count("gpu.proc.mem.used", "gpu0/pid4242"), 5u);
+  // The note counts them: gpu0's reads once it had processes, of both GPUs' reads.
+  const auto [with_util, reads] = utilization_reads(sink.notes, "");
+  EXPECT_GE(with_util, 5);
+  EXPECT_LE(with_util, busy_lists + 1);
+  EXPECT_GE(reads, idle_lists + busy_lists);
+  ::dlclose(lib);
+}
+
+// The agent's idle node: while live_idle is true the slow readings and field values come every idle_slow_interval_ms;
+// the first round after it turns false reads them, and from then on every slow_interval_ms; back to the idle period
+// when it turns true again. The cost note tells each schedule's rounds apart.
+TEST(NvmlSampler, TheIdleScheduleReadsSlowGroupsRarelyAndAJobBringsThemBackAtOnce) {
+  CaptureSink sink;
+  NvmlSamplerOptions o;
+  o.library = kFakeNvml;
+  o.interval_ms = 10;
+  o.slow_interval_ms = 50;
+  o.idle_slow_interval_ms = 60'000;
+  o.process_interval_ms = 10;
+  o.xid_events = false;
+  auto idle = std::make_shared<std::atomic<bool>>(true);
+  o.live_idle = idle;
+  auto c = make_nvml_sampler(o);
+  auto fields = [] { return fake_calls("fields", 0); };
+  auto rounds = [] { return fake_calls("util", 0); };
+  auto pcie = [] { return fake_calls("pcie", 0); };  // gpu0 has no PCIe byte counters: the 20 ms query, in turn
+  const int fields0 = fields(), rounds0 = rounds(), pcie0 = pcie();
+  ASSERT_TRUE(c->start(sink, {}).running);
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  const int idle_rounds = rounds() - rounds0, idle_fields = fields() - fields0;
+  EXPECT_GE(idle_rounds, 10) << "the fast readings every round";
+  EXPECT_EQ(idle_fields, 1) << "idle: the first round's read only (the next is due after 60 s)";
+  EXPECT_GE(pcie() - pcie0, 2 * 3) << "gpu0 runs processes: its PCIe throughput every other round, idle or not";
+
+  idle->store(false);  // a job is traced
+  const int fields1 = fields(), rounds1 = rounds();
+  for (int i = 0; i < 100 && fields() == fields1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  EXPECT_LE(rounds() - rounds1, 2) << "read in the first round of the job schedule";
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  const int job_rounds = rounds() - rounds1, job_fields = fields() - fields1;
+  EXPECT_GE(job_fields, 4) << job_rounds << " rounds";  // about 8 in 400 ms at 50 ms
+  EXPECT_LE(job_fields, job_rounds / 5 + 2) << job_rounds << " rounds";
+
+  idle->store(true);  // the job ended
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // a round in flight may still be the job's
+  const int fields2 = fields(), rounds2 = rounds();
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  const int idle_again_rounds = rounds() - rounds2;
+  EXPECT_EQ(fields() - fields2, 0) << "idle again: none in " << idle_again_rounds << " rounds";
+  EXPECT_GE(idle_again_rounds, 10);
+  // Idle, and gpu0's processes gone: no PCIe throughput query on it (nothing on its link); a job brings it back.
+  fake_set_gpu0_processes(0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // a round sees the empty list
+  const int pcie_idle = pcie();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(pcie() - pcie_idle, 0) << "idle GPU on an idle node";
+  idle->store(false);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_GE(pcie() - pcie_idle, 2 * 3) << "with a job every GPU's link is read, in turn";
+  fake_set_gpu0_processes(1);
+  c->stop();
+
+  std::lock_guard lk(sink.mu_);
+  auto note_of = [&](const std::string& label) {
+    auto it = std::find_if(sink.notes.begin(), sink.notes.end(), [&](auto& n) {
+      return n.find("sampling round of 2 GPU(s)" + label + ":") != std::string::npos;
+    });
+    return it == sink.notes.end() ? std::string() : *it;
+  };
+  const std::string idle_note = note_of(", idle schedule (no job traced)");
+  const std::string job_note = note_of(", job schedule (a job traced)");
+  EXPECT_NE(idle_note.find("slow readings and field values at most every 60000 ms"), std::string::npos) << idle_note;
+  EXPECT_NE(job_note.find("slow readings and field values at most every 50 ms"), std::string::npos) << job_note;
+  const auto n_of = [](const std::string& n) {
+    const auto at = n.find(" on average over ");
+    return at == std::string::npos ? -1 : std::atoi(n.c_str() + at + 17);
+  };
+  EXPECT_GE(n_of(idle_note), idle_rounds + idle_again_rounds - 2) << idle_note;
+  EXPECT_GE(n_of(job_note), job_rounds - 2) << job_note;
+  EXPECT_EQ(note_of("").size(), 0u) << "one note a schedule, each named";
+  const std::string start = *std::find_if(sink.notes.begin(), sink.notes.end(), [](auto& n) {
+    return n.find("sampling 2 GPU(s) every") != std::string::npos;
+  });
+  EXPECT_NE(start.find("every 60000 ms while the node is idle"), std::string::npos) << start;
 }

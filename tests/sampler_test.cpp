@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <functional>
@@ -535,6 +536,52 @@ TEST(ProcfsSampler, MissingSourcesAreUnavailableNotFatal) {
   EXPECT_FALSE(st.running);
   EXPECT_NE(st.message.find("stat"), std::string::npos);
   EXPECT_EQ(sink.notes().size(), 2u);
+}
+
+// The agent's idle node: while live_idle is true the costlier families (idle_families, softirqs here) are read every
+// idle_period_ms, the others every tick; from the first tick after it turns false every family at its usual period.
+TEST(ProcfsSampler, AnIdleNodeReadsItsCostlierFamiliesLessOften) {
+  TempDir dir;
+  make_fixture_tree(dir);
+  ProcfsSamplerOptions opt;
+  opt.proc_root = dir.file("proc");
+  opt.sys_root = dir.file("sys");
+  opt.families = {"stat", "softirqs"};
+  auto idle = std::make_shared<std::atomic<bool>>(true);
+  opt.live_idle = idle;
+  opt.idle_period_ms = 1000;  // ticks of 100 ms (tick()'s period): every 10th
+  ProcfsSampler sampler(opt);
+  MemorySink sink;
+  ASSERT_TRUE(sampler.open(sink, "h").running);
+  // Samples by family: the stat family's cpu.time.* and the softirqs family's softirq.* series.
+  auto reads = [&](const std::string& prefix) {
+    std::set<int64_t> ticks;  // one timestamp a family's read
+    for (const SeriesInfo& s : sink.series())
+      if (s.name.rfind(prefix, 0) == 0)
+        for (const Sample& x : sink.samples_of(s.id)) ticks.insert(x.t_ns);
+    return ticks.size();
+  };
+  for (int i = 0; i < 20; ++i) sampler.tick();
+  EXPECT_EQ(reads("cpu.time."), 20u) << "stat every tick";
+  EXPECT_EQ(reads("softirq."), 2u) << "softirqs every 10th tick while idle";
+  idle->store(false);  // a job is traced
+  for (int i = 0; i < 5; ++i) sampler.tick();
+  EXPECT_EQ(reads("softirq."), 7u) << "every tick from the first with a job";
+  idle->store(true);
+  for (int i = 0; i < 10; ++i) sampler.tick();
+  EXPECT_EQ(reads("softirq."), 8u) << "idle again: one read in 10 ticks";
+  EXPECT_EQ(reads("cpu.time."), 35u);
+  sampler.stop();
+  const auto notes = sink.notes();
+  EXPECT_TRUE(std::any_of(notes.begin(), notes.end(), [](auto& n) {
+    return n.text.find("while the node is idle (no job traced): softirqs at most every 1000 ms") != std::string::npos;
+  }));
+  // The agent's node sampler says what each family cost, and how often it was read.
+  auto cost = std::find_if(notes.begin(), notes.end(), [](auto& n) { return n.text.find("host families") == 0; });
+  ASSERT_NE(cost, notes.end());
+  EXPECT_NE(cost->text.find("over 35 ticks of 100 ms, 30 of them idle"), std::string::npos) << cost->text;
+  EXPECT_NE(cost->text.find(" (35), softirqs "), std::string::npos) << cost->text;
+  EXPECT_NE(cost->text.find(" (8)"), std::string::npos) << cost->text;
 }
 
 TEST(ProcfsSampler, FamilyListParsingAndListing) {

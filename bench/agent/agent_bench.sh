@@ -188,6 +188,15 @@ for n in j.get("notes", []):
         print(sys.argv[1], "|", n["text"])' "${f#"$data"/}" || true
   done >"$OUT/nvml_notes.txt"
   echo "NVML notes ($OUT/nvml_notes.txt):"; grep -E 'sampling round|XID|PCIe byte' "$OUT/nvml_notes.txt" || true
+  # The node's host sampler: which families the idle schedule slows, and each family's CPU a read (session 14).
+  for f in $(find "$data/node" -name '*.sdb' 2>/dev/null | sort); do
+    "$RECORD" info --json "$f" 2>/dev/null | python3 -c '
+import json, sys
+for n in json.load(sys.stdin).get("notes", []):
+    if n.get("source") == "procfs":
+        print(sys.argv[1], "|", n["text"])' "${f#"$data"/}" || true
+  done >"$OUT/host_notes.txt"
+  echo "node host sampler notes ($OUT/host_notes.txt):"; grep -E 'host families|while the node is idle' "$OUT/host_notes.txt" || true
 fi
 cat >"$OUT/agent_bench.json" <<JSON
 {"machine": "$(hostname) $(nproc) cores $(uname -r)", "job": "${job[*]}", "agent_args": "${AGENT_ARGS:-}",

@@ -17,7 +17,11 @@
 #   cp -L /usr/lib/x86_64-linux-gnu/libprometheus-cpp-core.so.1.0 /usr/lib/x86_64-linux-gnu/libcivetweb.so.1 \
 #     /usr/lib/x86_64-linux-gnu/libbenchmark.so.1debian .carry/lib/
 # Run (device machine, repo root): OUT=$OUT bash bench/agent/gpu_agent.sh
-#   (IDLE_S, JOB_S: seconds of the idle and one-job measurements, default 30 and 60)
+#   (IDLE_S, JOB_S: seconds of the idle and one-job measurements, default 60 and 60: the idle node reads its costlier
+#   series every 30 s since session 14, so the idle window holds two of those reads, not zero or one)
+# Session 14: the node's cost notes are per schedule ("sampling round ..., idle schedule (no job traced)" and
+# "..., job schedule (a job traced)", each with "process utilization on X of Y GPU reads"); $OUT/host_notes.txt has
+# the node host sampler's CPU a read by family ("host families' CPU a read ...").
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:?set OUT}
@@ -35,6 +39,6 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >"$OUT/gpus.txt
 .carry/stackscope info "$OUT/nvml_idle.sdb" 2>&1 | grep -E 'note +nvml' | tee -a "$OUT/nvml_idle.txt" || true
 .carry/agent_scrape_bench --benchmark_min_time=1 2>&1 | tee "$OUT/scrape_bench.txt"
 # Only the bench's job is traced (command_filter): the figures are of one job.
-AGENT=.carry/stackscope-agent RECORD=.carry/stackscope IDLE_S=${IDLE_S:-30} JOB_S=${JOB_S:-60} OUT="$OUT" \
+AGENT=.carry/stackscope-agent RECORD=.carry/stackscope IDLE_S=${IDLE_S:-60} JOB_S=${JOB_S:-60} OUT="$OUT" \
   AGENT_ARGS="--set discovery.command_filter=ddp_job" \
   bash bench/agent/agent_bench.sh "$TR" --nproc-per-node 2 eval/stragglers/ddp_job.py --backend nccl --steps 1000000

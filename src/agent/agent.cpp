@@ -23,6 +23,7 @@
 #include "online/collectors.h"
 #include "model/clock.h"
 #include "sample/host_info.h"
+#include "sample/procfs_sampler.h"
 #include "sample/self_cpu.h"
 
 namespace stackscope::agent {
@@ -58,12 +59,19 @@ class NodeTelemetry {
     CollectorOptions copt;
     copt.interval_ms = c.host_interval_ms;
     copt.host = host_meta.count("host") ? host_meta.at("host") : std::string();
+    // An idle node (no job traced: the fan-out's live_idle) reads its costlier series on the idle schedule.
     NvmlSamplerOptions nvml;
     nvml.live_interval_ms = nvml_fan_.live_interval_ms();
-    collectors_ = online::make_collectors(wanted, {}, {}, nvml);
+    nvml.live_idle = nvml_fan_.live_idle();
+    nvml.idle_slow_interval_ms = c.host_idle_gpu_slow_interval_ms;
+    ProcfsSamplerOptions host;
+    host.live_idle = nvml_fan_.live_idle();
+    host.idle_period_ms = c.host_idle_host_slow_interval_ms;
+    for (Layer l : wanted)
+      collectors_.push_back(l == Layer::nvml ? make_nvml_sampler(nvml) : make_procfs_sampler(host));
     for (auto& col : collectors_) {
       const bool shared = col->layer() == Layer::nvml;
-      if (shared) nvml_sub_ = nvml_fan_.subscribe(*exporter_, c.host_interval_ms);
+      if (shared) nvml_sub_ = nvml_fan_.subscribe(*exporter_, c.host_interval_ms, SampleFanOut::Consumer::node);
       CollectorStatus st = col->start(shared ? static_cast<TelemetrySink&>(nvml_fan_) : *exporter_, copt);
       if (!st.message.empty()) log_line("node " + col->name() + ": " + st.message);
       if (st.running) running_.push_back(col.get());
@@ -310,7 +318,9 @@ void Agent::reload() {
       }
     }
     if (!node_ || next.host_layers != before.host_layers || next.host_interval_ms != before.host_interval_ms ||
-        next.data_dir != before.data_dir || next.max_host_series != before.max_host_series)
+        next.data_dir != before.data_dir || next.max_host_series != before.max_host_series ||
+        next.host_idle_gpu_slow_interval_ms != before.host_idle_gpu_slow_interval_ms ||
+        next.host_idle_host_slow_interval_ms != before.host_idle_host_slow_interval_ms)
       start_node();
   } catch (const std::exception& e) {
     log_line(std::string("reload: ") + e.what());

@@ -150,6 +150,22 @@ const std::map<std::string, KeySpec>& specs() {
                            c.host_interval_ms = static_cast<int>(duration_ns(k, v, 10'000'000) / 1'000'000);
                            if (c.host_interval_ms > 60'000) throw std::invalid_argument(k + ": at most 60s");
                          }}},
+      {"host.idle_gpu_slow_interval",
+       {"on an idle node (no job traced): energy, memory clock, ECC and NVML field values (PCIe replays, NVLink, PCIe "
+        "byte counters) at most this often (default 30s; 1s while a job is traced); utilisation, memory, power, "
+        "temperature, clocks and throttling stay at host.interval; a GPU without processes gets no PCIe throughput or "
+        "process-utilization query",
+        [](AgentConfig& c, const std::string& k, const std::string& v) {
+          c.host_idle_gpu_slow_interval_ms = static_cast<int>(duration_ns(k, v, 100'000'000) / 1'000'000);
+          if (c.host_idle_gpu_slow_interval_ms > 3'600'000) throw std::invalid_argument(k + ": at most 1h");
+        }}},
+      {"host.idle_host_slow_interval",
+       {"on an idle node (no job traced): the host families interrupts, softirqs, perf counters, per-process CPU, "
+        "vmstat, TCP counters and cpufreq at most this often (default 30s; host.interval while a job is traced)",
+        [](AgentConfig& c, const std::string& k, const std::string& v) {
+          c.host_idle_host_slow_interval_ms = static_cast<int>(duration_ns(k, v, 100'000'000) / 1'000'000);
+          if (c.host_idle_host_slow_interval_ms > 3'600'000) throw std::invalid_argument(k + ": at most 1h");
+        }}},
       {"host.layers", {"the node's own samplers: host, nvml, both or none (default host,nvml)",
                        [](AgentConfig& c, const std::string& k, const std::string& v) {
                          for (auto& l : split_list(v))

@@ -43,6 +43,14 @@ struct AgentConfig {
   double detect_horizon_s = 1800;
   // the node's own samplers (host and GPU series without a job)
   int host_interval_ms = 1000;
+  // An idle node (no job traced) reads its costlier series less often (docs/BENCHMARKS.md, session 14): the slow GPU
+  // readings and NVML field values (energy, memory clock, ECC, PCIe replays, NVLink and PCIe byte counters; 1 s with
+  // a job), and the host families whose cost grows with CPUs and processes (interrupts, softirqs, perf counters,
+  // per-process CPU, vmstat, TCP counters, cpufreq; every host_interval_ms with a job). Back at once when a job is
+  // traced. GPU utilisation, memory, power, temperature, clocks, throttling and XID events stay every interval; a GPU
+  // with no running process gets no PCIe throughput query (nothing on its link) while idle.
+  int host_idle_gpu_slow_interval_ms = 30'000;
+  int host_idle_host_slow_interval_ms = 30'000;
   std::string host_layers = "host,nvml";
   size_t max_host_series = 4000;  // exported to /metrics (the rest still go to the segments)
   // rolling store

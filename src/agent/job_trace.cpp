@@ -170,7 +170,7 @@ JobTrace::JobTrace(const Job& job, const AgentConfig& config, const std::map<std
     sink->add_note("nvml", fmt::format("GPU series and XID events from the agent's node NVML sampler (one a node, "
                                        "shared by the jobs it traces), every {} ms",
                                        config.interval_ms));
-    nvml_ = node_nvml->subscribe(*sink, config.interval_ms);
+    nvml_ = node_nvml->subscribe(*sink, config.interval_ms, SampleFanOut::Consumer::job);
     status_ += std::string(status_.empty() ? "" : "; ") + "nvml: the node's sampler";
   }
   if (running_.empty() && !nvml_) {

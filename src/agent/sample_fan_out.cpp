@@ -6,18 +6,22 @@
 namespace stackscope::agent {
 
 SampleFanOut::SampleFanOut(int idle_interval_ms)
-    : idle_interval_ms_(std::max(idle_interval_ms, 1)), live_ms_(std::make_shared<std::atomic<int>>(idle_interval_ms_)) {}
+    : idle_interval_ms_(std::max(idle_interval_ms, 1)),
+      live_ms_(std::make_shared<std::atomic<int>>(idle_interval_ms_)),
+      idle_(std::make_shared<std::atomic<bool>>(true)) {}
 
 SampleFanOut::~SampleFanOut() = default;
 
 SampleFanOut::Subscription::~Subscription() { fan_.unsubscribe(id_); }
 
-std::unique_ptr<SampleFanOut::Subscription> SampleFanOut::subscribe(TelemetrySink& sink, int interval_ms) {
+std::unique_ptr<SampleFanOut::Subscription> SampleFanOut::subscribe(TelemetrySink& sink, int interval_ms,
+                                                                   Consumer who) {
   std::lock_guard lk(mu_);
   const uint64_t id = next_id_++;
-  Consumer& c = consumers_[id];
+  Share& c = consumers_[id];
   c.sink = &sink;
   c.interval_ns = static_cast<int64_t>(std::max(interval_ms, 1)) * 1'000'000;
+  c.job = who == Consumer::job;
   for (const auto& [source, text] : notes_) sink.add_note(source, text);
   for (const auto& [index, s] : static_last_) {
     const Sample out{id_in(c, index), s.t_ns, s.value};
@@ -49,14 +53,19 @@ size_t SampleFanOut::consumers() const {
 
 void SampleFanOut::update_live_interval() {
   int64_t fastest = static_cast<int64_t>(idle_interval_ms_) * 1'000'000;
+  bool idle = true;
   if (!consumers_.empty()) {
     fastest = INT64_MAX;
-    for (const auto& [id, c] : consumers_) fastest = std::min(fastest, c.interval_ns);
+    for (const auto& [id, c] : consumers_) {
+      fastest = std::min(fastest, c.interval_ns);
+      idle = idle && !c.job;
+    }
   }
   live_ms_->store(static_cast<int>(fastest / 1'000'000));
+  idle_->store(idle);
 }
 
-SeriesId SampleFanOut::id_in(Consumer& c, size_t index) {
+SeriesId SampleFanOut::id_in(Share& c, size_t index) {
   if (c.ids.size() <= index) {
     c.ids.resize(series_.size());
     c.last_t.resize(series_.size(), INT64_MIN);

@@ -80,6 +80,10 @@ RegisterCommand reg("agent", 90, [](CLI::App& app, int& exit_code) {
   cmd->footer(
       "Signals: SIGHUP reloads the configuration file (flags still win; traced jobs keep their settings until they\n"
       "end); SIGTERM or SIGINT stops: every job's segment is flushed and closed with its incidents, probes detached.\n"
+      "Idle node (no job traced): the node's slow GPU readings (energy, memory clock, ECC, NVML field values) and its\n"
+      "costlier host families (interrupts, softirqs, perf counters, per-process CPU, vmstat, TCP, cpufreq) are read\n"
+      "every 30s (host.idle_gpu_slow_interval, host.idle_host_slow_interval), and a GPU with no running process gets\n"
+      "no PCIe throughput or per-process utilization query; a traced job brings the full rates back at once.\n"
       "Exit status: 0; 3 if the store failed (disk full); 1 on a bad configuration.");
   cmd->callback([f, &exit_code] { exit_code = run_agent(*f); });
 });

@@ -140,6 +140,7 @@ struct Gpu {
   // The PCIe byte counters' last reading (t ns, bytes) per direction, for the rate between two readings.
   std::optional<std::pair<int64_t, unsigned long long>> pcie_count[2];
   bool pcie_counted = false;  // the byte counters answer: their rates replace the 20 ms throughput query
+  std::optional<unsigned int> running;  // processes in the last running-process list (nullopt: unknown)
   size_t index_in_list = 0;   // position among the GPUs sampled (a GPU without a handle is skipped)
 };
 
@@ -180,10 +181,17 @@ class NvmlSampler final : public Collector {
     if (gpus_.empty()) return unavailable("NVML found no GPU");
     slow_ns_ = static_cast<int64_t>(std::max(opt_.slow_interval_ms, 1)) * 1'000'000;
     process_ns_ = static_cast<int64_t>(std::max(opt_.process_interval_ms, 1)) * 1'000'000;
+    idle_slow_ns_ = static_cast<int64_t>(std::max(opt_.idle_slow_interval_ms, 1)) * 1'000'000;
     note(fmt::format("sampling {} GPU(s) every {} ms{} (energy, memory clock, ECC and field values at most every {} "
-                     "ms; per-process queries at most every {} ms): {}",
+                     "ms{}; per-process queries at most every {} ms, process utilization only on a GPU with a running "
+                     "process): {}",
                      gpus_.size(), interval_ms_, opt_.live_interval_ms ? " or as asked while running" : "",
-                     opt_.slow_interval_ms, opt_.process_interval_ms, names));
+                     opt_.slow_interval_ms,
+                     opt_.live_idle ? fmt::format(", every {} ms while the node is idle (no job traced), when a GPU "
+                                                  "without processes gets no PCIe throughput query either",
+                                                  opt_.idle_slow_interval_ms)
+                                    : std::string(),
+                     opt_.process_interval_ms, names));
     running_ = true;
     stopping_ = false;
     sampler_ = std::thread([this] {
@@ -224,14 +232,23 @@ class NvmlSampler final : public Collector {
   // Where the sampling thread's time goes, by group of queries: the recorder's NVML thread took 6.2 s of CPU in
   // 82 s on one H100 (session 12), the largest part of the recorder's own cost, with no breakdown to act on.
   enum Phase {
-    kPhaseReadings, kPhaseSlowReadings, kPhaseFields, kPhasePcieQuery, kPhaseProcUtil, kPhaseProcMem, kPhaseNames,
+    kPhaseReadings, kPhaseSlowReadings, kPhaseFields, kPhasePcieQuery, kPhaseProcMem, kPhaseProcUtil, kPhaseNames,
     kPhaseCount
   };
   struct PhaseCost {
     double wall_ns = 0, cpu_ns = 0;
   };
-  PhaseCost phase_cost_[kPhaseCount];
-  size_t rounds_timed_ = 0;
+  // Rounds and their cost by schedule, told apart in the note: the agent's node sampler spends most of its life on
+  // the idle one and a job's minutes on the other, and an average over both would describe neither.
+  enum Schedule { kScheduleJob, kScheduleIdle, kScheduleCount };
+  struct ScheduleCost {
+    PhaseCost phase[kPhaseCount];
+    size_t rounds = 0;
+    int min_interval_ms = INT_MAX, max_interval_ms = 0;  // the periods its rounds ran at (live_interval_ms)
+    size_t proc_reads = 0, proc_util_reads = 0;  // GPU reads of the per-process group; of them with utilization
+  };
+  ScheduleCost cost_[kScheduleCount];
+  Schedule schedule_ = kScheduleJob;  // this round's (sampler thread only)
   static int64_t thread_cpu_ns() {
     timespec ts{};
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
@@ -248,29 +265,38 @@ class NvmlSampler final : public Collector {
     }
   };
   void note_query_costs() {
-    if (rounds_timed_ == 0) return;
+    for (int s = 0; s < kScheduleCount; ++s) note_query_costs(static_cast<Schedule>(s));
+  }
+  void note_query_costs(Schedule which) {
+    const ScheduleCost& c = cost_[which];
+    if (c.rounds == 0) return;
     static constexpr const char* kPhaseNames[kPhaseCount] = {
-        "readings", "slow readings", "field values", "PCIe throughput (20 ms each)", "process utilization",
-        "running processes", "process names"};
+        "readings", "slow readings", "field values", "PCIe throughput (20 ms each)", "running processes",
+        "process utilization", "process names"};
     double wall = 0, cpu = 0;
-    for (auto& c : phase_cost_) {
-      wall += c.wall_ns;
-      cpu += c.cpu_ns;
+    for (auto& p : c.phase) {
+      wall += p.wall_ns;
+      cpu += p.cpu_ns;
     }
-    const double n = static_cast<double>(rounds_timed_);
+    const double n = static_cast<double>(c.rounds);
     std::string by;
     for (int i = 0; i < kPhaseCount; ++i)
-      if (phase_cost_[i].wall_ns > 0)
-        by += fmt::format("{}{} {:.2f} / {:.2f}", by.empty() ? "" : ", ", kPhaseNames[i], phase_cost_[i].wall_ns / n / 1e6,
-                          phase_cost_[i].cpu_ns / n / 1e6);
-    const std::string every = min_interval_ms_ == max_interval_ms_
-                                  ? fmt::format("every {} ms", min_interval_ms_)
-                                  : fmt::format("every {}-{} ms", min_interval_ms_, max_interval_ms_);
-    note(fmt::format("sampling round of {} GPU(s): {:.2f} ms wall, {:.2f} ms CPU on average over {} rounds ({}; "
-                     "slow readings and field values at most every {} ms, per-process queries at most every {} ms); "
-                     "by query group, ms wall / CPU a round: {}",
-                     gpus_.size(), wall / n / 1e6, cpu / n / 1e6, rounds_timed_, every, opt_.slow_interval_ms,
-                     opt_.process_interval_ms, by));
+      if (c.phase[i].wall_ns > 0)
+        by += fmt::format("{}{} {:.2f} / {:.2f}", by.empty() ? "" : ", ", kPhaseNames[i], c.phase[i].wall_ns / n / 1e6,
+                          c.phase[i].cpu_ns / n / 1e6);
+    const std::string every = c.min_interval_ms == c.max_interval_ms
+                                  ? fmt::format("every {} ms", c.min_interval_ms)
+                                  : fmt::format("every {}-{} ms", c.min_interval_ms, c.max_interval_ms);
+    const std::string label = !opt_.live_idle ? std::string()
+                              : which == kScheduleIdle ? ", idle schedule (no job traced)"
+                                                       : ", job schedule (a job traced)";
+    note(fmt::format("sampling round of {} GPU(s){}: {:.2f} ms wall, {:.2f} ms CPU on average over {} rounds ({}; "
+                     "slow readings and field values at most every {} ms, per-process queries at most every {} ms, "
+                     "process utilization on {} of {} GPU reads, the others had no running process); by query group, "
+                     "ms wall / CPU a round: {}",
+                     gpus_.size(), label, wall / n / 1e6, cpu / n / 1e6, c.rounds, every,
+                     which == kScheduleIdle ? opt_.idle_slow_interval_ms : opt_.slow_interval_ms,
+                     opt_.process_interval_ms, c.proc_util_reads, c.proc_reads, by));
   }
   std::set<std::string> overrun_noted_;
   size_t stride_noted_ = sizeof(nvml::ProcessInfo);
@@ -386,6 +412,7 @@ class NvmlSampler final : public Collector {
   void sample_gpu(Gpu& g) {
     const int64_t t = monotonic_ns();
     auto on = [&](Probe p) { return !g.off[p]; };
+    PhaseCost* phase = cost_[schedule_].phase;
     PhaseClock clock;
     if (on(kUtil)) {
       nvml::Utilization u{};
@@ -426,7 +453,7 @@ class NvmlSampler final : public Collector {
       gauge(g, "gpu.throttle.thermal", "bool", t, (ull & (nvml::kSwThermal | nvml::kHwThermal)) ? 1 : 0);
       gauge(g, "gpu.throttle.hw_slowdown", "bool", t, (ull & nvml::kHwSlowdown) ? 1 : 0);
     }
-    clock.mark(phase_cost_[kPhaseReadings]);
+    clock.mark(phase[kPhaseReadings]);
     if (slow_due_) {
       if (on(kEnergy) && check(g, kEnergy, api_.DeviceGetTotalEnergyConsumption(g.handle, &ull)))
         counter(g, "gpu.energy", "joules", SeriesCategory::dynamic, t, ull / 1000.0);
@@ -441,28 +468,44 @@ class NvmlSampler final : public Collector {
                 api_.DeviceGetTotalEccErrors(g.handle, nvml::kErrorUncorrected, nvml::kVolatileEcc, &ull)))
         counter(g, "gpu.ecc.uncorrected", "count", SeriesCategory::event_counter, t, static_cast<double>(ull));
     }
-    clock.mark(phase_cost_[kPhaseSlowReadings]);
+    clock.mark(phase[kPhaseSlowReadings]);
     if (slow_due_) sample_fields(g, t);
-    clock.mark(phase_cost_[kPhaseFields]);
+    clock.mark(phase[kPhaseFields]);
     // nvmlDeviceGetPcieThroughput counts bytes over 20 ms and returns only then: 40 ms a GPU for both directions,
     // so 8 GPUs could not be sampled every 100 ms. Where the driver has the byte counters (fields 197/198, read
     // with the other fields) their rate over the slow period replaces it; else one GPU's throughput is read per
     // tick, in turn.
-    if (!g.pcie_counted && (gpus_.size() <= 1 || tick_ % gpus_.size() == g.index_in_list)) {
+    // On an idle node a GPU where no process runs has nothing on its link but these queries: its 20 ms query (1.5 ms
+    // of CPU a round on 4 idle H200s) waits for a process or a traced job.
+    const bool link_unused = schedule_ == kScheduleIdle && g.running == 0u;
+    if (!g.pcie_counted && !link_unused && (gpus_.size() <= 1 || tick_ % gpus_.size() == g.index_in_list)) {
       if (on(kPcieTx) && check(g, kPcieTx, api_.DeviceGetPcieThroughput(g.handle, nvml::kPcieTxBytes, &ui)))
         gauge(g, "gpu.pcie.tx", "bytes_per_second", t, ui * 1024.0);
       if (on(kPcieRx) && check(g, kPcieRx, api_.DeviceGetPcieThroughput(g.handle, nvml::kPcieRxBytes, &ui)))
         gauge(g, "gpu.pcie.rx", "bytes_per_second", t, ui * 1024.0);
     }
-    clock.mark(phase_cost_[kPhasePcieQuery]);
+    clock.mark(phase[kPhasePcieQuery]);
     if (!process_due_) return;
     seen_pids_.clear();
-    if (on(kProcUtil)) sample_process_util(g, t);
-    clock.mark(phase_cost_[kPhaseProcUtil]);
-    if (on(kProcMem)) sample_process_memory(g, t);
-    clock.mark(phase_cost_[kPhaseProcMem]);
+    // The running-process list first (0.13 ms of CPU a round on 4 idle H200s): where it is empty, no
+    // process-utilization query (10 ms a round there), since no process is there to attribute it to. Where the list
+    // is unknown (the query off or failing) utilization is queried as before. The cost: a process that ended since
+    // the last read loses its last utilization samples; graphics-only processes (not in the compute list) get none.
+    std::optional<unsigned int> running;
+    if (on(kProcMem)) running = sample_process_memory(g, t);
+    g.running = running;
+    clock.mark(phase[kPhaseProcMem]);
+    if (on(kProcUtil)) {
+      ScheduleCost& c = cost_[schedule_];
+      ++c.proc_reads;
+      if (running != 0u) {
+        ++c.proc_util_reads;
+        sample_process_util(g, t);
+      }
+    }
+    clock.mark(phase[kPhaseProcUtil]);
     name_processes(g, t);
-    clock.mark(phase_cost_[kPhaseNames]);
+    clock.mark(phase[kPhaseNames]);
   }
 
   // gpu.proc.present {gpuN/pidP/comm}: 1 each interval a process is seen on the GPU, so that the per-process
@@ -659,7 +702,8 @@ class NvmlSampler final : public Collector {
   // nvmlDeviceGetComputeRunningProcesses_v3 fills 24-byte entries on most drivers and 32-byte ones (with
   // usedGpuCcProtectedMemory) on some: the stride is read from how far the entries reached into a sentinel-filled
   // buffer with room for either.
-  void sample_process_memory(Gpu& g, int64_t t) {
+  // The number of processes running on the GPU; nullopt when the query failed.
+  std::optional<unsigned int> sample_process_memory(Gpu& g, int64_t t) {
     constexpr size_t kMaxStride = 32;
     unsigned int room = 64;
     std::optional<GuardedBuffer> buf;
@@ -674,7 +718,7 @@ class NvmlSampler final : public Collector {
       if (r == nvml::kInsufficientSize) room = std::max(n, told) + 16;
     }
     check_guard(*buf, "nvmlDeviceGetComputeRunningProcesses");
-    if (!check(g, kProcMem, r)) return;
+    if (!check(g, kProcMem, r)) return std::nullopt;
     n = std::min(n, room);
     size_t stride = sizeof(nvml::ProcessInfo);
     if (n > 0) {
@@ -701,6 +745,7 @@ class NvmlSampler final : public Collector {
       put("gpu.proc.mem.used", g.device + "/pid" + std::to_string(info.pid), "bytes", SeriesKind::gauge,
           SeriesCategory::dynamic, t, static_cast<double>(info.usedGpuMemory));
     }
+    return n;
   }
 
   void sample_loop() {
@@ -711,19 +756,23 @@ class NvmlSampler final : public Collector {
       int interval = interval_ms_;
       if (opt_.live_interval_ms)
         if (const int live = opt_.live_interval_ms->load(std::memory_order_relaxed); live > 0) interval = live;
-      min_interval_ms_ = std::min(min_interval_ms_, interval);
-      max_interval_ms_ = std::max(max_interval_ms_, interval);
+      schedule_ = opt_.live_idle && opt_.live_idle->load(std::memory_order_relaxed) ? kScheduleIdle : kScheduleJob;
+      ScheduleCost& cost = cost_[schedule_];
+      cost.min_interval_ms = std::min(cost.min_interval_ms, interval);
+      cost.max_interval_ms = std::max(cost.max_interval_ms, interval);
       // A slower group is due once its period is within half a round of having passed, so that a 1000 ms group at
-      // 100 ms rounds comes every 10th round, not every 11th.
+      // 100 ms rounds comes every 10th round, not every 11th. Leaving the idle schedule, the slow groups (last read
+      // up to idle_slow_interval_ms ago) are due at once.
       const int64_t now_ns = monotonic_ns(), half_round = static_cast<int64_t>(interval) * 500'000;
-      slow_due_ = first || now_ns - last_slow >= slow_ns_ - half_round;
+      const int64_t slow_ns = schedule_ == kScheduleIdle ? idle_slow_ns_ : slow_ns_;
+      slow_due_ = first || now_ns - last_slow >= slow_ns - half_round;
       process_due_ = first || now_ns - last_process >= process_ns_ - half_round;
       if (slow_due_) last_slow = now_ns;
       if (process_due_) last_process = now_ns;
       first = false;
       for (auto& g : gpus_) sample_gpu(g);
       ++tick_;
-      ++rounds_timed_;
+      ++cost.rounds;
       if (!batch_.empty()) {
         sink_->append_samples(batch_);
         batch_.clear();
@@ -815,8 +864,7 @@ class NvmlSampler final : public Collector {
   TelemetrySink* sink_ = nullptr;
   std::string host_;
   int interval_ms_ = 100;
-  int min_interval_ms_ = INT_MAX, max_interval_ms_ = 0;  // the periods the rounds ran at (live_interval_ms)
-  int64_t slow_ns_ = 1'000'000'000, process_ns_ = 500'000'000;
+  int64_t slow_ns_ = 1'000'000'000, process_ns_ = 500'000'000, idle_slow_ns_ = 30'000'000'000;
   bool slow_due_ = true, process_due_ = true;  // this round reads the slow groups (sampler thread only)
   size_t tick_ = 0;  // sampling rounds so far (whose turn the PCIe throughput query is)
   std::vector<Gpu> gpus_;

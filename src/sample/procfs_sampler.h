@@ -8,6 +8,7 @@
 // counters keep the kernel's integer unit ("jiffies", "milliseconds", "microseconds", "microjoules") so that
 // they stay exact and compress well; derived_series converts their rates to ratios and watts.
 #pragma once
+#include <atomic>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -42,6 +43,15 @@ struct ProcfsSamplerOptions {
   double proc_cpu_busy = 0.5;             // ...plus any using more than this many CPUs
   size_t max_process_series = 256;        // distinct proc.cpu.util series with a pid; then one per name (pid 0)
   std::vector<uint32_t> traced_pids;      // the job (with its descendants); start() adds CollectorOptions::pids
+  // The agent's node sampler: while *live_idle (read each tick) is true, the node traces no job and the families in
+  // idle_families are read at most every idle_period_ms. They are the ones whose cost grows with the CPUs and
+  // processes of the host (per IRQ x CPU, per CPU, per process) or whose text the kernel formats at length, and all
+  // but proc_cpu hold cumulative counters, whose sums over any span come out the same. Every family at its usual
+  // period from the first tick after it turns false.
+  std::shared_ptr<const std::atomic<bool>> live_idle;
+  int idle_period_ms = 30'000;
+  std::vector<std::string> idle_families = {"interrupts", "softirqs", "perf_hw", "perf_sw", "proc_cpu",
+                                            "netproto",   "vmstat",   "cpufreq"};
 };
 
 // Parses "stat,meminfo,netdev" or "all"; throws std::invalid_argument naming an unknown family.

@@ -6,11 +6,13 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <mutex>
 #include <thread>
 
+#include "agent/agent.h"
 #include "agent/agent_config.h"
 #include "agent/agent_metrics.h"
 #include "agent/job_discovery.h"
@@ -104,7 +106,7 @@ TEST(AgentNvml, ATracedJobSharesTheNodeSamplerInsteadOfStartingASecond) {
   // The node: its sampler at 1 s into the fan-out, the node's sink subscribed at 1 s.
   SampleFanOut fan(1000);
   CountingSink node;
-  auto node_share = fan.subscribe(node, 1000);
+  auto node_share = fan.subscribe(node, 1000, SampleFanOut::Consumer::node);
   NvmlSamplerOptions o;
   o.live_interval_ms = fan.live_interval_ms();
   auto sampler = online::make_collectors({Layer::nvml}, {}, {}, o);
@@ -164,5 +166,112 @@ TEST(AgentNvml, ATracedJobSharesTheNodeSamplerInsteadOfStartingASecond) {
 
   sampler[0]->stop();
   node_share.reset();
+  ::dlclose(lib);
+}
+
+// An idle node (no job traced) reads the slow GPU groups (energy, memory clock, ECC, field values) every
+// host.idle_gpu_slow_interval (default 30 s) instead of every second; a traced job brings them back at once, at its
+// own schedule, and its end takes them back to the idle one. The node's sampler here is wired as the agent's
+// NodeTelemetry wires it (the next test runs the agent itself).
+TEST(AgentNvml, AnIdleNodeReadsTheSlowGpuGroupsRarelyAndATracedJobBringsThemBack) {
+  void* lib = ::dlopen(kFakeNvml.c_str(), RTLD_NOW | RTLD_GLOBAL);
+  ASSERT_NE(lib, nullptr) << ::dlerror();
+  auto calls = reinterpret_cast<int (*)(const char*, int)>(::dlsym(lib, "fake_nvml_calls"));
+  ASSERT_NE(calls, nullptr);
+  TempDir dir;
+  AgentConfig config;
+  config.data_dir = dir.path();
+  config.layers = "nvml";
+  config.interval_ms = 100;
+  config.detect = false;
+  AgentMetrics metrics("h", "test");
+  const std::map<std::string, std::string> host_meta{{"host", "h"}};
+
+  SampleFanOut fan(1000);
+  CountingSink node;
+  auto node_share = fan.subscribe(node, 1000, SampleFanOut::Consumer::node);
+  EXPECT_TRUE(fan.live_idle()->load()) << "the node alone is idle";
+  NvmlSamplerOptions o;
+  o.live_interval_ms = fan.live_interval_ms();
+  o.live_idle = fan.live_idle();
+  o.idle_slow_interval_ms = 60'000;
+  auto sampler = online::make_collectors({Layer::nvml}, {}, {}, o);
+  CollectorOptions copt;
+  copt.interval_ms = 1000;
+  copt.host = "h";
+  const int fields0 = calls("fields", 0);
+  ASSERT_TRUE(sampler[0]->start(fan, copt).running);
+  fan.set_feeding(true);
+  std::this_thread::sleep_for(2500ms);  // three rounds of the node alone
+  EXPECT_EQ(calls("fields", 0) - fields0, 1) << "idle: the first round's read only";
+  EXPECT_GE(node.count("gpu.util{gpu0}"), 2u) << "the fast readings every second";
+
+  std::string job_dir;
+  int job_fields = 0, after_job = 0;
+  {
+    JobTrace job(this_process_as_job(3), config, host_meta, metrics, &fan);
+    EXPECT_FALSE(fan.live_idle()->load()) << "a job is traced";
+    job_dir = job.dir();
+    const int fields1 = calls("fields", 0);
+    // The node's round asleep when the job came (1 s at most): then the slow groups at once, and every second.
+    for (int i = 0; i < 150 && calls("fields", 0) == fields1; ++i) std::this_thread::sleep_for(10ms);
+    EXPECT_GT(calls("fields", 0), fields1) << "read within the node's round period of the job's start";
+    std::this_thread::sleep_for(2200ms);
+    job_fields = calls("fields", 0) - fields1;
+    job.stop();
+  }
+  EXPECT_TRUE(fan.live_idle()->load()) << "the job gone: idle again";
+  std::this_thread::sleep_for(1100ms);  // a round in flight may still be the job's
+  const int fields2 = calls("fields", 0);
+  std::this_thread::sleep_for(2200ms);
+  after_job = calls("fields", 0) - fields2;
+  sampler[0]->stop();
+  EXPECT_GE(job_fields, 2) << "1 s slow period with the job";
+  EXPECT_LE(job_fields, 5);
+  EXPECT_EQ(after_job, 0) << "idle again: none in 2 s";
+  EXPECT_GE(samples_in(job_dir, "gpu.nvlink.tx{gpu1}"), 2u) << "the job's recording holds the slow series";
+  node_share.reset();
+  ::dlclose(lib);
+}
+
+// The agent itself: with no job traced its node sampler reads the slow GPU groups once in 2.5 s (at 100 ms rounds),
+// and host.idle_gpu_slow_interval sets how often; the cost note in the node's segment names the idle schedule.
+TEST(AgentNvml, TheAgentsIdleGpuScheduleFollowsItsConfiguration) {
+  void* lib = ::dlopen(kFakeNvml.c_str(), RTLD_NOW | RTLD_GLOBAL);
+  ASSERT_NE(lib, nullptr) << ::dlerror();
+  auto calls = reinterpret_cast<int (*)(const char*, int)>(::dlsym(lib, "fake_nvml_calls"));
+  ASSERT_NE(calls, nullptr);
+  auto run_agent = [&](const std::string& idle_period, std::vector<Note>& notes) {
+    TempDir dir;
+    std::map<std::string, std::string> overrides{{"data_dir", dir.path()},
+                                                 {"listen", "127.0.0.1:0"},
+                                                 {"host.layers", "nvml"},
+                                                 {"host.interval", "100ms"},
+                                                 {"discovery.command_filter", "^no job matches this$"}};
+    if (!idle_period.empty()) overrides["host.idle_gpu_slow_interval"] = idle_period;
+    Agent agent("", overrides, "test");
+    std::atomic<bool> stop{false}, reload{false};
+    const int fields0 = calls("fields", 0), rounds0 = calls("util", 0);
+    std::thread t([&] { agent.run(stop, reload); });
+    std::this_thread::sleep_for(2500ms);
+    const int fields = calls("fields", 0) - fields0, rounds = calls("util", 0) - rounds0;
+    stop.store(true);
+    t.join();
+    samples_in(dir.path() + "/node", "", &notes);
+    return std::make_pair(fields, rounds);
+  };
+  std::vector<Note> notes;
+  const auto [fields, rounds] = run_agent("", notes);  // the default, 30 s
+  EXPECT_GE(rounds, 12) << "100 ms rounds";
+  EXPECT_EQ(fields, 1) << "the first round's read only, in " << rounds << " rounds";
+  const bool named = std::any_of(notes.begin(), notes.end(), [](const Note& n) {
+    return n.text.find("sampling round of 2 GPU(s), idle schedule (no job traced)") != std::string::npos &&
+           n.text.find("slow readings and field values at most every 30000 ms") != std::string::npos;
+  });
+  EXPECT_TRUE(named) << "the node's cost note names the idle schedule";
+  std::vector<Note> notes_500;
+  const auto [fields_500, rounds_500] = run_agent("500ms", notes_500);
+  EXPECT_GE(fields_500, 4) << "every 500 ms, in " << rounds_500 << " rounds";
+  EXPECT_LE(fields_500, 7);
   ::dlclose(lib);
 }

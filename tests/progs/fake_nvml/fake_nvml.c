@@ -3,7 +3,8 @@
  * all; the clock reasons come only under their pre-535 name. GPU 1 has the PCIe byte counters (fields 197/198),
  * GPU 0 only the 20 ms throughput query. fake_nvml_calls() tells a test how often an
  * entry point was called per GPU, so it can check that refused queries are not asked again ("init" and
- * "event_set": how many samplers started, counted under GPU 0). */
+ * "event_set": how many samplers started, counted under GPU 0). GPU 0 runs two processes, GPU 1 none
+ * (fake_nvml_set_gpu0_processes(0): none on either). */
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
@@ -48,6 +49,10 @@ void fake_nvml_set_misbehave(int on) { __atomic_store_n(&misbehave, on, __ATOMIC
 typedef struct { unsigned int pid; unsigned long long usedGpuMemory; unsigned int gpuInstanceId, computeInstanceId;
                  unsigned long long usedGpuCcProtectedMemory; } nvmlProcessInfoLong_t;
 static unsigned int pid_of(int i) { return __atomic_load_n(&proc_pid[i], __ATOMIC_RELAXED); }
+/* 0: GPU 0 runs no process either (an empty running-process list; process utilization "not found"), as an idle GPU. */
+static int gpu0_busy = 1;
+void fake_nvml_set_gpu0_processes(int on) { __atomic_store_n(&gpu0_busy, on, __ATOMIC_RELAXED); }
+static int busy(nvmlDevice_t d) { return !idx(d) && __atomic_load_n(&gpu0_busy, __ATOMIC_RELAXED); }
 
 int fake_nvml_calls(const char* name, int device) {
   for (int f = 0; f < F_COUNT; ++f)
@@ -152,7 +157,7 @@ nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t d, int type, int counter, 
 nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d, nvmlProcessUtilizationSample_t* s, unsigned int* n,
                                              unsigned long long last) {
   count(F_PROC_UTIL, d);
-  if (idx(d)) return NOT_FOUND;
+  if (!busy(d)) return NOT_FOUND;
   if (!s || *n < 2) { *n = 2; return INSUFFICIENT_SIZE; }
   if (__atomic_load_n(&misbehave, __ATOMIC_RELAXED)) {  /* four past the end */
     for (unsigned int i = *n; i < *n + 4; ++i) s[i] = (nvmlProcessUtilizationSample_t){pid_of(0), last + 1, 99, 99, 0, 0};
@@ -164,7 +169,7 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d, nvmlProcessUtilizat
 }
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned int* n, nvmlProcessInfo_t* p) {
   count(F_PROC_MEM, d);
-  if (idx(d)) { *n = 0; return OK; }
+  if (!busy(d)) { *n = 0; return OK; }
   if (*n < 2) { *n = 2; return INSUFFICIENT_SIZE; }
   *n = 2;
   if (__atomic_load_n(&misbehave, __ATOMIC_RELAXED)) {
