@@ -1,9 +1,15 @@
 """bench/overhead/overhead_rounds.py's in-run cost split (split_steps) on constructed runs whose true cost is known:
 steps of a fixed time, slower wherever a duty-cycled family's probes could trap (its windows, their attach and
 detach edges, and the entry-only windows the watching series does not show). Registered with ctest
-(tests/CMakeLists.txt: overhead_split); runs anywhere python3 runs, no root, no GPU."""
+(tests/CMakeLists.txt: overhead_split); runs anywhere python3 runs, no root, no GPU. RealRecording reads a kept
+recording with the stackscope binary that $STACKSCOPE names (ctest sets it; skipped without)."""
+import json
+import lzma
 import os
+import shutil
+import subprocess
 import sys
+import tempfile
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench", "overhead"))
@@ -119,6 +125,37 @@ class SplitSteps(unittest.TestCase):
         v = overhead_rounds.verdict({"pair_overheads": pairs, "per_round_probe_cost": [None]}, 0.05)
         self.assertEqual(v["source"], "pairs")
         self.assertAlmostEqual(v["cost"], -0.025)
+
+
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "overhead")
+
+
+@unittest.skipUnless(os.access(os.environ.get("STACKSCOPE", ""), os.X_OK), "STACKSCOPE names no stackscope binary")
+class RealRecording(unittest.TestCase):
+    def test_torch_attached_through_the_steps(self):
+        # `record` (default) of tiny_ops_cpu.py --size 512 --chain 1 --steps 300 (CPU VM, torch 1.13): 150 operator
+        # calls/s, too few for the budget to cycle the torch family, so its series is 1 from its first probes and 0
+        # only at the recorder's stop, after the job's steps. Session 13's split counted it cycled and every step
+        # watched (steps_unwatched 0 of 300), the H200 runs' symptom with nccl.
+        ss = os.environ["STACKSCOPE"]
+        with tempfile.TemporaryDirectory() as work:
+            rec = os.path.join(work, "rec.sdb")
+            with lzma.open(os.path.join(DATA, "torch_attached_throughout.sdb.xz")) as src, open(rec, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+            with lzma.open(os.path.join(DATA, "torch_attached_throughout.steps.json.xz")) as f:
+                steps = json.load(f)
+            flips = overhead_rounds.watching_series(ss, rec, work)
+            self.assertEqual(sorted(flips), ["torch"])
+            self.assertEqual([x for _, x in flips["torch"]], [1.0, 0.0])
+            self.assertGreater(flips["torch"][-1][0], steps[-1][0])  # the 0 comes after the last step: the stop
+            info = json.loads(subprocess.run([ss, "info", "--json", rec], capture_output=True, text=True,
+                                             check=True).stdout)
+            out = overhead_rounds.watched_split(ss, rec, steps, work, [n.get("text", "") for n in info["notes"]])
+        self.assertEqual(out["attached_throughout"], ["torch"])
+        self.assertEqual(out["families_cycled"], [])
+        self.assertEqual(out["steps_timed"], 300)
+        self.assertIn("split_error", out)
+        self.assertNotIn("probe_cost", out)
 
 
 if __name__ == "__main__":
