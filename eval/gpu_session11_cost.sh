@@ -4,10 +4,10 @@
 # instead runs the 200-step layer ablation (bare, default, no nvml, no uprobes, nvml+host, kernel only).
 # Session 14: the verdict is the in-run split (overhead_rounds.py split_steps: the steps after the budget's first
 # detach, those no duty-cycled probe touched against all, in the same process), the fresh-process pairs beside it
-# with the bare runs' spread. The budget's duty cycle is 5 s and its first detach comes seconds into the job, so
-# launch-bound times 3,000 steps (~21 s at 7 ms) after 100 warm-up: 3-4 windows of each cycled family in the steady
-# section (1,500 steps held 1-2). Defaults fit one device command in ~9 min: LB_ROUNDS=4 (420 s cap), SB_ROUNDS=2
-# (110 s cap). KEEP=1 also brings back launch-bound's last default recording and its step times (OUT/ovh/*.sdb).
+# with the bare runs' spread. The budget's duty cycle is 5 s and its first detach comes seconds into the job, so the
+# timed sections are longer: launch-bound 2,500 steps (~18 s at 7 ms), small-batch 4,000 (~11 s at 2.7 ms), after
+# 100 warm-up: 2-3 windows of each cycled family after the first detach (1,500 steps held 0-2). Defaults fit one
+# device command in under 9 min: LB_ROUNDS=4 (390 s cap), SB_ROUNDS=2 (140 s cap); LB_STEPS, SB_STEPS. KEEP=1 also brings back launch-bound's last default recording and its step times (OUT/ovh/*.sdb).
 # Results under $OUT/ovh/*.{md,json}; per-round medians and splits printed.
 # Run (lead): mkdir -p .carry && strip -o .carry/stackscope build/src/cli/stackscope
 #   device run, carry [".carry"]: OUT=$OUT bash eval/gpu_session11_cost.sh
@@ -37,7 +37,7 @@ if [[ ${ABLATE:-0} == 1 ]]; then
   grep -A9 "^| config" "$OUT/ovh/launch_bound.md"; rounds "$OUT/ovh/launch_bound.json"
   exit 0
 fi
-for w in launch_bound:${LB_ROUNDS:-4}:420:${LB_STEPS:-3000} small_batch_infer:${SB_ROUNDS:-2}:110:${SB_STEPS:-1500}; do
+for w in launch_bound:${LB_ROUNDS:-4}:390:${LB_STEPS:-2500} small_batch_infer:${SB_ROUNDS:-2}:140:${SB_STEPS:-4000}; do
   IFS=: read -r n r t steps <<< "$w"
   keep=(); [[ ${KEEP:-0} == 1 && $n == launch_bound ]] && keep=(--keep-recordings)  # 8 files come back at most
   # --budget-s: no round starts that would not end before the timeout (a killed round loses its pair)
