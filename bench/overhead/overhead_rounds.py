@@ -7,7 +7,9 @@ For every traced run it also measures the stop: SIGINT goes to the recorder whil
   stop_exit_s    SIGINT -> the recorder's exit (the recording is closed and the job has ended),
   probes_gone_s  SIGINT -> the kernel's BPF link and program counts are back to their values before the run
                  and the recorder's background detacher (if it started one) has exited,
-and reads the recording's event and drop counts with `stackscope info --json`.
+and reads the recording's event and drop counts with `stackscope info --json`. Where the workload reports its
+step starts (step_rounds.py), split_steps measures the duty-cycled probes' cost inside the run (same process: the
+precise figure where fresh-process pairs spread +-10-15 %); the verdict line gives it with the pairs beside it.
 
 Writes OUT/WORKLOAD.json (everything) and OUT/WORKLOAD.md (the table). Needs root for the traced runs."""
 import argparse
