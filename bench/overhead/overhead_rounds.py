@@ -7,7 +7,9 @@ For every traced run it also measures the stop: SIGINT goes to the recorder whil
   stop_exit_s    SIGINT -> the recorder's exit (the recording is closed and the job has ended),
   probes_gone_s  SIGINT -> the kernel's BPF link and program counts are back to their values before the run
                  and the recorder's background detacher (if it started one) has exited,
-and reads the recording's event and drop counts with `stackscope info --json`.
+and reads the recording's event and drop counts with `stackscope info --json`. Where the workload reports its
+step starts (step_rounds.py), split_steps measures the duty-cycled probes' cost inside the run (same process: the
+precise figure where fresh-process pairs spread +-10-15 %); the verdict line gives it with the pairs beside it.
 
 Writes OUT/WORKLOAD.json (everything) and OUT/WORKLOAD.md (the table). Needs root for the traced runs."""
 import argparse
@@ -18,6 +20,7 @@ import os
 import platform
 import re
 import shlex
+import shutil
 import signal
 import statistics
 import subprocess
@@ -255,8 +258,6 @@ def run_once(a, name, rec_args, workdir, count_calls=False):
         res["background_detacher"] = helper is not None
     res["base"] = base
     res["stderr_tail"] = stderr[-600:]
-    if step_list:
-        res.update(watched_split(a.stackscope, rec, step_list, workdir))
     try:
         info = json.loads(subprocess.run([a.stackscope, "info", "--json", rec], capture_output=True, text=True,
                                          timeout=60).stdout)
@@ -272,56 +273,185 @@ def run_once(a, name, rec_args, workdir, count_calls=False):
             res["recorder_threads_s"] = cost.get("threads", {})
     except (OSError, subprocess.SubprocessError, json.JSONDecodeError) as e:
         res["info_error"] = str(e)
+        info = {}
+    if step_list:
+        res.update(watched_split(a.stackscope, rec, step_list, workdir,
+                                 [n.get("text", "") for n in info.get("notes", [])]))
+    if a.keep_recordings:  # the last round's recording of each configuration, to read the series again
+        keep = os.path.join(a.out, f"{a.workload}.{re.sub(r'[^A-Za-z0-9_.-]+', '_', name)}.sdb")
+        shutil.copyfile(rec, keep)
+        with open(keep[:-4] + ".steps.json", "w") as f:  # split_steps can be rerun on the two
+            json.dump(step_list or [], f)
     return res
 
-def watched_split(stackscope, rec, steps, workdir):
-    """The probes' cost measured inside one recorded run: the steps run while no duty-cycled family
-    (trace.<family>.watching = 1) was attached against all timed steps of the same process. Between runs the
-    step time of one machine spreads +-10 % (session 11, H200 launch-bound: bare against bare), more than a 2 %
-    target; within a run the watched and unwatched steps alternate every few seconds and share the process, its
-    GPU clocks and the recorder's other threads, so this isolates what the probes cost the job. What it does not
-    hold: the recorder's steady costs (its sampling threads on other cores), which the bare pairs still measure."""
-    path = os.path.join(workdir, "samples.csv")
+def watching_series(stackscope, rec, workdir):
+    """{family: [(t_ns, 0 or 1)]} from the recording's trace.<family>.watching series (CLOCK_MONOTONIC ns, the
+    clock of step_rounds.py's step starts)."""
+    path = os.path.join(workdir, "watching.csv")
     try:
-        subprocess.run([stackscope, "export", rec, "--format", "csv", "--what", "samples", "-o", path],
+        subprocess.run([stackscope, "export", rec, "--format", "csv", "--what", "samples", "--series",
+                        "trace.*.watching", "--no-derived", "-q", "-o", path],
                        capture_output=True, timeout=120, check=True)
         flips = {}
         with open(path) as f:
             for row in csv.DictReader(f):
                 if row["series"].startswith("trace.") and row["series"].endswith(".watching"):
                     flips.setdefault(row["series"][6:-9], []).append((int(row["t_ns"]), float(row["value"] or 0)))
-    except (OSError, subprocess.SubprocessError, KeyError, ValueError) as e:
-        return {"split_error": str(e)}
+        return flips
     finally:
         if os.path.exists(path):
             os.remove(path)
-    # A family whose probes were never detached (nccl on a single-GPU job: its calls never crossed the budget)
-    # costs every step alike and splits nothing; counting it as "attached" would leave no unwatched step at all.
-    flips = {f: v for f, v in flips.items() if any(x < 0.5 for _, x in v)}
-    if not flips:
-        return {"split_error": "no trace.*.watching series went to 0 (no family was duty-cycled)"}
-    for v in flips.values():
-        v.sort()
 
-    def attached_during(points, t0, t1):  # whether the family was attached at any moment of [t0, t1)
-        state, i = 1.0, 0  # a family starts attached (the budget cuts it back)
-        while i < len(points) and points[i][0] <= t0:
-            state = points[i][1]
-            i += 1
-        if state >= 0.5:
-            return True
-        return any(t < t1 and x >= 0.5 for t, x in points[i:])
 
-    clean, every = [], []
-    for t0, d in steps:
-        every.append(d)
-        if not any(attached_during(p, t0, t0 + int(d * 1e9)) for p in flips.values()):
-            clean.append(d)
-    out = {"families_cycled": sorted(flips), "steps_unwatched": len(clean), "steps_timed": len(every)}
-    if len(clean) >= 20:
-        out["mean_step_unwatched_s"] = statistics.fmean(clean)
-        out["probe_cost"] = statistics.fmean(every) / statistics.fmean(clean) - 1.0
+_TOGGLE_NOTE = re.compile(r"^(\w+): probes watched .*?attach ([\d.]+) ms, detach ([\d.]+) ms per window")
+
+
+def toggle_times(notes):
+    """{family: (attach ms, detach ms)}, each the mean per window that the recorder's end note states."""
+    out = {}
+    for n in notes or []:
+        m = _TOGGLE_NOTE.match(n)
+        if m:
+            out[m.group(1)] = (float(m.group(2)), float(m.group(3)))
     return out
+
+
+# Margins around a window the series shows, where the note gives no attach/detach time: the links are attached
+# before the series goes to 1 and destroyed after it goes to 0, and the probes trap all that time (detaching a
+# family took 110-130 ms on the H200, attaching 8-16 ms).
+DEFAULT_ATTACH_MS, DEFAULT_DETACH_MS = 50.0, 250.0
+
+
+def split_steps(steps, flips, toggles=None):
+    """The probes' cost inside one recorded run, from its timed steps [(start ns, seconds)] and its families'
+    watching series {family: [(t ns, 0/1)]} (watching_series). Pure: the unit test feeds it constructed series.
+
+    Why in-run: between fresh processes the step time of one machine spreads +-10-15 % (H200 launch-bound, bare
+    against bare), more than a 2 % target; within a run, steps with and without probes alternate every few seconds
+    in the same process, with its GPU clocks and the recorder's other threads.
+
+    Each step is one of
+      watched  it overlaps a window the series shows (a duty-cycled family's probes attached, calls counted),
+      edge     it overlaps the margins of such a window (probes attaching before the series says 1, detaching after
+               it says 0: toggles() from the end notes, doubled) or a gap's middle, where a family with return probes
+               opens entry-only calibration windows that trap but leave the series at 0 (sampled_count.h),
+      clean    neither: no duty-cycled probe could trap in it.
+    probe_cost = mean(steps) / mean(clean) - 1 = share_watched x cost per watched step + share_edge x cost per
+    edge step, over the steady section: the steps after every cycled family's first detach (before it, the
+    budget had not yet cut anything back: the start-up full attachment, reported apart).
+    Families whose series is 1 over the whole timed section (never detached while it ran: nccl on one GPU; the
+    final 0 every family gets when the recording stops comes after the steps) cost every step alike and split
+    nothing: they are listed as attached_throughout, their cost is in the fresh-process pairs only."""
+    toggles = toggles or {}
+    steps = sorted((int(t), float(d)) for t, d in steps)
+    if not steps:
+        return {"split_error": "no timed steps"}
+    t_first, t_end = steps[0][0], max(t + int(d * 1e9) for t, d in steps)
+    cycled, throughout, first_detach, windows, margins = [], [], {}, [], []
+    in_section = {}
+    for fam, pts in sorted(flips.items()):
+        pts = sorted(pts)
+        ons, state, since = [], 0.0, None  # before its first point the family had no probes
+        for t, x in pts:
+            if x >= 0.5 and state < 0.5:
+                since = t
+            elif x < 0.5 and state >= 0.5:
+                ons.append((since, t))
+            state = x
+        if state >= 0.5:
+            ons.append((since, None))  # still attached at the end of the recording
+        covers = any(a <= t_first and (b is None or b >= t_end) for a, b in ons)
+        if covers:
+            throughout.append(fam)
+            continue
+        if not ons:
+            continue  # never attached
+        cycled.append(fam)
+        att_ms, det_ms = toggles.get(fam, (DEFAULT_ATTACH_MS / 2, DEFAULT_DETACH_MS / 2))
+        pre, post = int(2e6 * max(att_ms, 2.5)), int(2e6 * max(det_ms, 2.5))
+        ends = [b for a, b in ons if b is not None]
+        first_detach[fam] = ends[0] + post if ends else None
+        big = 1 << 62
+        for i, (a, b) in enumerate(ons):
+            b = big if b is None else b
+            windows.append((a, b))
+            margins.append((a - pre, b + post))
+            if i + 1 < len(ons) and i > 0:  # a gap between two counted windows (not after the start-up one)
+                a2, b2 = ons[i + 1]
+                b2 = big if b2 is None else b2
+                mid = (a + a2) // 2
+                length = int(1.2 * max(b - a, b2 - a2))
+                slack = (a2 - a) // 50
+                margins.append((mid - pre - slack, mid + length + post + slack))
+        in_section[fam] = sum(1 for a, b in ons if a < t_end and (b is None or b > t_first))
+    out = {"families_cycled": cycled, "attached_throughout": throughout, "steps_timed": len(steps),
+           "timed_s": (t_end - t_first) / 1e9, "windows_in_timed": in_section}
+    if not cycled:
+        out["split_error"] = ("no trace.*.watching series went to 0 during the timed steps (no family was "
+                              "duty-cycled while they ran)")
+        return out
+    if any(v is None for v in first_detach.values()):
+        never = [f for f, v in first_detach.items() if v is None]
+        out["split_error"] = f"never detached: {', '.join(never)}"
+        return out
+    steady_from = max(first_detach.values())
+    out["first_detach_after_first_step_s"] = (steady_from - t_first) / 1e9
+
+    def overlaps(spans, t0, t1):
+        return any(a < t1 and b > t0 for a, b in spans)
+
+    groups = {"watched": [], "edge": [], "clean": []}
+    startup = []
+    for t0, d in steps:
+        if t0 < steady_from:
+            startup.append(d)
+            continue
+        t1 = t0 + int(d * 1e9)
+        g = "watched" if overlaps(windows, t0, t1) else "edge" if overlaps(margins, t0, t1) else "clean"
+        groups[g].append(d)
+    every = [d for g in groups.values() for d in g]
+    out.update({"steps_startup": len(startup), "steps_steady": len(every),
+                "steps_watched": len(groups["watched"]), "steps_edge": len(groups["edge"]),
+                "steps_unwatched": len(groups["clean"])})
+    if startup:
+        out["mean_step_startup_s"] = statistics.fmean(startup)
+    clean = groups["clean"]
+    if len(clean) < 20:
+        out["split_error"] = (f"{len(clean)} clean steps after the start-up attachment (need 20): the timed section "
+                              f"is too short for the budget's steady state, or windows cover it")
+        return out
+    mc = statistics.fmean(clean)
+    out["mean_step_unwatched_s"] = mc
+    n = len(every)
+    cost, var = 0.0, 0.0
+    ratio_all = statistics.fmean(every) / mc
+    for g in ("watched", "edge"):
+        xs = groups[g]
+        if not xs:
+            out[f"cost_{g}"] = 0.0
+            continue
+        share, mg = len(xs) / n, statistics.fmean(xs)
+        out[f"share_{g}"] = share
+        out[f"per_step_cost_{g}"] = mg / mc - 1.0
+        out[f"cost_{g}"] = share * (mg / mc - 1.0)
+        cost += out[f"cost_{g}"]
+        if len(xs) > 1:
+            var += (share * statistics.stdev(xs) / len(xs) ** 0.5 / mc) ** 2
+    var += (ratio_all * statistics.stdev(clean) / len(clean) ** 0.5 / mc) ** 2
+    out["probe_cost"] = cost  # = ratio_all - 1
+    out["probe_cost_se"] = var ** 0.5  # steps taken as independent: a floor (rounds' spread is the honest error)
+    return out
+
+
+def watched_split(stackscope, rec, steps, workdir, notes):
+    """split_steps on a recording: its watching series and its end notes' attach/detach times."""
+    try:
+        flips = watching_series(stackscope, rec, workdir)
+    except (OSError, subprocess.SubprocessError, KeyError, ValueError) as e:
+        return {"split_error": str(e)}
+    if not flips:
+        return {"split_error": "no trace.*.watching series (no cost budget in this configuration)"}
+    return split_steps(steps, flips, toggle_times(notes))
 
 # ---------------------------------------------------------------- summary
 
@@ -329,6 +459,22 @@ def watched_split(stackscope, rec, steps, workdir):
 def med(xs):
     xs = [x for x in xs if x is not None]
     return statistics.median(xs) if xs else None
+
+
+def pair_overheads(rounds, name):
+    """Per round: the configuration's median step against the same round's bare run (None where either failed)."""
+    out = []
+    for rnd in rounds:
+        bare = next((r["median_step_s"] for r in rnd if r["config"] == "bare" and r["ok"]), None)
+        run = next((r["median_step_s"] for r in rnd if r["config"] == name and r["ok"]), None)
+        out.append(run / bare - 1.0 if run and bare else None)
+    return out
+
+
+def spread(xs):
+    """Half the range of xs over their median (the noise a fresh-process pair carries), None under 2 values."""
+    xs = [x for x in xs if x is not None]
+    return (max(xs) - min(xs)) / 2 / statistics.median(xs) if len(xs) >= 2 else None
 
 
 def summarise(a, configs, rounds, calls):
@@ -357,19 +503,53 @@ def summarise(a, configs, rounds, calls):
                         "events": med(r.get("events") for r in good), "dropped": med(r.get("dropped") for r in good),
                         "events_by_layer": (good[-1].get("events_by_layer") if good else None),
                         "recorder_cpu_pct": med(r.get("recorder_cpu_pct") for r in good),
-                        # in-run: all timed steps against those run with no duty-cycled family attached
+                        # in-run (split_steps): steady-section steps against those no duty-cycled probe touched
                         "probe_cost": med(r.get("probe_cost") for r in good),
                         "per_round_probe_cost": [r.get("probe_cost") for r in runs],
-                        "steps_unwatched_share": med(r["steps_unwatched"] / r["steps_timed"] for r in good
-                                                     if r.get("steps_timed")),
+                        "probe_cost_se": med(r.get("probe_cost_se") for r in good),
+                        "cost_watched": med(r.get("cost_watched") for r in good),
+                        "cost_edge": med(r.get("cost_edge") for r in good),
+                        "share_watched": med(r.get("share_watched") for r in good),
+                        "per_step_cost_watched": med(r.get("per_step_cost_watched") for r in good),
+                        "steps_unwatched_share": med(r["steps_unwatched"] / r["steps_steady"] for r in good
+                                                     if r.get("steps_steady")),
+                        "startup_share": med(r["steps_startup"] / r["steps_timed"] for r in good
+                                             if r.get("steps_timed") and "steps_startup" in r),
+                        "attached_throughout": sorted({f for r in good for f in r.get("attached_throughout", [])}),
+                        "split_errors": sorted({r["split_error"] for r in good if r.get("split_error")})[:3],
+                        # fresh-process pairs: each round's run against the same round's bare run
+                        "pair_overheads": pair_overheads(rounds, name),
                         "recorder_threads_s": (good[-1].get("recorder_threads_s") if good else None),
                         "errors": [r.get("error") for r in runs if not r["ok"]][:2]})
         else:
             row["errors"] = [r.get("error") for r in runs if not r["ok"]][:2]
         rows.append(row)
+    bare_spread = spread(r["median_step_s"] for rnd in rounds for r in rnd if r["config"] == "bare" and r["ok"])
+    for row in rows:
+        if row["config"] != "bare":
+            row["verdict"] = verdict(row, bare_spread)
     return {"workload": a.workload, "workload_args": a.workload_args, "record_args": a.record_args,
-            "python": a.python, "stackscope": a.stackscope, "host": platform.node(), "machine": a.machine,
+            "bare_spread": bare_spread, "python": a.python, "stackscope": a.stackscope, "host": platform.node(), "machine": a.machine,
             "probe_wait_s": a.probe_wait, "calls": calls, "rows": rows, "rounds": rounds}
+
+
+def verdict(row, bare_spread):
+    """The configuration's cost: the in-run split where it measured (the precise figure: probes' windows and their
+    edges, same process), with the fresh-process pairs beside it and their noise (what the bare runs alone spread)."""
+    pairs = [x for x in row.get("pair_overheads") or [] if x is not None]
+    v = {"pairs_median": statistics.median(pairs) if pairs else None, "pairs": row.get("pair_overheads"),
+         "pairs_noise": bare_spread, "source": "pairs"}
+    per = [x for x in row.get("per_round_probe_cost") or [] if x is not None]
+    if per:
+        v.update({"source": "in-run split", "cost": statistics.median(per), "cost_min": min(per), "cost_max": max(per),
+                  "cost_se": row.get("probe_cost_se"), "rounds": len(per)})
+    else:
+        v["cost"] = v["pairs_median"]
+    return v
+
+
+def fmt_pct(x, sign=True):
+    return "-" if x is None else (f"{x * 100:+.2f} %" if sign else f"{x * 100:.2f} %")
 
 
 def fmt_s(x):
@@ -412,12 +592,29 @@ def markdown(s):
             top = sorted((r.get("recorder_threads_s") or {}).items(), key=lambda kv: -kv[1])[:4]
             lines.append(f"\nRecorder CPU, {r['config']}: {r['recorder_cpu_pct']:.1f} % of a core (median); last round's "
                          "threads: " + ", ".join(f"{k} {v:.2f} s" for k, v in top))
-    for r in s["rows"]:  # the probes' cost inside each recorded run (watched_split)
-        if r.get("probe_cost") is not None:
-            per = ", ".join("-" if x is None else f"{x * 100:+.1f}" for x in r.get("per_round_probe_cost") or [])
-            lines.append(f"\nIn-run probe cost, {r['config']}: {r['probe_cost'] * 100:+.2f} % (median of rounds: {per} %): "
-                         f"every timed step against the {r['steps_unwatched_share'] * 100:.0f} % run with no "
-                         "duty-cycled family attached, in the same process")
+    for r in s["rows"]:  # the verdict: the in-run split (split_steps) where it measured, the pairs beside it
+        v = r.get("verdict")
+        if not v:
+            continue
+        pairs = ", ".join("-" if x is None else f"{x * 100:+.1f}" for x in v.get("pairs") or [])
+        noise = "" if v.get("pairs_noise") is None else f"; bare runs alone spread +-{v['pairs_noise'] * 100:.1f} %"
+        pair_text = f"fresh-process pairs: median {fmt_pct(v.get('pairs_median'))} (rounds: {pairs} %{noise})"
+        if v["source"] == "in-run split":
+            per = ", ".join("-" if x is None else f"{x * 100:+.2f}" for x in r.get("per_round_probe_cost") or [])
+            se = "" if v.get("cost_se") is None else f", +-{v['cost_se'] * 100:.2f} % a round from the steps' spread"
+            lines.append(
+                f"\n**Cost, {r['config']}: {fmt_pct(v['cost'])}** in-run (median of {v['rounds']} rounds: {per} %{se}) = "
+                f"watched windows {fmt_pct(r.get('cost_watched'))} ({fmt_pct(r.get('per_step_cost_watched'))} a watched "
+                f"step x {fmt_pct(r.get('share_watched'), False)} of the steps) + their edges "
+                f"{fmt_pct(r.get('cost_edge'))} (attach/detach, entry-only windows), against the "
+                f"{fmt_pct(r.get('steps_unwatched_share'), False)} of the steady steps no duty-cycled probe touched, "
+                f"in the same process; the start-up full attachment held {fmt_pct(r.get('startup_share'), False)} of "
+                f"the timed steps (left out). Not in it: families attached throughout "
+                f"({', '.join(r.get('attached_throughout') or []) or 'none'}) and the recorder's threads, which only "
+                f"the {pair_text} can show.")
+        else:
+            why = "; ".join(r.get("split_errors") or []) or "no step times"
+            lines.append(f"\nCost, {r['config']}: {pair_text}; no in-run split ({why})")
     n = max((r["rounds"] for r in s["rows"]), default=0)
     lines += ["", f"Median over {n} interleaved rounds; workload args `{s['workload_args']}`; "
               f"extra record args `{s['record_args']}`."]
@@ -446,6 +643,8 @@ def main():
     ap.add_argument("--budget-s", type=float, default=0,
                     help="wall seconds for the whole run: no round starts that the last one says would not fit")
     ap.add_argument("--machine", default="", help="machine description for the table")
+    ap.add_argument("--keep-recordings", action="store_true",
+                    help="copy each configuration's last recording to OUT/WORKLOAD.CONFIG.sdb")
     a = ap.parse_args()
     a.stackscope = os.path.abspath(a.stackscope) if os.sep in a.stackscope else a.stackscope
     if not a.machine:
