@@ -87,21 +87,36 @@ size_t samples_in(const std::string& dir, const std::string& key, std::vector<No
 
 }  // namespace
 
-TEST(AgentNvml, ATracedJobSharesTheNodeSamplerInsteadOfStartingASecond) {
-  // Loaded first by its path: the samplers' dlopen("libnvidia-ml.so.1") then finds this one by its soname.
-  void* lib = ::dlopen(kFakeNvml.c_str(), RTLD_NOW | RTLD_GLOBAL);
-  ASSERT_NE(lib, nullptr) << ::dlerror();
-  auto calls = reinterpret_cast<int (*)(const char*, int)>(::dlsym(lib, "fake_nvml_calls"));
-  ASSERT_NE(calls, nullptr);
+// The fake library loaded first by its path (the samplers' dlopen("libnvidia-ml.so.1") then finds this one by its
+// soname) with its call counter, and a job's configuration: the nvml layer alone, every 100 ms, into a directory of
+// its own.
+class AgentNvml : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    lib_ = ::dlopen(kFakeNvml.c_str(), RTLD_NOW | RTLD_GLOBAL);
+    ASSERT_NE(lib_, nullptr) << ::dlerror();
+    calls = reinterpret_cast<int (*)(const char*, int)>(::dlsym(lib_, "fake_nvml_calls"));
+    ASSERT_NE(calls, nullptr);
+    config.data_dir = dir.path();
+    config.layers = "nvml";
+    config.interval_ms = 100;
+    config.detect = false;
+  }
+  void TearDown() override {
+    if (lib_) ::dlclose(lib_);
+  }
 
+  int (*calls)(const char*, int) = nullptr;
   TempDir dir;
   AgentConfig config;
-  config.data_dir = dir.path();
-  config.layers = "nvml";
-  config.interval_ms = 100;
-  config.detect = false;
-  AgentMetrics metrics("h", "test");
+  AgentMetrics metrics{"h", "test"};
   const std::map<std::string, std::string> host_meta{{"host", "h"}};
+
+ private:
+  void* lib_ = nullptr;
+};
+
+TEST_F(AgentNvml, ATracedJobSharesTheNodeSamplerInsteadOfStartingASecond) {
 
   // The node: its sampler at 1 s into the fan-out, the node's sink subscribed at 1 s.
   SampleFanOut fan(1000);
@@ -166,26 +181,13 @@ TEST(AgentNvml, ATracedJobSharesTheNodeSamplerInsteadOfStartingASecond) {
 
   sampler[0]->stop();
   node_share.reset();
-  ::dlclose(lib);
 }
 
 // An idle node (no job traced) reads the slow GPU groups (energy, memory clock, ECC, field values) every
 // host.idle_gpu_slow_interval (default 30 s) instead of every second; a traced job brings them back at once, at its
 // own schedule, and its end takes them back to the idle one. The node's sampler here is wired as the agent's
 // NodeTelemetry wires it (the next test runs the agent itself).
-TEST(AgentNvml, AnIdleNodeReadsTheSlowGpuGroupsRarelyAndATracedJobBringsThemBack) {
-  void* lib = ::dlopen(kFakeNvml.c_str(), RTLD_NOW | RTLD_GLOBAL);
-  ASSERT_NE(lib, nullptr) << ::dlerror();
-  auto calls = reinterpret_cast<int (*)(const char*, int)>(::dlsym(lib, "fake_nvml_calls"));
-  ASSERT_NE(calls, nullptr);
-  TempDir dir;
-  AgentConfig config;
-  config.data_dir = dir.path();
-  config.layers = "nvml";
-  config.interval_ms = 100;
-  config.detect = false;
-  AgentMetrics metrics("h", "test");
-  const std::map<std::string, std::string> host_meta{{"host", "h"}};
+TEST_F(AgentNvml, AnIdleNodeReadsTheSlowGpuGroupsRarelyAndATracedJobBringsThemBack) {
 
   SampleFanOut fan(1000);
   CountingSink node;
@@ -231,19 +233,14 @@ TEST(AgentNvml, AnIdleNodeReadsTheSlowGpuGroupsRarelyAndATracedJobBringsThemBack
   EXPECT_EQ(after_job, 0) << "idle again: none in 2 s";
   EXPECT_GE(samples_in(job_dir, "gpu.nvlink.tx{gpu1}"), 2u) << "the job's recording holds the slow series";
   node_share.reset();
-  ::dlclose(lib);
 }
 
 // The agent itself: with no job traced its node sampler reads the slow GPU groups once in 2.5 s (at 100 ms rounds),
 // and host.idle_gpu_slow_interval sets how often; the cost note in the node's segment names the idle schedule.
-TEST(AgentNvml, TheAgentsIdleGpuScheduleFollowsItsConfiguration) {
-  void* lib = ::dlopen(kFakeNvml.c_str(), RTLD_NOW | RTLD_GLOBAL);
-  ASSERT_NE(lib, nullptr) << ::dlerror();
-  auto calls = reinterpret_cast<int (*)(const char*, int)>(::dlsym(lib, "fake_nvml_calls"));
-  ASSERT_NE(calls, nullptr);
+TEST_F(AgentNvml, TheAgentsIdleGpuScheduleFollowsItsConfiguration) {
   auto run_agent = [&](const std::string& idle_period, std::vector<Note>& notes) {
-    TempDir dir;
-    std::map<std::string, std::string> overrides{{"data_dir", dir.path()},
+    TempDir agent_dir;
+    std::map<std::string, std::string> overrides{{"data_dir", agent_dir.path()},
                                                  {"listen", "127.0.0.1:0"},
                                                  {"host.layers", "nvml"},
                                                  {"host.interval", "100ms"},
@@ -257,7 +254,7 @@ TEST(AgentNvml, TheAgentsIdleGpuScheduleFollowsItsConfiguration) {
     const int fields = calls("fields", 0) - fields0, rounds = calls("util", 0) - rounds0;
     stop.store(true);
     t.join();
-    samples_in(dir.path() + "/node", "", &notes);
+    samples_in(agent_dir.path() + "/node", "", &notes);
     return std::make_pair(fields, rounds);
   };
   std::vector<Note> notes;
@@ -273,5 +270,4 @@ TEST(AgentNvml, TheAgentsIdleGpuScheduleFollowsItsConfiguration) {
   const auto [fields_500, rounds_500] = run_agent("500ms", notes_500);
   EXPECT_GE(fields_500, 4) << "every 500 ms, in " << rounds_500 << " rounds";
   EXPECT_LE(fields_500, 7);
-  ::dlclose(lib);
 }
