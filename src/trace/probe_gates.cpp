@@ -342,7 +342,10 @@ void UprobeTracer::switch_gate(int family, bool on, bool entry_only, bool subset
     const int64_t took = monotonic_ns() - t0;
     g.attach_ns += took;
     ++g.attaches;
-    if (g.spans_open) {  // the windows after the budget's first detach, by the sites they hold
+    // The duty cycle's windows after the budget's first detach, by the sites they hold (not the full attachment
+    // the budget goes back to when the family turns quiet).
+    g.window_in_stats = g.spans_open && g.cycling;
+    if (g.window_in_stats) {
       auto& w = hits_only ? g.restricted : g.full_set;
       ++w.windows;
       w.attach_ns += took;
@@ -373,7 +376,7 @@ void UprobeTracer::switch_gate(int family, bool on, bool entry_only, bool subset
     destroy_links(links, {});
     const int64_t took = monotonic_ns() - t0;
     g.detach_ns += took;
-    if (spans_were_open) {
+    if (spans_were_open && std::exchange(g.window_in_stats, false)) {
       auto& w = g.hits_only ? g.restricted : g.full_set;
       w.detach_ns += took;
       const uint64_t hits = read_counter(counters_of(family), SS_CNT_HITS);

@@ -170,6 +170,7 @@ class UprobeTracer final : public Collector {
     // every kFullSetEvery-th window attaches every site again, so that operators first called later join the set.
     std::set<uint64_t> hit_cookies;
     bool hits_only = false;  // the window open now holds only the hit set
+    bool window_in_stats = false;  // the window open now is one of the duty cycle's after the first detach
     size_t sites_now = 0;    // entry sites attached in the window open now (cycled sets)
     // Per window kind (restricted to the hit set, or every site): windows, attach and detach time, sites held.
     struct WindowSites {
