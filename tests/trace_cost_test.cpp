@@ -663,8 +663,6 @@ TEST(TraceCost, BudgetedTorchWindowsAttachTheHitSetAndFindLateOperators) {
     for (auto& c : calls)
       if (c.t_ns < next_open) at_found = c.value;
     const double last = calls.back().value;
-    for (auto& c : calls) std::printf("  relu sample t=%.3f s %.0f\n", (c.t_ns - watching.front().t_ns) / 1e9, c.value);
-    for (auto& w : watching) std::printf("  watching t=%.3f s %.0f\n", (w.t_ns - watching.front().t_ns) / 1e9, w.value);
     std::printf("aten::relu: %.0f calls counted by the window that found it (%s s into the recording), %.0f in all "
                 "(%d iterations called it)\n", at_found, late[1].str().c_str(), last,
                 out["relu_iterations"].get<int>());
