@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <utility>
 
@@ -95,11 +96,12 @@ bpf_uprobe_multi_opts uprobe_multi_opts(const std::vector<uint64_t>& offsets, co
 // Return probes first: a call entered between the two attachments then has a return without an entry (counted,
 // ignored) rather than an entry that no return ever closes. detach_set() removes entries first for the same reason.
 size_t UprobeTracer::attach_set(int family, ProbeSet& set, bool entry_only, bool subset,
-                                const std::set<uint64_t>* only) {
+                                const std::set<uint64_t>* only, bool outside) {
   const FamilyProgs progs = progs_of(family);
   const char* path = set.host_path.c_str();
-  // The probes kept: entries of even cookie only (subset), those of the hit set only (only).
-  auto kept = [&](uint64_t cookie) { return (!subset || cookie % 2 == 0) && (!only || only->count(cookie)); };
+  // The probes kept: entries of even cookie only (subset), those of the hit set only or outside it only (only).
+  auto in_only = [&](uint64_t cookie) { return !only || (only->count(cookie) > 0) != outside; };
+  auto kept = [&](uint64_t cookie) { return (!subset || cookie % 2 == 0) && in_only(cookie); };
   std::vector<uint64_t> kept_offsets, kept_cookies, kept_ret_offsets, kept_ret_cookies;
   const bool filtered = subset || only;
   if (filtered) {
@@ -110,7 +112,7 @@ size_t UprobeTracer::attach_set(int family, ProbeSet& set, bool entry_only, bool
       }
     if (kept_offsets.empty()) return 0;
     for (size_t i = 0; i < (only ? set.ret_offsets.size() : 0); ++i)
-      if (only->count(set.ret_cookies[i])) {
+      if (in_only(set.ret_cookies[i])) {
         kept_ret_offsets.push_back(set.ret_offsets[i]);
         kept_ret_cookies.push_back(set.ret_cookies[i]);
       }
@@ -319,10 +321,22 @@ void UprobeTracer::switch_gate(int family, bool on, bool entry_only, bool subset
   if (on) {
     bool returns = false;
     hits_only = hits_only && !g.hit_cookies.empty();
+    // A full-set window of a family with a hit set attaches the sites outside it first, as links of their own: they
+    // are rarely called, so their slow install traps almost nothing (every site in one link trapped the hot calls
+    // for the whole of it: 14,768-32,436 calls a window on the CPU VM's tiny loop against 2,256-2,293 restricted).
+    const bool split = !hits_only && !entry_only && family == kTorch && !g.hit_cookies.empty() && g.spans_open &&
+                       topts_.torch_hit_set;
     size_t sites = 0;
     for (auto& set : g.sets) {
+      if (set.steady || !split) continue;
+      sites += attach_set(family, set, false, false, &g.hit_cookies, /*outside=*/true);
+      set.cold_links = set.links.size();
+    }
+    const uint64_t cold_attach_hits = read_counter(counters_of(family), SS_CNT_HITS) - hits0;
+    for (auto& set : g.sets) {
       if (set.steady) continue;
-      sites += attach_set(family, set, entry_only, entry_only && subset, hits_only ? &g.hit_cookies : nullptr);
+      sites += attach_set(family, set, entry_only, entry_only && subset,
+                          hits_only || split ? &g.hit_cookies : nullptr);
       returns |= !set.ret_offsets.empty();  // an entry-only window's entries too start from empty stacks
     }
     g.hits_only = hits_only;
@@ -352,6 +366,7 @@ void UprobeTracer::switch_gate(int family, bool on, bool entry_only, bool subset
       w.min_sites = std::min(w.min_sites, sites);
       w.max_sites = std::max(w.max_sites, sites);
       w.toggle_hits += g.window_hits0 - std::min(g.window_hits0, hits0);  // set_watching read it as the window opened
+      if (split) w.cold_hits += cold_attach_hits;
     }
   } else {
     const bool counted = !g.entry_only, spans_were_open = g.spans_open;  // the first detach opens them
@@ -366,16 +381,31 @@ void UprobeTracer::switch_gate(int family, bool on, bool entry_only, bool subset
           if (g.hit_cookies.insert(op).second && spans_were_open) g.found_late.emplace_back(op, monotonic_ns());
     }
     // Every link of the family at once: while the entry link's detach waits for the kernel, the return link's
-    // breakpoint would still trap every call (a return probe traps at the entry too).
-    std::vector<bpf_link*> links;
+    // breakpoint would still trap every call (a return probe traps at the entry too). A full-set window's links
+    // outside the hit set go after the others (their sites are rarely called: they trap almost nothing meanwhile).
+    std::vector<bpf_link*> links, cold;
     for (auto& set : g.sets) {
       if (set.steady) continue;
-      links.insert(links.end(), set.links.rbegin(), set.links.rend());
+      const auto first_hot = set.links.begin() + static_cast<ptrdiff_t>(std::min(set.cold_links, set.links.size()));
+      links.insert(links.end(), set.links.rbegin(), std::make_reverse_iterator(first_hot));
+      cold.insert(cold.end(), std::make_reverse_iterator(first_hot), set.links.rend());
       set.links.clear();
+      set.cold_links = 0;
     }
     destroy_links(links, {});
+    if (!cold.empty()) {
+      const uint64_t before_cold = read_counter(counters_of(family), SS_CNT_HITS);
+      destroy_links(cold, {});
+      const uint64_t after_cold = read_counter(counters_of(family), SS_CNT_HITS);
+      if (g.window_in_stats) g.full_set.cold_hits += after_cold - std::min(after_cold, before_cold);
+    }
     const int64_t took = monotonic_ns() - t0;
     g.detach_ns += took;
+    if (!spans_were_open && g.spans_open) {  // the budget's first detach
+      g.first_detach_ns = took;
+      const uint64_t hits = read_counter(counters_of(family), SS_CNT_HITS);
+      g.first_detach_hits = hits - std::min(hits, g.window_mark);
+    }
     if (spans_were_open && std::exchange(g.window_in_stats, false)) {
       auto& w = g.hits_only ? g.restricted : g.full_set;
       w.detach_ns += took;
@@ -536,6 +566,17 @@ void UprobeTracer::rebalance_budget(double period_s) {
       const double per_cycle = g.pending_off_s / g.period_cycles;
       g.cycle_cost_s = g.cycle_cost_s > 0 ? (g.cycle_cost_s + per_cycle) / 2 : per_cycle;
       g.pending_off_s = 0;
+    }
+    // With the hit set, a cycle is priced from the windows' own toggles, seven restricted ones for one with every
+    // site: the smoothed figure above swings with the kind of the last window (a full-set one trapped 6.5x the calls
+    // of a restricted one in a CPU VM recording, 14,768 against 2,256) and held the period at its 20 s cap.
+    if (g.restricted.windows) {
+      auto mean = [](const ProbeGate::WindowSites& w) {
+        return static_cast<double>(w.toggle_hits) / static_cast<double>(w.windows);
+      };
+      const double restricted = mean(g.restricted), full = g.full_set.windows ? mean(g.full_set) : restricted;
+      g.cycle_cost_s = (static_cast<double>(kFullSetEvery - 1) * restricted + full) /
+                       static_cast<double>(kFullSetEvery) * hit_cost_ns_ / 1e9;
     }
     g.period_cycles = 0;
     const double cost = g.full_rate * hit_cost_ns_ / 1e9;

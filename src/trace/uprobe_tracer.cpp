@@ -279,7 +279,8 @@ void UprobeTracer::stop() {
             "ms, detach {:.1f} ms, {:.0f} probe hits while attaching and detaching, a window); every {}th window "
             "holds every site, to find operators first called later: {} window(s) of {} site(s) (attach {:.1f} ms, "
             "detach {:.1f} ms, {:.0f} probe hits while attaching and detaching, a window); {} operator(s) found by "
-            "them{}{}",
+            "them{}{}; the first detach (every site) took {:.1f} ms, {} probe hits; of the full-set windows' hits "
+            "while toggling, {:.0f} a window while the sites outside the hit set went in and out",
             family_name(f), g.hit_cookies.size(), all_sites, g.restricted.windows, sites(g.restricted),
             per(g.restricted.attach_ns, g.restricted.windows), per(g.restricted.detach_ns, g.restricted.windows),
             1e6 * per(static_cast<int64_t>(g.restricted.toggle_hits), g.restricted.windows), kFullSetEvery,
@@ -289,7 +290,9 @@ void UprobeTracer::stop() {
             late.empty() ? "" : ": " + late,
             late.empty() ? ""
                          : " (each counted only from the window that found it: its calls before were neither counted "
-                           "nor estimated, so its scaled count is low by up to their share)"));
+                           "nor estimated, so its scaled count is low by up to their share)",
+            static_cast<double>(g.first_detach_ns) / 1e6, g.first_detach_hits,
+            1e6 * per(static_cast<int64_t>(g.full_set.cold_hits), g.full_set.windows)));
       }
       // The whole-recording factor assumes one rate throughout; a family attached at import and hot only later was
       // watched far less once cycled than that factor says (tiny-operator loop: 20-30% against 0.5-3%).

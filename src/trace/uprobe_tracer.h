@@ -109,6 +109,9 @@ class UprobeTracer final : public Collector {
     std::vector<uint64_t> offsets, cookies;          // entry probes
     std::vector<uint64_t> ret_offsets, ret_cookies;  // return probes (not for entry-only calls)
     std::vector<bpf_link*> links;                    // attached now, returns first
+    // The first cold_links of links: a full-set window's sites outside the hit set, attached before the others and
+    // detached after them, so that the job's calls trap only while the hit set's links go in and out.
+    size_t cold_links = 0;
     // Blocking calls of a budgeted family (SS_COOKIE_STEADY): attached from the start to the end, whatever the
     // family's duty cycle does with its other sets.
     bool steady = false;
@@ -180,7 +183,12 @@ class UprobeTracer final : public Collector {
       // Probe hits while its links were being attached (before the window opened) and detached (after it closed):
       // calls that paid a trap and were not watched, what the budget prices per cycle.
       uint64_t toggle_hits = 0;
+      uint64_t cold_hits = 0;  // of those, while the links outside the hit set were attached or detached
     } restricted, full_set;
+    // The budget's first detach (every site, while the family was hot): its time and the calls trapped meanwhile,
+    // which the smoothed price of a cycle (cycle_cost_s) takes in as if every cycle cost that much.
+    int64_t first_detach_ns = 0;
+    uint64_t first_detach_hits = 0;
     // Operators that a full-set window found after the first detach: (cookie, when, monotonic ns).
     std::vector<std::pair<uint64_t, int64_t>> found_late;
   };
@@ -199,9 +207,10 @@ class UprobeTracer final : public Collector {
   bpf_map* thread_map_of(int family) const;
   // Attaches a probe set (uprobe_multi, or one uprobe per probe where that fails); false when nothing attached.
   // entry_only: without its return probes; subset: entry probes whose cookie is even only (sampled_count.h).
-  // only: the entry (and return) probes whose cookie is in it only (the hit set). Returns the entry probes attached.
+  // only: the entry (and return) probes whose cookie is in it only (the hit set), or, with `outside`, those whose
+  // cookie is not. Returns the entry probes attached.
   size_t attach_set(int family, ProbeSet& set, bool entry_only = false, bool subset = false,
-                    const std::set<uint64_t>* only = nullptr);
+                    const std::set<uint64_t>* only = nullptr, bool outside = false);
   void detach_set(ProbeSet& set);
   // Adds a family's probes of one library; attaches them unless the family is duty-cycled and off now.
   // `watched`: false for probes kept beside another family's (ProbeFamily::probes_beside), which do not start the
