@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <utility>
 
@@ -94,45 +95,57 @@ bpf_uprobe_multi_opts uprobe_multi_opts(const std::vector<uint64_t>& offsets, co
 
 // Return probes first: a call entered between the two attachments then has a return without an entry (counted,
 // ignored) rather than an entry that no return ever closes. detach_set() removes entries first for the same reason.
-bool UprobeTracer::attach_set(int family, ProbeSet& set, bool entry_only, bool subset) {
+size_t UprobeTracer::attach_set(int family, ProbeSet& set, bool entry_only, bool subset,
+                                const std::set<uint64_t>* only, bool outside) {
   const FamilyProgs progs = progs_of(family);
   const char* path = set.host_path.c_str();
-  std::vector<uint64_t> subset_offsets, subset_cookies;  // entry probes of even cookie
-  if (subset) {
+  // The probes kept: entries of even cookie only (subset), those of the hit set only or outside it only (only).
+  auto in_only = [&](uint64_t cookie) { return !only || (only->count(cookie) > 0) != outside; };
+  auto kept = [&](uint64_t cookie) { return (!subset || cookie % 2 == 0) && in_only(cookie); };
+  std::vector<uint64_t> kept_offsets, kept_cookies, kept_ret_offsets, kept_ret_cookies;
+  const bool filtered = subset || only;
+  if (filtered) {
     for (size_t i = 0; i < set.offsets.size(); ++i)
-      if (set.cookies[i] % 2 == 0) {
-        subset_offsets.push_back(set.offsets[i]);
-        subset_cookies.push_back(set.cookies[i]);
+      if (kept(set.cookies[i])) {
+        kept_offsets.push_back(set.offsets[i]);
+        kept_cookies.push_back(set.cookies[i]);
       }
-    if (subset_offsets.empty()) return false;
+    if (kept_offsets.empty()) return 0;
+    for (size_t i = 0; i < (only ? set.ret_offsets.size() : 0); ++i)
+      if (in_only(set.ret_cookies[i])) {
+        kept_ret_offsets.push_back(set.ret_offsets[i]);
+        kept_ret_cookies.push_back(set.ret_cookies[i]);
+      }
   }
-  const std::vector<uint64_t>& offsets = subset ? subset_offsets : set.offsets;
-  const std::vector<uint64_t>& cookies = subset ? subset_cookies : set.cookies;
+  const std::vector<uint64_t>& offsets = filtered ? kept_offsets : set.offsets;
+  const std::vector<uint64_t>& cookies = filtered ? kept_cookies : set.cookies;
+  const std::vector<uint64_t>& ret_offsets = only ? kept_ret_offsets : set.ret_offsets;
+  const std::vector<uint64_t>& ret_cookies = only ? kept_ret_cookies : set.ret_cookies;
   if (use_multi_ && progs.entry_multi && progs.ret_multi) {
     bpf_link* ret = nullptr;
-    if (!set.ret_offsets.empty() && !entry_only) {
-      auto ro = uprobe_multi_opts(set.ret_offsets, &set.ret_cookies, true);
+    if (!ret_offsets.empty() && !entry_only) {
+      auto ro = uprobe_multi_opts(ret_offsets, &ret_cookies, true);
       ret = bpf_program__attach_uprobe_multi(progs.ret_multi, set.pid_filter, path, nullptr, &ro);
     }
-    if (ret || set.ret_offsets.empty() || entry_only) {
+    if (ret || ret_offsets.empty() || entry_only) {
       auto eo = uprobe_multi_opts(offsets, &cookies, false);
       if (bpf_link* entry = bpf_program__attach_uprobe_multi(progs.entry_multi, set.pid_filter, path, nullptr, &eo)) {
         if (ret) set.links.push_back(ret);
         set.links.push_back(entry);
-        return true;
+        return offsets.size();
       }
     }
     const int e = errno;
     if (ret) bpf_link__destroy(ret);
-    if (e == ENOENT || e == ESRCH) return false;  // the process (its /proc/PID/root) is gone
+    if (e == ENOENT || e == ESRCH) return 0;  // the process (its /proc/PID/root) is gone
     note_once(fmt::format("{}: uprobe_multi link refused ({}): one uprobe per probe there", set.host_path,
                           std::strerror(e)));
     if (e == EOPNOTSUPP || e == ENOSYS) use_multi_ = false;
   }
   int failures = 0;
-  for (size_t i = 0; i < (entry_only ? 0 : set.ret_offsets.size()); ++i) {
-    auto ro = uprobe_opts(set.ret_cookies[i], true);
-    if (bpf_link* l = bpf_program__attach_uprobe_opts(progs.ret, set.pid_filter, path, set.ret_offsets[i], &ro))
+  for (size_t i = 0; i < (entry_only ? 0 : ret_offsets.size()); ++i) {
+    auto ro = uprobe_opts(ret_cookies[i], true);
+    if (bpf_link* l = bpf_program__attach_uprobe_opts(progs.ret, set.pid_filter, path, ret_offsets[i], &ro))
       set.links.push_back(l);
     else
       ++failures;
@@ -150,7 +163,7 @@ bool UprobeTracer::attach_set(int family, ProbeSet& set, bool entry_only, bool s
   if (failures)
     note_once(fmt::format("{}: {} probe(s) failed to attach (pid filter {}): {}", set.host_path, failures,
                           set.pid_filter, std::strerror(errno)));
-  return attached > 0;
+  return attached;
 }
 
 void UprobeTracer::detach_set(ProbeSet& set) {
@@ -300,17 +313,34 @@ int64_t UprobeTracer::traced_cpu_ns() {
 
 // Attaches (on) or detaches (off) every probe set of a family. Calls are reported only between set_watching(true),
 // once all are attached, and set_watching(false), before any is detached. Called with gate_mu_ held.
-void UprobeTracer::switch_gate(int family, bool on, bool entry_only, bool subset) {
+void UprobeTracer::switch_gate(int family, bool on, bool entry_only, bool subset, bool hits_only) {
   auto& g = gates_[static_cast<size_t>(family)];
   if (on == g.on) return;
   int64_t t0 = monotonic_ns();
+  const uint64_t hits0 = read_counter(counters_of(family), SS_CNT_HITS);
   if (on) {
     bool returns = false;
+    hits_only = hits_only && !g.hit_cookies.empty();
+    // A full-set window of a family with a hit set attaches the sites outside it first, as links of their own: they
+    // are rarely called, so their slow install traps almost nothing (every site in one link trapped the hot calls
+    // for the whole of it: 14,768-32,436 calls a window on the CPU VM's tiny loop against 2,256-2,293 restricted).
+    const bool split = !hits_only && !entry_only && family == kTorch && !g.hit_cookies.empty() && g.spans_open &&
+                       topts_.torch_hit_set;
+    size_t sites = 0;
+    for (auto& set : g.sets) {
+      if (set.steady || !split) continue;
+      sites += attach_set(family, set, false, false, &g.hit_cookies, /*outside=*/true);
+      set.cold_links = set.links.size();
+    }
+    const uint64_t cold_attach_hits = read_counter(counters_of(family), SS_CNT_HITS) - hits0;
     for (auto& set : g.sets) {
       if (set.steady) continue;
-      attach_set(family, set, entry_only, entry_only && subset);
+      sites += attach_set(family, set, entry_only, entry_only && subset,
+                          hits_only || split ? &g.hit_cookies : nullptr);
       returns |= !set.ret_offsets.empty();  // an entry-only window's entries too start from empty stacks
     }
+    g.hits_only = hits_only;
+    g.sites_now = sites;
     // Calls in flight at the last detach, or entered while attaching, never return through a probe: forget every
     // thread's stack of calls. Not where the cycled probes are all entry-only: the stacks then hold only steady
     // calls, whose probes stayed attached (a synchronisation in progress keeps its entry).
@@ -323,24 +353,66 @@ void UprobeTracer::switch_gate(int family, bool on, bool entry_only, bool subset
     g.subset = entry_only && subset;
     if (family == kTorch && torch_) torch_->clear_step_windows();  // counted afresh while capture is on
     set_watching(family, true);
-    g.attach_ns += monotonic_ns() - t0;
+    const int64_t took = monotonic_ns() - t0;
+    g.attach_ns += took;
+    ++g.attaches;
+    // The duty cycle's windows after the budget's first detach, by the sites they hold (not the full attachment
+    // the budget goes back to when the family turns quiet).
+    g.window_in_stats = g.spans_open && g.cycling;
+    if (g.window_in_stats) {
+      auto& w = hits_only ? g.restricted : g.full_set;
+      ++w.windows;
+      w.attach_ns += took;
+      w.min_sites = std::min(w.min_sites, sites);
+      w.max_sites = std::max(w.max_sites, sites);
+      w.toggle_hits += g.window_hits0 - std::min(g.window_hits0, hits0);  // set_watching read it as the window opened
+      if (split) w.cold_hits += cold_attach_hits;
+    }
   } else {
-    const bool counted = !g.entry_only;
+    const bool counted = !g.entry_only, spans_were_open = g.spans_open;  // the first detach opens them
     set_watching(family, false);
     // The operators' counts at the close of a counted window: what was counted before the budget's first detach is
-    // whole, and readers find it at once rather than up to an interval earlier.
-    if (counted && family == kTorch && torch_ && !topts_.full_detail) torch_->sample_ops(*sink_, copts_.host);
+    // whole, and readers find it at once rather than up to an interval earlier. The operators counted so far are the
+    // hit set that later windows attach; one that a full-set window finds after the first detach is noted.
+    if (counted && family == kTorch && torch_ && !topts_.full_detail) {
+      torch_->sample_ops(*sink_, copts_.host);
+      if (budgeted())
+        for (uint32_t op : torch_->ops_counted())
+          if (g.hit_cookies.insert(op).second && spans_were_open) g.found_late.emplace_back(op, monotonic_ns());
+    }
     // Every link of the family at once: while the entry link's detach waits for the kernel, the return link's
-    // breakpoint would still trap every call (a return probe traps at the entry too).
-    std::vector<bpf_link*> links;
+    // breakpoint would still trap every call (a return probe traps at the entry too). A full-set window's links
+    // outside the hit set go after the others (their sites are rarely called: they trap almost nothing meanwhile).
+    std::vector<bpf_link*> links, cold;
     for (auto& set : g.sets) {
       if (set.steady) continue;
-      links.insert(links.end(), set.links.rbegin(), set.links.rend());
+      const auto first_hot = set.links.begin() + static_cast<ptrdiff_t>(std::min(set.cold_links, set.links.size()));
+      links.insert(links.end(), set.links.rbegin(), std::make_reverse_iterator(first_hot));
+      cold.insert(cold.end(), std::make_reverse_iterator(first_hot), set.links.rend());
       set.links.clear();
+      set.cold_links = 0;
     }
     destroy_links(links, {});
-    g.entry_only = g.subset = false;
-    g.detach_ns += monotonic_ns() - t0;
+    if (!cold.empty()) {
+      const uint64_t before_cold = read_counter(counters_of(family), SS_CNT_HITS);
+      destroy_links(cold, {});
+      const uint64_t after_cold = read_counter(counters_of(family), SS_CNT_HITS);
+      if (g.window_in_stats) g.full_set.cold_hits += after_cold - std::min(after_cold, before_cold);
+    }
+    const int64_t took = monotonic_ns() - t0;
+    g.detach_ns += took;
+    if (!spans_were_open && g.spans_open) {  // the budget's first detach
+      g.first_detach_ns = took;
+      const uint64_t hits = read_counter(counters_of(family), SS_CNT_HITS);
+      g.first_detach_hits = hits - std::min(hits, g.window_mark);
+    }
+    if (spans_were_open && std::exchange(g.window_in_stats, false)) {
+      auto& w = g.hits_only ? g.restricted : g.full_set;
+      w.detach_ns += took;
+      const uint64_t hits = read_counter(counters_of(family), SS_CNT_HITS);
+      w.toggle_hits += hits - std::min(hits, g.window_mark);  // set_watching read it as the window closed
+    }
+    g.entry_only = g.subset = g.hits_only = false;
     ++g.period_cycles;
     ++g.cycles;
   }
@@ -420,7 +492,13 @@ void UprobeTracer::control_loop() {
         const uint64_t k = calibrating ? g.window_index++ : 0;
         const bool entry_only = calibrating && k % 2 == 1, subset = calibrating && k % 4 == 3;
         const double stretch = calibrating ? ((k / 4) % 2 ? 1.5 : 0.5) : 1.0;
-        switch_gate(f, true, entry_only, subset);
+        // The hit set only, but in every kFullSetEvery-th window (a short counted one: the operators a window found
+        // are read from its counts, and the CPU fit takes only entry-only windows, which all hold the same sites).
+        // Why a count and not a time: the toggles' price per window stays bounded, (7 restricted + 1 full) / 8, and
+        // each pair of blocks of four windows (the error's jackknife) has the same make-up; an operator first called
+        // later is found within eight periods (40 s at the default 5 s).
+        const bool hits_only = calibrating && topts_.torch_hit_set && k % kFullSetEvery != 0;
+        switch_gate(f, true, entry_only, subset, hits_only);
         // The window is on_ms of watching, counted from when the links are attached: attaching takes 4-20 ms
         // here, and a 5 ms window timed from before it watched almost nothing (0.01 % instead of 1.7 %).
         g.next_toggle = clock::now() + std::chrono::microseconds(std::lround(g.on_ms * stretch * 1000));
@@ -488,6 +566,17 @@ void UprobeTracer::rebalance_budget(double period_s) {
       const double per_cycle = g.pending_off_s / g.period_cycles;
       g.cycle_cost_s = g.cycle_cost_s > 0 ? (g.cycle_cost_s + per_cycle) / 2 : per_cycle;
       g.pending_off_s = 0;
+    }
+    // With the hit set, a cycle is priced from the windows' own toggles, seven restricted ones for one with every
+    // site: the smoothed figure above swings with the kind of the last window (a full-set one trapped 6.5x the calls
+    // of a restricted one in a CPU VM recording, 14,768 against 2,256) and held the period at its 20 s cap.
+    if (g.restricted.windows) {
+      auto mean = [](const ProbeGate::WindowSites& w) {
+        return static_cast<double>(w.toggle_hits) / static_cast<double>(w.windows);
+      };
+      const double restricted = mean(g.restricted), full = g.full_set.windows ? mean(g.full_set) : restricted;
+      g.cycle_cost_s = (static_cast<double>(kFullSetEvery - 1) * restricted + full) /
+                       static_cast<double>(kFullSetEvery) * hit_cost_ns_ / 1e9;
     }
     g.period_cycles = 0;
     const double cost = g.full_rate * hit_cost_ns_ / 1e9;

@@ -204,6 +204,13 @@ uint64_t TorchProbes::calls_in_series() const {
   return all;
 }
 
+std::vector<uint32_t> TorchProbes::ops_counted() const {
+  std::vector<uint32_t> ops;
+  for (auto& [id, os] : op_series_)
+    if (os.count) ops.push_back(id);
+  return ops;
+}
+
 double TorchProbes::share_of_even_ops() const {
   uint64_t even = 0, all = 0;
   for (auto& [id, os] : op_series_) {

@@ -56,6 +56,8 @@ class TorchProbes final : public SkeletonFamily<torch_bpf> {
   void clear_step_windows();
   // The calls that the operators' series have counted so far, all operators together (aggregated mode).
   uint64_t calls_in_series() const;
+  // The operators that the series have counted calls of so far (ids: the probes' cookies), in id order.
+  std::vector<uint32_t> ops_counted() const;
   // Of the operator calls counted so far, the share of those whose id is even (the cost budget's subset windows
   // probe those: model/sampled_count.h); 0 before any.
   double share_of_even_ops() const;

@@ -48,6 +48,9 @@ struct TracerOptions {
   // ones are filled from their neighbours, and a job shorter than a period is watched mostly at its start.
   int budget_max_period_ms = 20000;
   double hit_cost_ns = 0;       // price of one probe hit; 0: measured at start
+  // Budgeted torch windows attach only the operators counted so far, every site each 8th window (probe_gates.cpp);
+  // false: every site in every window (what sessions up to 13 did; for tests and comparisons).
+  bool torch_hit_set = true;
   // false: one uprobe per probe even where the kernel has uprobe_multi (what kernels before 6.6 get; for tests
   // and comparisons).
   bool uprobe_multi = true;

@@ -252,10 +252,48 @@ void UprobeTracer::stop() {
           "counts by {:.4g} (sampling fraction {:.4f}, error of the scaled counts about {:.0f}% from the spread of "
           "per-window rates)",
           family_name(f), 100 * watched, g.windows, g.fixed ? "fixed duty cycle" : "cost budget",
-          g.windows ? g.attach_ns / 1e6 / static_cast<double>(g.windows) : 0.0,
-          g.windows ? g.detach_ns / 1e6 / static_cast<double>(g.windows) : 0.0, g.period_ms,
+          // per attachment and per detachment (entry-only windows too), not per counted window
+          g.attaches ? g.attach_ns / 1e6 / static_cast<double>(g.attaches) : 0.0,
+          g.cycles ? g.detach_ns / 1e6 / static_cast<double>(g.cycles) : 0.0, g.period_ms,
           g.cycles ? static_cast<double>(g.off_hits) / static_cast<double>(g.cycles) : 0.0, 1e3 * g.cycle_cost_s,
           g.watching_name, watched > 0 ? 1 / watched : 0.0, watched, 100 * err));
+      if (g.restricted.windows || !g.found_late.empty()) {  // the windows that held the hit set only (torch)
+        size_t all_sites = g.full_set.max_sites;  // the sets of a process that exited are gone by now
+        for (size_t now = 0; auto& set : g.sets)
+          if (!set.steady) all_sites = std::max(all_sites, now += set.offsets.size());
+        auto per = [](int64_t ns, uint64_t n) { return n ? static_cast<double>(ns) / 1e6 / static_cast<double>(n) : 0.0; };
+        auto sites = [](const ProbeGate::WindowSites& w) {
+          return !w.windows || w.min_sites == w.max_sites ? fmt::format("{}", w.max_sites)
+                                            : fmt::format("{}-{}", w.min_sites, w.max_sites);
+        };
+        std::string late;
+        for (size_t i = 0; i < g.found_late.size() && i < 10; ++i)
+          late += fmt::format("{}{} at {:.1f} s", i ? ", " : "",
+                              torch_ && f == kTorch ? torch_->op_name(static_cast<uint32_t>(g.found_late[i].first))
+                                                    : fmt::format("#{}", g.found_late[i].first),
+                              static_cast<double>(g.found_late[i].second - start_ns_) / 1e9);
+        if (g.found_late.size() > 10) late += fmt::format(" and {} more", g.found_late.size() - 10);
+        sink_->add_note("trace", fmt::format(
+            "{}: windows after the first detach attach only the probe sites of the operators counted so far (the hit "
+            "set: {} operator(s) of the {} sites probed now): {} such window(s) held {} site(s) each (attach {:.1f} "
+            "ms, detach {:.1f} ms, {:.0f} probe hits while attaching and detaching, a window); every {}th window "
+            "holds every site, to find operators first called later: {} window(s) of {} site(s) (attach {:.1f} ms, "
+            "detach {:.1f} ms, {:.0f} probe hits while attaching and detaching, a window); {} operator(s) found by "
+            "them{}{}; the first detach (every site) took {:.1f} ms, {} probe hits; of the full-set windows' hits "
+            "while toggling, {:.0f} a window while the sites outside the hit set went in and out",
+            family_name(f), g.hit_cookies.size(), all_sites, g.restricted.windows, sites(g.restricted),
+            per(g.restricted.attach_ns, g.restricted.windows), per(g.restricted.detach_ns, g.restricted.windows),
+            1e6 * per(static_cast<int64_t>(g.restricted.toggle_hits), g.restricted.windows), kFullSetEvery,
+            g.full_set.windows, sites(g.full_set), per(g.full_set.attach_ns, g.full_set.windows),
+            per(g.full_set.detach_ns, g.full_set.windows),
+            1e6 * per(static_cast<int64_t>(g.full_set.toggle_hits), g.full_set.windows), g.found_late.size(),
+            late.empty() ? "" : ": " + late,
+            late.empty() ? ""
+                         : " (each counted only from the window that found it: its calls before were neither counted "
+                           "nor estimated, so its scaled count is low by up to their share)",
+            static_cast<double>(g.first_detach_ns) / 1e6, g.first_detach_hits,
+            1e6 * per(static_cast<int64_t>(g.full_set.cold_hits), g.full_set.windows)));
+      }
       // The whole-recording factor assumes one rate throughout; a family attached at import and hot only later was
       // watched far less once cycled than that factor says (tiny-operator loop: 20-30% against 0.5-3%).
       // Spells fully attached again after the family went quiet (the job idle, exited, or starved of CPU: the

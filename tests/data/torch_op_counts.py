@@ -9,6 +9,10 @@ torch.profiler counts while stackscope's torch probes watch the same process (te
                                          cudaStreamSynchronize of LIB (the fake libcudart.so.13 of tests/progs/
                                          trace_fake), then spins until PERIOD_MS from its start (a GPU-bound step:
                                          CPU time at the GPU's pace, whatever the operators cost)
+  python3 torch_op_counts.py late S T [N]
+                                         as timed, but from T seconds into the loop every N-th iteration (default 1)
+                                         also calls torch.relu once (an operator first called late: relu_iterations
+                                         says how many times)
 
 Prints "ready" once warm, waits for a line on stdin, runs, then prints "done {json}": the iterations run, and the
 profiler's counts (profile) or its counts per iteration (timed), for aten::matmul, aten::mm, aten::tanh, aten::add."""
@@ -71,6 +75,21 @@ def main():
             while time.monotonic() < start + period:
                 pass
         out = {"iterations": n, "per_iteration": per}
+    elif mode == "late":
+        per = {op: c / 20 for op, c in profiled(20).items()}
+        start = time.monotonic()
+        n, late, end, late_from = 20, 0, start + arg, start + float(sys.argv[3])
+        every = int(sys.argv[4]) if len(sys.argv) > 4 else 1
+        while True:
+            now = time.monotonic()
+            if now >= end:
+                break
+            x = step()
+            if now >= late_from and n % every == 0:
+                torch.relu(x)
+                late += 1
+            n += 1
+        out = {"iterations": n, "per_iteration": per, "relu_iterations": late}
     else:
         per = {op: c / 20 for op, c in profiled(20).items()}
         n, end = 20, time.monotonic() + arg
