@@ -481,6 +481,9 @@ TEST(NvmlSampler, ProcessUtilizationIsQueriedOnlyOnAGpuWithRunningProcesses) {
 // the first round after it turns false reads them, and from then on every slow_interval_ms; back to the idle period
 // when it turns true again. The cost note tells each schedule's rounds apart.
 TEST(NvmlSampler, TheIdleScheduleReadsSlowGroupsRarelyAndAJobBringsThemBackAtOnce) {
+  // Loaded before the first count: fake_calls reads a loaded library only (-1 before the sampler's own dlopen).
+  void* lib = ::dlopen(kFakeNvml.c_str(), RTLD_NOW | RTLD_GLOBAL);
+  ASSERT_NE(lib, nullptr) << ::dlerror();
   CaptureSink sink;
   NvmlSamplerOptions o;
   o.library = kFakeNvml;
@@ -553,4 +556,5 @@ TEST(NvmlSampler, TheIdleScheduleReadsSlowGroupsRarelyAndAJobBringsThemBackAtOnc
     return n.find("sampling 2 GPU(s) every") != std::string::npos;
   });
   EXPECT_NE(start.find("every 60000 ms while the node is idle"), std::string::npos) << start;
+  ::dlclose(lib);
 }
