@@ -382,14 +382,15 @@ TEST(AgentDaemon, SurvivesThirtyShortJobsWithBoundedMemory) {
     EXPECT_LE(fds_end.count("/proc/PID (gone)") ? fds_end.at("/proc/PID (gone)") : 0, 3)
         << "descriptors kept for exited processes";
     // A leak per job would add one descriptor of some kind per job (24 jobs between the two counts); a few more
-    // sockets is an HTTP client's keep-alive connection, not a leak; a process that exited since the sampler's
-    // last scan (300 ms ago at most) may still be held.
+    // sockets is an HTTP client's keep-alive connection, not a leak; a process that exited since the per-process
+    // sampler's last scan may still be held (bounded above: on an idle node that scan comes every
+    // host.idle_host_slow_interval, 30 s, so the last wave's processes are).
     std::string grown;
     for (const auto& [kind, n] : fds_end)
       if (n > (fds_warm.count(kind) ? fds_warm.at(kind) : 0)) grown += " " + kind + " " + std::to_string(n);
     EXPECT_LE(total(fds_end), total(fds_warm) + 6) << "file descriptors leak per job; grown:" << grown;
     for (const auto& [kind, n] : fds_end) {
-      if (kind.rfind("socket", 0) != 0) {
+      if (kind.rfind("socket", 0) != 0 && kind != "/proc/PID (gone)") {
         EXPECT_LE(n, (fds_warm.count(kind) ? fds_warm.at(kind) : 0) + 2) << kind << ": leaks per job";
       }
     }
