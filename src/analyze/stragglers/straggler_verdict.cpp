@@ -149,6 +149,9 @@ std::string contention_text(const CpuContention& c, const WorkerLateness& pw) {
   return buf;
 }
 
+// Fewer watched intervals between syncs than this say too little to compare ranks by.
+constexpr size_t kMinSyncIntervals = 10;
+
 // Kernel launches between a worker's own CUDA synchronisations, in the intervals its launch probes watched whole:
 // the host issues a step's launches in program order between its syncs, so each interval holds exactly its share
 // of the work, where the points that cut the steps (when the collectives completed) fall at varying offsets from a
@@ -186,10 +189,10 @@ bool launches_more_between_syncs(const std::vector<std::vector<int>>& between, i
     return q;
   };
   auto mean = [](const std::vector<double>& q) { return std::accumulate(q.begin(), q.end(), 0.0) / double(q.size()); };
-  if (others.empty() || between[a].size() < 10) return false;
+  if (others.empty() || between[a].size() < kMinSyncIntervals) return false;
   const auto qa = profile(between[a]);
   for (int b : others) {
-    if (between[b].size() < 10) return false;
+    if (between[b].size() < kMinSyncIntervals) return false;
     const auto qb = profile(between[b]);
     int more = 0, fewer = 0;
     for (int i = 0; i < kQ; ++i) {
@@ -709,6 +712,10 @@ StragglerVerdict wait_verdict(const TimelineSet& set, const SyncPoints& sp, cons
   }
   char buf[512];
   const bool significant = mean_diff >= threshold && t >= opt.min_t;
+  // Where every worker synchronised often enough, the launches between its syncs decide whether one did extra GPU
+  // work (exact); otherwise the launches per step between the points.
+  const bool by_syncs = std::all_of(between_syncs.begin(), between_syncs.end(),
+                                    [](auto& x) { return x.size() >= kMinSyncIntervals; });
   if (!significant) {
     v.kind = VerdictKind::none;
     v.excess_ns = 0;
@@ -734,9 +741,6 @@ StragglerVerdict wait_verdict(const TimelineSet& set, const SyncPoints& sp, cons
     }
     // A GPU job's hosts all wait for their GPUs, so a rank whose GPU does extra work is not late on the host;
     // it launches more kernels per step than its peers, which do the same work.
-    // Where every worker synchronised often enough, the launches between its syncs decide (exact); otherwise the
-    // launches per step between the points.
-    const bool by_syncs = std::all_of(between_syncs.begin(), between_syncs.end(), [](auto& x) { return x.size() >= 10; });
     auto per_sync = [&](int w) {  // the median interval's launches
       auto x = between_syncs[static_cast<size_t>(w)];
       if (x.empty()) return 0.0;
@@ -891,7 +895,6 @@ StragglerVerdict wait_verdict(const TimelineSet& set, const SyncPoints& sp, cons
     const double d_off = avg(slow, &WorkerLateness::offcpu_ns) - avg(rest, &WorkerLateness::offcpu_ns);
     const double l_slow = avg(slow, &WorkerLateness::launches), l_rest = avg(rest, &WorkerLateness::launches);
     const GpuSideCause gpu = gpu_side_cause(set, v.per_worker, opt);
-    const bool by_syncs = std::all_of(between_syncs.begin(), between_syncs.end(), [](auto& x) { return x.size() >= 10; });
     bool more_launches = by_syncs || (l_rest > 0 && l_slow >= std::max(l_rest + 1, 1.01 * l_rest));
     for (int w : slow)
       more_launches &= by_syncs ? launches_more_between_syncs(between_syncs, w, rest) : launches_more_per_step(launches_in, w, rest);
