@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# One device command on a 4-GPU host, one lane a GPU (device time is 30 min a session; the lanes share no process,
+# each `record` attaches its uprobes to its own job's pids only). Each lane gets its GPU (CUDA_VISIBLE_DEVICES) and
+# 16 CPUs of its own (taskset); they share the host's memory bandwidth and PCIe, as jobs on one node do.
+#   LANES="0:cost 1:ops 2:clean:transformer 3:clean:infer" OUT=$OUT SEED=151 bash eval/gpu_lanes.sh
+# Lane kinds:
+#   cost            issue 14's cost pairs with the in-run split (eval/gpu_session11_cost.sh, KEEP=1: the last
+#                   launch-bound default recording and its step times come back in cost_keep.tar.xz)
+#   ops             issue 14's operator counts against torch.profiler (eval/gpu_session11_opcounts.sh)
+#   clean:WORKLOAD  issue 13's clean time: eval/incidents/run_v2.sh --clean-only, two runs of CLEAN_MINUTES (default
+#                   4) under `record --detect`, seeds SEED+2g and SEED+2g+1; any incident is a false one
+# Results: $OUT/lanes.tar.xz (every lane's logs and results, no recordings), $OUT/clean_score.md (the clean lanes
+# scored together), $OUT/cost_keep.tar.xz. Carry [".carry"] (.carry/stackscope, .carry/netfault).
+set -u
+OUT=${OUT:?set OUT}; seed=${SEED:-151}
+lanes=${LANES:?set LANES, e.g. "0:cost 1:ops 2:clean:transformer 3:clean:infer"}
+w=/tmp/lanes; rm -rf "$w"; mkdir -p "$w"
+mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$w/gpus.txt" 2>&1
+for lane in $lanes; do
+  IFS=: read -r g kind arg <<< "$lane"
+  cpus=$((16 * g))-$((16 * g + 15)); d=$w/lane$g; mkdir -p "$d"
+  case $kind in
+    cost) (CUDA_VISIBLE_DEVICES=$g OUT=$d KEEP=1 taskset -c "$cpus" bash eval/gpu_session11_cost.sh > "$d/run.txt" 2>&1) & ;;
+    ops) (CUDA_VISIBLE_DEVICES=$g OUT=$d taskset -c "$cpus" bash eval/gpu_session11_opcounts.sh > "$d/run.txt" 2>&1) & ;;
+    clean) (CUDA_VISIBLE_DEVICES=$g DATA_DIR=/var/tmp/stackscope-v2-$g taskset -c "$cpus" \
+      bash eval/incidents/run_v2.sh .carry/stackscope "$d/v2" --gpus 1 --seeds "$((seed + 2 * g)),$((seed + 2 * g + 1))" \
+      --workloads "$arg" --clean-only --clean-minutes "${CLEAN_MINUTES:-4}" --detect --budget "${BUDGET:-540}" \
+      > "$d/run.txt" 2>&1) & ;;
+    *) echo "gpu_lanes.sh: unknown lane kind $kind" >&2 ;;
+  esac
+done
+wait
+for lane in $lanes; do IFS=: read -r g kind arg <<< "$lane"; echo "=== lane $g: $kind $arg"; tail -n 60 "$w/lane$g/run.txt"; done
+mkdir -p "$w/clean_all"
+for f in "$w"/lane*/v2/*.{faults.jsonl,analysis.json,online.jsonl}; do
+  [[ -e $f ]] && cp "$f" "$w/clean_all/$(basename "$(dirname "$(dirname "$f")")")_$(basename "$f")"; done
+if compgen -G "$w/clean_all/*" > /dev/null; then
+  python3 eval/incidents/score.py "$w/clean_all" --md "$OUT/clean_score.md" --json "$w/clean_all/score.json" > /dev/null
+  cat "$OUT/clean_score.md"
+fi
+keep=$(find "$w" -path '*/ovh/*' \( -name '*.sdb' -o -name '*steps*' \) 2>/dev/null)
+[[ -n $keep ]] && tar -cf - $keep 2>/dev/null | xz -T8 -6 > "$OUT/cost_keep.tar.xz"
+tar -C "$w" -cf - . --exclude='*.sdb' --exclude='*.sdb-*' | xz -T8 -6 > "$OUT/lanes.tar.xz"
+ls -la "$OUT"
