@@ -10,7 +10,7 @@
 #   clean:WORKLOAD  issue 13's clean time: eval/incidents/run_v2.sh --clean-only, two runs of CLEAN_MINUTES (default
 #                   4) under `record --detect`, seeds SEED+2g and SEED+2g+1; any incident is a false one
 # Results: $OUT/lanes.tar.xz (every lane's logs and results, no recordings), $OUT/clean_score.md (the clean lanes
-# scored together), $OUT/cost_keep.tar.xz. Carry [".carry"] (.carry/stackscope, .carry/netfault).
+# scored together), $OUT/cost_keep.tar.xz, $OUT/false_N.*.sdb.xz (up to 4 recordings of clean runs with an incident). Carry [".carry"] (.carry/stackscope, .carry/netfault).
 set -u
 OUT=${OUT:?set OUT}; seed=${SEED:-151}
 lanes=${LANES:?set LANES, e.g. "0:cost 1:ops 2:clean:transformer 3:clean:infer"}
@@ -23,7 +23,7 @@ for lane in $lanes; do
   case $kind in
     cost) (CUDA_VISIBLE_DEVICES=$g OUT=$d KEEP=1 taskset -c "$cpus" bash eval/gpu_session11_cost.sh > "$d/run.txt" 2>&1) & ;;
     ops) (CUDA_VISIBLE_DEVICES=$g OUT=$d taskset -c "$cpus" bash eval/gpu_session11_opcounts.sh > "$d/run.txt" 2>&1) & ;;
-    clean) (CUDA_VISIBLE_DEVICES=$g DATA_DIR=/var/tmp/stackscope-v2-$g taskset -c "$cpus" \
+    clean) (KEEP_SDB=1 CUDA_VISIBLE_DEVICES=$g DATA_DIR=/var/tmp/stackscope-v2-$g taskset -c "$cpus" \
       bash eval/incidents/run_v2.sh .carry/stackscope "$d/v2" --gpus 1 --seeds "$((seed + 2 * g)),$((seed + 2 * g + 1))" \
       --workloads "$arg" --clean-only --clean-minutes "${CLEAN_MINUTES:-4}" --detect --budget "${BUDGET:-540}" \
       > "$d/run.txt" 2>&1) & ;;
@@ -41,5 +41,15 @@ if compgen -G "$w/clean_all/*" > /dev/null; then
 fi
 keep=$(find "$w" -path '*/ovh/*' \( -name '*.sdb' -o -name '*steps*' \) 2>/dev/null)
 [[ -n $keep ]] && tar -cf - $keep 2>/dev/null | xz -T8 -6 > "$OUT/cost_keep.tar.xz"
-tar -C "$w" -cf - . --exclude='*.sdb' --exclude='*.sdb-*' | xz -T8 -6 > "$OUT/lanes.tar.xz"
+# The recordings of clean runs that had a false incident (KEEP_SDB=1 in the clean lanes), to re-analyse here.
+python3 - "$w" > "$w/false_runs.txt" <<'PY'
+import json, sys, glob
+for f in glob.glob(sys.argv[1] + "/lane*/v2/*.analysis.json"):
+    rec = json.load(open(f))["recordings"][0]
+    if rec.get("incidents"): print(rec["path"])
+PY
+n=0; for r in $(cat "$w/false_runs.txt"); do
+  [[ -e $r ]] || continue; n=$((n + 1)); ((n > 4)) && break  # at most 4 files of about 3 MiB compressed
+  xz -T8 -6 -c "$r" > "$OUT/false_$n.$(basename "$(dirname "$(dirname "$r")")")_$(basename "$r").xz"; done
+tar -C "$w" --exclude='*.sdb' --exclude='*.sdb-*' -cf - . | xz -T8 -6 > "$OUT/lanes.tar.xz"
 ls -la "$OUT"

@@ -137,6 +137,29 @@ TEST(IncidentEngine, GpuContentionNamesTheOtherProcessOnTheGpu) {
   EXPECT_EQ(inc.cause.culprits[0].pid, 777);
 }
 
+// Four jobs on one host, one GPU each (session 15, H200 x4): this job runs on gpu0 while a neighbour's gpu1 idles
+// down its clocks and runs other processes. The job slows with no cause of its own: nothing on gpu1 explains it.
+// Before, the engine blamed "GPU throttling: device gpu1" and contention from the neighbour's processes.
+TEST(IncidentEngine, ANeighboursGpuIsNoEvidenceWhenTheJobsGpuIsKnown) {
+  Builder b;
+  b.table("nvml", {{"gpu0.other_procs.count", 0}, {"gpu0.other_procs.sm_util", 0}, {"gpu0.gpu.clock.sm.mean", 1.98e9},
+                   {"gpu1.other_procs.count", 1}, {"gpu1.other_procs.sm_util", 0.3}, {"gpu1.gpu.clock.sm.mean", 1.98e9}});
+  b.slow(40, 60, 0.7);
+  b.set("nvml", "gpu1.gpu.clock.sm.mean", 40, 60, 3.45e8);
+  b.set("nvml", "gpu1.other_procs.count", 40, 60, 2);
+  b.set("nvml", "gpu1.other_procs.sm_util", 40, 60, 0.9);
+  b.entity("gpu.proc.present", "gpu0/pid100/python3", 0, kWindows, 1);
+  b.entity("gpu.proc.present", "gpu1/pid900/python3", 40, 60, 1);
+  b.entity("gpu.proc.sm_util", "gpu1/pid900", 40, 60, 0.9);
+  const Incident& inc = only_incident(find_incidents(b.in));
+  EXPECT_EQ(inc.cause.cls, CauseClass::unexplained);
+  EXPECT_TRUE(inc.cause.culprits.empty());
+  // The same tables where NVML never saw the job (no per-process data): every GPU counts, as before.
+  b.in.entities.erase(b.in.entities.begin());
+  const Incident& blind = only_incident(find_incidents(b.in));
+  EXPECT_NE(blind.cause.cls, CauseClass::unexplained);
+}
+
 TEST(IncidentEngine, HostStallNamesThePythonFunction) {
   Builder b;
   b.slow(70, 85, 0.5);

@@ -1,6 +1,7 @@
 #include "analyze/incidents/cause_rules.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <optional>
 #include <regex>
@@ -230,6 +231,7 @@ double mean_over(const std::vector<double>& v, const std::vector<size_t>& window
 
 std::vector<Culprit> culprits_for(CauseClass cls, const ClassScore& score, const std::vector<EntitySeries>& entities,
                                   const std::set<uint32_t>& job_pids, const WindowSet& ws) {
+  const std::set<std::string> gpus = job_gpus(entities, job_pids);
   std::vector<Culprit> out;
   // Memory being taken now (not only reclaim or PSI, which outlast the process that caused them).
   const bool memory_taken =
@@ -260,7 +262,7 @@ std::vector<Culprit> culprits_for(CauseClass cls, const ClassScore& score, const
     for (const auto& e : entities) {
       if (e.name != "gpu.proc.sm_util") continue;
       auto g = parse_gpu_proc(e.device);
-      if (!g || job_pids.count(static_cast<uint32_t>(g->pid))) continue;
+      if (!g || job_pids.count(static_cast<uint32_t>(g->pid)) || (!gpus.empty() && !gpus.count(g->gpu))) continue;
       const double during = mean_over(e.values, ws.episode), before = mean_over(e.values, ws.baseline);
       size_t present = 0;
       for (size_t w : ws.episode) present += w < e.values.size() && std::isfinite(e.values[w]);
@@ -307,7 +309,29 @@ std::vector<Culprit> culprits_for(CauseClass cls, const ClassScore& score, const
 
 }  // namespace
 
-SignalColumns match_signal_columns(const std::map<std::string, WindowFeatureTable>& tables) {
+std::set<std::string> job_gpus(const std::vector<EntitySeries>& entities, const std::set<uint32_t>& job_pids) {
+  std::set<std::string> out;
+  for (const auto& e : entities)
+    if (e.name == "gpu.proc.present")
+      if (auto g = parse_gpu_proc(e.device); g && job_pids.count(static_cast<uint32_t>(g->pid))) out.insert(g->gpu);
+  return out;
+}
+
+namespace {
+
+// "gpu3.gpu.clock.sm.mean" -> "gpu3"; "" for a column that is not one GPU's.
+std::string_view gpu_of_column(const std::string& column) {
+  if (column.rfind("gpu", 0) != 0) return {};
+  size_t i = 3;
+  while (i < column.size() && std::isdigit(static_cast<unsigned char>(column[i]))) ++i;
+  if (i == 3 || i >= column.size() || column[i] != '.') return {};
+  return std::string_view(column).substr(0, i);
+}
+
+}  // namespace
+
+SignalColumns match_signal_columns(const std::map<std::string, WindowFeatureTable>& tables,
+                                   const std::set<std::string>& job_gpus) {
   thread_local SignalColumnMatcher matcher;
   SignalColumns out;
   std::map<std::string, std::vector<size_t>> signals_of;  // by layer
@@ -320,6 +344,9 @@ SignalColumns match_signal_columns(const std::map<std::string, WindowFeatureTabl
     auto sigs = signals_of.find(layer);
     if (sigs == signals_of.end()) continue;
     for (size_t c = 0; c < t.columns.size(); ++c) {
+      if (!job_gpus.empty())
+        if (const std::string_view gpu = gpu_of_column(t.columns[c]); !gpu.empty() && !job_gpus.count(std::string(gpu)))
+          continue;
       auto& known = matcher.of(t.columns[c]);
       for (size_t i : sigs->second)
         if (SignalColumnMatcher::matches(known, i, t.columns[c])) out.by_signal[i].push_back(c);
@@ -331,7 +358,7 @@ SignalColumns match_signal_columns(const std::map<std::string, WindowFeatureTabl
 CauseVerdict explain_episode(const std::map<std::string, WindowFeatureTable>& tables,
                              const std::vector<EntitySeries>& entities, const std::set<uint32_t>& job_pids,
                              const WindowSet& ws, const CauseOptions& opt) {
-  return explain_episode(tables, entities, job_pids, ws, opt, match_signal_columns(tables));
+  return explain_episode(tables, entities, job_pids, ws, opt, match_signal_columns(tables, job_gpus(entities, job_pids)));
 }
 
 CauseVerdict explain_episode(const std::map<std::string, WindowFeatureTable>& tables,

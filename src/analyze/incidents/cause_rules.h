@@ -74,7 +74,15 @@ struct CauseOptions {
 struct SignalColumns {
   std::vector<std::vector<size_t>> by_signal;
 };
-SignalColumns match_signal_columns(const std::map<std::string, WindowFeatureTable>& tables);
+// `job_gpus` (job_gpus() below): where not empty, a GPU's own columns (gpuN.*) count only for the job's GPUs. On a
+// node shared by several jobs, a neighbour's GPU idling down its clocks or running other processes is no evidence
+// about this job (session 15: 4 jobs on one H200 host, each blamed throttling and contention on the others' GPUs).
+SignalColumns match_signal_columns(const std::map<std::string, WindowFeatureTable>& tables,
+                                   const std::set<std::string>& job_gpus = {});
+
+// The GPUs ("gpu3") on which NVML saw one of the job's processes (gpu.proc.present "gpuN/pidP/comm"); empty when it
+// saw none of them (no per-process data, a CPU job, or not yet): then every GPU's columns count.
+std::set<std::string> job_gpus(const std::vector<EntitySeries>& entities, const std::set<uint32_t>& job_pids);
 
 // `tables`: per-layer window features on one grid. `job_pids`: the job's processes (never culprits).
 CauseVerdict explain_episode(const std::map<std::string, WindowFeatureTable>& tables,

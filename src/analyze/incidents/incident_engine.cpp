@@ -147,7 +147,7 @@ IncidentReport find_incidents(const IncidentInput& in, const IncidentOptions& op
     WindowSet ws;
     for (size_t w = first; w <= last; ++w) ws.episode.push_back(w);
     ws.baseline = baseline_windows(steady, first, last, opt.baseline_windows);
-    if (!matched) matched = match_signal_columns(tables);
+    if (!matched) matched = match_signal_columns(tables, job_gpus(in.entities, in.job_pids));
     return std::pair{ws, explain_episode(tables, in.entities, in.job_pids, ws, opt.cause, *matched)};
   };
   // Two faults close together (a loader stall, then another process on the GPU, the job still slow between them)
