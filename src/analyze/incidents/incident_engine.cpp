@@ -217,9 +217,12 @@ IncidentReport find_incidents(const IncidentInput& in, const IncidentOptions& op
     inc.impact_s = impact_seconds(progress, pa.steady, in.grid, ep.first, ep.last);
     const double mean_done = done / static_cast<double>(ws.episode.size());
     if (steps) {
-      const double expected = in.progress.steps && std::isfinite(in.progress.steps->median_ms)
-                                  ? in.progress.steps->median_ms
-                                  : 1e3 * width_s / pa.steady;
+      // The observed side is the windows' rate; the median step is shown as expected only where it agrees with
+      // the steady rate (early in an online run the steps found so far can be a sync's period, not the step's:
+      // "0.506 -> 3.59 ms" on a 5.9 ms inference step, session 15).
+      const double by_rate = 1e3 * width_s / pa.steady;
+      const double median = in.progress.steps ? in.progress.steps->median_ms : NAN;
+      const double expected = std::isfinite(median) && std::abs(median / by_rate - 1) <= 0.25 ? median : by_rate;
       inc.symptom = {"step_time_ms", "ms", expected, mean_done > 0 ? 1e3 * width_s / mean_done : INFINITY};
     } else {
       inc.symptom = {rep.progress_metric + "_per_s", "1/s", pa.steady / width_s, mean_done / width_s};
