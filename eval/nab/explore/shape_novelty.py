@@ -73,12 +73,15 @@ def nn_distance(x, m, history=4000, block=256):
     return out
 
 
-def shape(f, m=8, history=4000, floor_q=0.5):
-    """(novelty, distance over the floor_q-quantile (median) distance of the history before): see the docstring."""
-    key = (f, m, history, floor_q)
+def shape(f, m=8, history=4000, floor_q=0.5, file_range=False):
+    """(novelty, distance over the floor_q-quantile (median) distance of the history before): see the docstring.
+    file_range: normalise by the whole file's min and max, as NAB hands them to its detectors (HTM's encoder and
+    ARTime's normalisation use them): not causal, a measure of what that knowledge is worth, never a candidate."""
+    key = (f, m, history, floor_q, file_range)
     if key not in _nn:
         x = base_run(f)['values']; d = nn_distance(x, m, history)
         span = np.maximum(np.maximum.accumulate(x) - np.minimum.accumulate(x), 1e-12)
+        if file_range: span = np.full(len(x), max(x.max() - x.min(), 1e-12))
         novelty = np.nan_to_num(d / span / math.sqrt(m))
         over_floor = np.zeros(len(d)); w = warm_bins(f); past = deque(); srt = []
         import bisect
@@ -110,7 +113,8 @@ class Likelihood:
         return 0.5 * math.erfc((x - mu) / sd / math.sqrt(2))
 
 
-def alarm_bins(f, mode='joint', m=8, thr=0.12, floor=8.0, floor_q=0.5, cd=200, src='score', c=0.3, **lkw):
+def alarm_bins(f, mode='joint', m=8, thr=0.12, floor=8.0, floor_q=0.5, file_range=False, cd=200, src='score', c=0.3,
+               **lkw):
     b = base_run(f); w = warm_bins(f); reports = set(b['reports'])
     if mode == 'lik':
         raw = b['scores'] if src == 'score' else shape(f, m)[0]
@@ -121,7 +125,7 @@ def alarm_bins(f, mode='joint', m=8, thr=0.12, floor=8.0, floor_q=0.5, cd=200, s
             if below and not before and t >= w: out.append(t)
             before = below
         return out
-    novelty, over_floor = shape(f, m, floor_q=floor_q)
+    novelty, over_floor = shape(f, m, floor_q=floor_q, file_range=file_range)
     out = []; last = -10 ** 9
     for t in range(len(novelty)):
         fires = t >= w and novelty[t] > thr and over_floor[t] > floor
