@@ -14,6 +14,9 @@ a normal fitted to such means over the last `hist` bins (the first `learn` skipp
 least 0.03, variance at least 0.0003); the tail probability p; an alarm where p falls below `thr` (the first bin of a
 run below it, as NAB's HTM filters repeats).
 
+Other knobs: m (window, bins), floor_q (the noise floor's quantile), centred (windows less their own mean: shape
+only), file_range (NAB's whole-file min/max: not causal, a measure only).
+
 Modes (`mode=`):
   alone     the shape-novelty alarms only
   joint     one alarm stream: a shape alarm or a report of the default detector, at most one per `cd` bins
@@ -58,11 +61,14 @@ def warm_bins(f):
     return max(100, day if 2 <= day <= 4000 else 0)
 
 
-def nn_distance(x, m, history=4000, block=256):
-    """Per bin t >= m-1: Euclidean distance of x[t-m+1 .. t] to the nearest window ending in t-history .. t-m."""
+def nn_distance(x, m, history=4000, block=256, centred=False):
+    """Per bin t >= m-1: Euclidean distance of x[t-m+1 .. t] to the nearest window ending in t-history .. t-m
+    (centred: each window less its own mean, so that only its shape counts, not its level)."""
     n = len(x); out = np.full(n, np.nan)
     if n < m: return out
-    w = np.lib.stride_tricks.sliding_window_view(x, m); sq = (w * w).sum(1)
+    w = np.lib.stride_tricks.sliding_window_view(x, m)
+    if centred: w = w - w.mean(1, keepdims=True)
+    sq = (w * w).sum(1)
     for k0 in range(0, len(w), block):
         k1 = min(len(w), k0 + block); j0 = max(0, k0 - history); j1 = max(0, k1 - m)
         if j1 <= j0: continue
@@ -73,13 +79,13 @@ def nn_distance(x, m, history=4000, block=256):
     return out
 
 
-def shape(f, m=8, history=4000, floor_q=0.5, file_range=False):
+def shape(f, m=8, history=4000, floor_q=0.5, file_range=False, centred=False):
     """(novelty, distance over the floor_q-quantile (median) distance of the history before): see the docstring.
     file_range: normalise by the whole file's min and max, as NAB hands them to its detectors (HTM's encoder and
     ARTime's normalisation use them): not causal, a measure of what that knowledge is worth, never a candidate."""
-    key = (f, m, history, floor_q, file_range)
+    key = (f, m, history, floor_q, file_range, centred)
     if key not in _nn:
-        x = base_run(f)['values']; d = nn_distance(x, m, history)
+        x = base_run(f)['values']; d = nn_distance(x, m, history, centred=centred)
         span = np.maximum(np.maximum.accumulate(x) - np.minimum.accumulate(x), 1e-12)
         if file_range: span = np.full(len(x), max(x.max() - x.min(), 1e-12))
         novelty = np.nan_to_num(d / span / math.sqrt(m))
@@ -113,8 +119,8 @@ class Likelihood:
         return 0.5 * math.erfc((x - mu) / sd / math.sqrt(2))
 
 
-def alarm_bins(f, mode='joint', m=8, thr=0.12, floor=8.0, floor_q=0.5, file_range=False, cd=200, src='score', c=0.3,
-               **lkw):
+def alarm_bins(f, mode='joint', m=8, thr=0.12, floor=8.0, floor_q=0.5, file_range=False, centred=False, cd=200,
+               src='score', c=0.3, **lkw):
     b = base_run(f); w = warm_bins(f); reports = set(b['reports'])
     if mode == 'lik':
         raw = b['scores'] if src == 'score' else shape(f, m)[0]
@@ -125,7 +131,7 @@ def alarm_bins(f, mode='joint', m=8, thr=0.12, floor=8.0, floor_q=0.5, file_rang
             if below and not before and t >= w: out.append(t)
             before = below
         return out
-    novelty, over_floor = shape(f, m, floor_q=floor_q, file_range=file_range)
+    novelty, over_floor = shape(f, m, floor_q=floor_q, file_range=file_range, centred=centred)
     out = []; last = -10 ** 9
     for t in range(len(novelty)):
         fires = t >= w and novelty[t] > thr and over_floor[t] > floor
