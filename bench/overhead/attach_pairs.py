@@ -16,18 +16,22 @@ Per alternation:
   detached  the steps fully inside the gaps before and after it: [previous recorder gone + gap margin, next
             recorder started]; "gone" is the recorder's exit (or its background detacher's, where it printed one)
             and the harness's reading of the recording after it
-  cost      mean(attached) / mean(detached) - 1; the median over a configuration's alternations, with min-max
+  cost      mean(attached) / mean(detached) - 1; the median over a configuration's alternations, with min-max;
+            beside it the same with median steps, with the job's CPU time a step (probe traps are the job's
+            system time), and by third of the span (a start-up transient shows in the first third only)
   steady    the same from each cycled family's first detach on (the budget's start-up full attachment left out):
             what a long recording costs once the budget cycles
-  noise     each gap's mean against the next gap's (no recorder in either): the in-process floor, beside it
-            the spread that fresh-process pairs of the same machine showed
---check-probes first runs each configuration with --budget 0 (every probe attached throughout) once as
-`record -- JOB` and once as `record --pid` on the held job, and compares the BPF links the recorder held (their
-kind, library and probe count, from /proc/PID/fdinfo) and the layers that recorded events.
+  noise     each gap's mean against the next gap's (no recorder in either): the in-process floor, to set beside
+            the bare runs' spread in run_overhead.sh's fresh-process mode
+--check-probes [CONFIG] first runs each configuration (or the one named) with --budget 0 (every probe attached
+throughout) once as `record -- JOB` and once as `record --pid` on the held job, and compares the BPF links the
+recorder held (their kind, library and probe count, from /proc/PID/fdinfo), the layers that recorded events and the
+series subsystems.
 
 Writes OUT/WORKLOAD.attach.json and OUT/WORKLOAD.attach.md. Needs root (the recorder's uprobes)."""
 import argparse
 import json
+import lzma
 import os
 import platform
 import re
@@ -107,6 +111,9 @@ def split_alternations(steps, alts, gaps, min_steps=20):
         r["cost_median_step"] = (statistics.median(st[1] for st in att) /
                                  statistics.median(st[1] for st in det) - 1.0)
         r["cost_cpu"] = ratio(att, det, 2)
+        # Where in the span the cost sits: a start-up transient shows in the first third only.
+        r["cost_thirds"] = [ratio(steps_within(steps, a + (b - a) * j // 3, a + (b - a) * (j + 1) // 3), det)
+                            for j in range(3)]
         if alt.get("steady_from") is not None:
             steady = steps_within(steps, max(a, alt["steady_from"]), b)
             r["steps_steady"] = len(steady)
@@ -133,6 +140,7 @@ def summarise_costs(per_alt, null):
         out.append({"config": name, "alternations": len(rs), "cost": stat("cost"),
                     "cost_median_step": stat("cost_median_step"), "cost_cpu": stat("cost_cpu"),
                     "cost_steady": stat("cost_steady"),
+                    "cost_thirds": [orr.med(r["cost_thirds"][j] for r in rs if r.get("cost_thirds")) for j in range(3)],
                     "errors": sorted({r["error"] for r in rs if r.get("error")})[:3]})
     nulls = {k: {"median_abs": statistics.median(abs(x) for x in v), "min": min(v), "max": max(v), "n": len(v),
                  "values": v} for k, v in null.items() if v}
@@ -177,11 +185,13 @@ def watch_links(pid, stop, into):
 
 class HeldJob:
     """The workload stepping without end, its stdout read on a thread (HOLDING, then HELD at SIGINT)."""
+    live = set()  # started and not yet stopped: main kills them if the harness is stopped (timeout's SIGTERM)
 
     def __init__(self, cmd, errlog, prefix=None):
         with open(errlog, "w") as err:
             self.proc = subprocess.Popen((prefix or []) + cmd, stdout=subprocess.PIPE, stderr=err, text=True,
                                          cwd=orr.ROOT, start_new_session=True)
+        HeldJob.live.add(self)
         self.holding = threading.Event()
         self.held = None
         self.t_holding = None
@@ -213,6 +223,7 @@ class HeldJob:
             orr.kill_group(self.proc)
             self.proc.wait()
         self.reader.join(timeout=10)
+        HeldJob.live.discard(self)
         h = self.held or {}
         starts, walls = h.get("step_start_ns", []), h.get("step_s", [])
         return list(zip(starts, walls, h.get("step_cpu_s") or [None] * len(walls)))
@@ -341,8 +352,8 @@ def markdown(s):
              f"{s['detach_margin_s']:g} s, gap {s['gap_margin_s']:g} s. Workload args `{s['workload_args']}`; "
              f"{s['steps_held']} held steps, bare mean {orr.fmt_s(s.get('mean_step_detached_s'))}.", "",
              "| config | cost: mean(attached) / mean(detached) - 1, median (min .. max) | median-step ratio | "
-             "job CPU per step | steady (after the budget's first detach) | attached steps a span | recorder CPU | "
-             "events by layer |", "|---|---|---|---|---|---|---|---|"]
+             "job CPU per step | steady (after the budget's first detach) | by third of the span (medians) | "
+             "attached steps a span | recorder CPU | events by layer |", "|---|---|---|---|---|---|---|---|---|"]
     for r in s["rows"]:
         alts = [x for x in s["per_alternation"] if x["config"] == r["config"]]
         att = orr.med(x.get("steps_attached") for x in alts)
@@ -350,7 +361,8 @@ def markdown(s):
         layers = next((x.get("events_by_layer") for x in reversed(alts) if x.get("events_by_layer")), {}) or {}
         lay = ", ".join(f"{k} {v}" for k, v in sorted(layers.items()) if v) or "-"
         lines.append(f"| {r['config']} | {fmt_stat(r['cost'])} | {fmt_stat(r['cost_median_step'])} | "
-                     f"{fmt_stat(r['cost_cpu'])} | {fmt_stat(r['cost_steady'])} | {'-' if att is None else int(att)} | "
+                     f"{fmt_stat(r['cost_cpu'])} | {fmt_stat(r['cost_steady'])} | "
+                     f"{', '.join(orr.fmt_pct(x) for x in r['cost_thirds'])} | {'-' if att is None else int(att)} | "
                      f"{'-' if cpu is None else f'{cpu:.1f} %'} | {lay} |")
     noise = s.get("noise") or {}
     if noise:
@@ -388,22 +400,21 @@ def main():
     ap.add_argument("--gap-margin", type=float, default=0.5,
                     help="seconds after the recorder is gone before detached steps count")
     ap.add_argument("--settle", type=float, default=3.0, help="seconds of held steps before the first gap counts")
-    ap.add_argument("--stackscope", default=os.path.join(orr.ROOT, "build/src/cli/stackscope"))
-    ap.add_argument("--python", default=sys.executable, help="the python that has torch")
-    ap.add_argument("--workload-args", default="", help="passed to the workload script (e.g. '--device cpu')")
-    ap.add_argument("--record-args", default="", help="added to every `stackscope record`")
+    orr.add_run_args(ap)
     ap.add_argument("--configs", default="default=",
                     help="';'-separated NAME=RECORD ARGS (e.g. 'default=;nvml,host=--layers nvml,host'); "
                          "'bare' is the gaps and is ignored here")
-    ap.add_argument("--check-probes", action="store_true",
-                    help="first compare the links of `record -- JOB` and `record --pid` per configuration "
-                         "(--budget 0, --check-s seconds each)")
+    ap.add_argument("--check-probes", nargs="?", const="all", default=None, metavar="CONFIG",
+                    help="first compare the links of `record -- JOB` and `record --pid` (--budget 0, --check-s "
+                         "seconds each) for every configuration, or for the one named")
     ap.add_argument("--check-s", type=float, default=6.0)
     ap.add_argument("--timeout", type=float, default=120, help="seconds to wait for the job's HOLDING, a "
                                                                  "recorder's exit past its duration")
     ap.add_argument("--budget-s", type=float, default=0,
-                    help="wall seconds for the alternations: none starts that would not end within them")
-    ap.add_argument("--machine", default="", help="machine description for the table")
+                    help="wall seconds for the whole run (probe check included): no recording starts that would "
+                         "not end, with the last gap, within them")
+    ap.add_argument("--keep-steps", action="store_true",
+                    help="write every held step [start ns, wall s, CPU s] to OUT/WORKLOAD.attach.steps.json.xz")
     ap.add_argument("--keep-recordings", action="store_true",
                     help="copy each configuration's last recording to OUT/WORKLOAD.attach.CONFIG.sdb")
     a, rest = ap.parse_known_args()
@@ -424,7 +435,10 @@ def main():
          "detach_margin_s": a.detach_margin, "gap_margin_s": a.gap_margin, "configs": configs}
     with tempfile.TemporaryDirectory(prefix="attach-") as work:
         if a.check_probes:
-            s["check_probes"] = check_probes(a, configs, work)
+            checked = [c for c in configs if a.check_probes in ("all", c[0])]
+            if not checked:
+                raise SystemExit(f"--check-probes {a.check_probes}: no such configuration")
+            s["check_probes"] = check_probes(a, checked, work)
         job = HeldJob(job_command(a), os.path.join(work, "job.log"))
         if not job.wait_holding(a.timeout):
             job.stop()
@@ -434,9 +448,10 @@ def main():
         gone = [job.t_holding + int(a.settle * 1e9)]  # where each gap may start counting (before the margin)
         alts = []
         plan = [(k, c) for k in range(a.rounds) for c in (configs if k % 2 == 0 else list(reversed(configs)))]
+        t_alts = time.monotonic()
         for k, (name, args) in plan:
-            per = (time.monotonic() - t0) / len(alts) if alts else 0
-            if (a.budget_s and time.monotonic() - t0 + per > a.budget_s) or job.proc.poll() is not None:
+            per = (time.monotonic() - t_alts) / len(alts) if alts else a.gap + a.duration
+            if (a.budget_s and time.monotonic() - t0 + per + a.gap > a.budget_s) or job.proc.poll() is not None:
                 print(f"stopping after {len(alts)} of {len(plan)} recordings "
                       f"({'the job exited' if job.proc.poll() is not None else 'budget'})", flush=True)
                 break
@@ -471,7 +486,9 @@ def main():
         spans.append({"config": r["config"], "span": span,
                       "steady_from": steady_start(r["flips"], r["end_ns"], a.detach_margin)})
     per_alt, null = split_alternations(steps, spans, gaps)
-    for p, r in zip(per_alt, alts):
+    for p, r, sp, gb, ga in zip(per_alt, alts, spans, gaps, gaps[1:]):
+        p.update({"span_ns": sp["span"], "steady_from_ns": sp["steady_from"], "gap_before_ns": gb, "gap_after_ns": ga,
+                  "t_launch_ns": r["t_launch_ns"], "t_gone_ns": r["t_gone_ns"]})
         p.update({k: r.get(k) for k in ("alternation", "rc", "links", "recorder_cpu_pct", "events_by_layer",
                                         "stderr_tail", "notes") if r.get(k) is not None})
         p["error"] = p.get("error") or r.get("error")
@@ -483,11 +500,24 @@ def main():
               "mean_step_detached_s": orr.med(x.get("mean_detached_s") for x in per_alt)})
     with open(base + ".json", "w") as f:
         json.dump(s, f, indent=1, default=str)
+    if a.keep_steps:  # every held step, to split again (split_alternations) with other margins
+        with lzma.open(base + ".steps.json.xz", "wt") as f:
+            json.dump(steps, f)
     with open(base + ".md", "w") as f:
         f.write(markdown(s))
     print(markdown(s))
     return 0
 
 
+def run_main():
+    # A job in its own session outlives its harness: a SIGTERM (timeout) ends the harness through its finally.
+    signal.signal(signal.SIGTERM, lambda sig, _: sys.exit(128 + sig))
+    try:
+        return main()
+    finally:
+        for job in list(HeldJob.live):
+            orr.kill_group(job.proc)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main())
