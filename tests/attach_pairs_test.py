@@ -72,6 +72,7 @@ class Split(unittest.TestCase):
             self.assertAlmostEqual(r["span_s"], 4.0 - 0.5 - 0.3, places=6)
             self.assertGreater(r["steps_attached"], 2500)
         self.assertEqual(null["wall"], [0.0] * 4)  # every gap holds BASE steps only
+        self.assertEqual(null["median"], [0.0] * 4)
         rows, noise = attach_pairs.summarise_costs(per, null)
         self.assertEqual([r["config"] for r in rows], ["default", "nvml,host"])
         self.assertEqual(rows[0]["cost"]["n"], 2)

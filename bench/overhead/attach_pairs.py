@@ -86,6 +86,11 @@ def ratio(a, b, i=1):
     return statistics.fmean(xa) / statistics.fmean(xb) - 1.0 if xa and xb and statistics.fmean(xb) > 0 else None
 
 
+def median_ratio(a, b):
+    """median wall step of a over that of b, less 1: on a loaded machine the mean carries its stalls."""
+    return statistics.median(st[1] for st in a) / statistics.median(st[1] for st in b) - 1.0
+
+
 def split_alternations(steps, alts, gaps, min_steps=20):
     """Per alternation {cost (wall), cost_median_step, cost_cpu, cost_steady, step counts}, and the gaps' null
     comparisons (each gap's mean step against the next gap's).
@@ -108,8 +113,7 @@ def split_alternations(steps, alts, gaps, min_steps=20):
         r["mean_attached_s"] = statistics.fmean(st[1] for st in att)
         r["mean_detached_s"] = statistics.fmean(st[1] for st in det)
         r["cost"] = ratio(att, det)
-        r["cost_median_step"] = (statistics.median(st[1] for st in att) /
-                                 statistics.median(st[1] for st in det) - 1.0)
+        r["cost_median_step"] = median_ratio(att, det)
         r["cost_cpu"] = ratio(att, det, 2)
         # Where in the span the cost sits: a start-up transient shows in the first third only.
         r["cost_thirds"] = [ratio(steps_within(steps, a + (b - a) * j // 3, a + (b - a) * (j + 1) // 3), det)
@@ -122,7 +126,8 @@ def split_alternations(steps, alts, gaps, min_steps=20):
         out.append(r)
     pairs = [(in_gap[j + 1], in_gap[j]) for j in range(len(in_gap) - 1)
              if len(in_gap[j]) >= min_steps and len(in_gap[j + 1]) >= min_steps]
-    null = {"wall": [ratio(x, y) for x, y in pairs], "cpu": [ratio(x, y, 2) for x, y in pairs]}
+    null = {"wall": [ratio(x, y) for x, y in pairs], "median": [median_ratio(x, y) for x, y in pairs],
+            "cpu": [ratio(x, y, 2) for x, y in pairs]}
     return out, {k: [x for x in v if x is not None] for k, v in null.items()}
 
 
@@ -369,7 +374,8 @@ def markdown(s):
         lines += ["", "Noise in the process, each gap's mean step against the next gap's (no recorder in either): " +
                   "; ".join(f"{what} median |x| {orr.fmt_pct(n['median_abs'], False)}, range {orr.fmt_pct(n['min'])}"
                             f" .. {orr.fmt_pct(n['max'])}" for what, n in
-                            (("wall", noise.get("wall")), ("job CPU", noise.get("cpu"))) if n) +
+                            (("mean", noise.get("wall")), ("median step", noise.get("median")),
+                             ("job CPU", noise.get("cpu"))) if n) +
                   f" ({noise['wall']['n'] if noise.get('wall') else 0} gap pairs)."]
     for c in s.get("check_probes") or []:
         verdict = "the same" if c["same"] else "**NOT the same**"
