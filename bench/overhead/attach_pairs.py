@@ -278,6 +278,8 @@ def attach_once(a, pid, rec_args, rec, duration, watch=False):
     stop.set()
     res["t_exit_ns"] = time.monotonic_ns()
     res["rc"], res["stderr_tail"] = p.returncode, err[-600:]
+    if p.returncode and "error" not in res:  # its recording may be partial or missing: the alternation says so
+        res["error"] = f"recorder exit status {p.returncode}: {err[-300:]}"
     m = re.search(r"detached in the background \(pid (\d+)\)", err)
     if m:  # the probes go when the detacher exits
         helper, end = int(m.group(1)), time.monotonic() + a.timeout
