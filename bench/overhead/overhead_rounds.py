@@ -626,15 +626,21 @@ def markdown(s):
 # ---------------------------------------------------------------- main
 
 
+def add_run_args(ap):
+    """The binary, the python and the arguments of the job and the recorder (attach_pairs.py takes them too)."""
+    ap.add_argument("--stackscope", default=os.path.join(ROOT, "build/src/cli/stackscope"))
+    ap.add_argument("--python", default=sys.executable, help="the python that has torch")
+    ap.add_argument("--workload-args", default="", help="passed to the workload script (e.g. '--steps 200')")
+    ap.add_argument("--record-args", default="", help="added to every traced run's `stackscope record`")
+    ap.add_argument("--machine", default="", help="machine description for the table")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--workload", required=True, choices=sorted(WORKLOADS))
     ap.add_argument("--out", required=True, help="directory for WORKLOAD.json and WORKLOAD.md")
     ap.add_argument("--rounds", type=int, default=4)
-    ap.add_argument("--stackscope", default=os.path.join(ROOT, "build/src/cli/stackscope"))
-    ap.add_argument("--python", default=sys.executable, help="the python that has torch")
-    ap.add_argument("--workload-args", default="", help="passed to the workload script (e.g. '--steps 200')")
-    ap.add_argument("--record-args", default="", help="added to every traced run's `stackscope record`")
+    add_run_args(ap)
     ap.add_argument("--configs", default="",
                     help="';'-separated NAME=RECORD ARGS, 'bare' for no recorder; default: bare; nvml,host; "
                          "cuda,nccl,nvml,host; default; default --detail full (when `record --help` lists it)")
@@ -642,7 +648,6 @@ def main():
     ap.add_argument("--probe-wait", type=float, default=60, help="seconds to wait for probes to go after a stop")
     ap.add_argument("--budget-s", type=float, default=0,
                     help="wall seconds for the whole run: no round starts that the last one says would not fit")
-    ap.add_argument("--machine", default="", help="machine description for the table")
     ap.add_argument("--keep-recordings", action="store_true",
                     help="copy each configuration's last recording to OUT/WORKLOAD.CONFIG.sdb")
     a = ap.parse_args()

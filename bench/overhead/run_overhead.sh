@@ -7,6 +7,12 @@
 # before the run), and the recording's events and drops (`stackscope info --json`). Writes OUT/WORKLOAD.md and
 # OUT/WORKLOAD.json. Root needed (the recorder's uprobes). The logic is in overhead_rounds.py.
 #
+# --attach-pairs (anywhere among the options): the whole recording's cost inside ONE job process instead
+# (attach_pairs.py): the workload steps until stopped and `stackscope record --pid PID --duration D` alternates with
+# gaps of no recording, ROUNDS times per configuration; attached steps against the gaps' steps, per alternation.
+# Options there: --duration D --gap G --configs "default=;nvml,host=--layers nvml,host" --check-probes (compare
+# the probes of `record --pid` and `record -- CMD` first). Writes OUT/WORKLOAD.attach.md and .json.
+#
 # Usage: bench/overhead/run_overhead.sh WORKLOAD OUT [ROUNDS] [more overhead_rounds.py options]
 #   WORKLOAD: launch_bound | launch_bound_graph | small_batch_infer | tiny_ops_cpu | gpt2
 #   environment: STACKSCOPE (default build/src/cli/stackscope), PYTHON (a python with torch; default the first of
@@ -15,6 +21,8 @@
 #   sudo bench/overhead/run_overhead.sh tiny_ops_cpu /tmp/ovh 4
 #   sudo bench/overhead/run_overhead.sh launch_bound /tmp/ovh 4 --workload-args "--pause 3"
 #   sudo bench/overhead/run_overhead.sh gpt2 /tmp/ovh 3 --configs "bare;default=;nvml,host=--layers nvml,host"
+#   sudo bench/overhead/run_overhead.sh launch_bound /tmp/ovh 3 --attach-pairs --duration 10 --gap 5 \
+#     --configs "default=;nvml,host=--layers nvml,host" --workload-args "--device cpu --width 32 --depth 4 --batch 4"
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -30,5 +38,9 @@ fi
 [[ -x $stackscope ]] || { echo "no stackscope binary at $stackscope (set STACKSCOPE)" >&2; exit 1; }
 mountpoint -q /sys/kernel/tracing 2>/dev/null || mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
 ulimit -l unlimited 2>/dev/null || true
-exec "$PYTHON" "$here/overhead_rounds.py" --workload "$workload" --out "$out" --rounds "$rounds" \
-  --stackscope "$stackscope" --python "$PYTHON" "$@"
+script=overhead_rounds.py; args=()
+for x in "$@"; do
+  if [[ $x == --attach-pairs ]]; then script=attach_pairs.py; else args+=("$x"); fi
+done
+exec "$PYTHON" "$here/$script" --workload "$workload" --out "$out" --rounds "$rounds" \
+  --stackscope "$stackscope" --python "$PYTHON" "${args[@]}"

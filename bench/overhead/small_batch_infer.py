@@ -5,7 +5,7 @@ pace as in launch_bound.py, without a backward pass.
   python3 bench/overhead/small_batch_infer.py --count-calls
   python3 bench/overhead/small_batch_infer.py --rounds 2
 
-Runs on the CPU where torch sees no GPU (use a smaller model there: --layers 2 --d-model 128 --vocab 1000).
+Runs on the CPU where torch sees no GPU (use a smaller model there: --layers 2 --d-model 128 --heads 4 --vocab 1000).
 Protocol: step_rounds.py. Only torch is needed."""
 import argparse
 import os

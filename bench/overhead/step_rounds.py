@@ -4,9 +4,11 @@ gpt2_calls.py), so that run_overhead.sh can drive any of them the same way:
   RESULT {"workload": ..., "round": i, "median_step_s": ..., ...}   one line per timed round
   CALLS {"cuda_calls_per_step": ..., "ops_per_step": ..., ...}     with --count-calls: torch.profiler's counts
   HOLDING                                                           with --hold: rounds done, steps go on until SIGINT
+  HELD {"step_start_ns": [...], "step_s": [...], "step_cpu_s": ...} with --hold --time-held: the held steps, at SIGINT
 
 A workload gives a step function (one training or inference step, or one iteration) and a sync function (waits
 for the GPU; nothing on the CPU). Only torch is needed."""
+import itertools
 import json
 import os
 import signal
@@ -26,6 +28,10 @@ def add_args(ap, steps, warmup):
     ap.add_argument("--hold", action="store_true",
                     help="after the rounds print HOLDING and keep stepping until SIGINT/SIGTERM, then exit at once "
                          "(run_overhead.sh times a recorder's stop on a job still running)")
+    ap.add_argument("--time-held", action="store_true",
+                    help="with --hold: time every held step and print them on one HELD line when SIGINT/SIGTERM "
+                         "ends the hold (attach_pairs.py compares the steps while a recorder was attached with the "
+                         "others of the same process)")
     ap.add_argument("--count-calls", action="store_true",
                     help="after the rounds, count CUDA API calls, kernels and operators per step with "
                          "torch.profiler and print one CALLS line (rates from the last round's median step)")
@@ -44,16 +50,21 @@ def emit(tag, obj):
     print(tag + " " + json.dumps(obj), flush=True)
 
 
-def time_round(step, sync, steps, starts=None):
+def time_round(step, sync, steps, starts=None, times=None, cpus=None):
     """Step times in seconds; `starts` (a list) gets each step's start in CLOCK_MONOTONIC ns, the recorder's clock,
-    so overhead_rounds.py can tell the steps run while a duty-cycled probe family was attached from the others."""
-    times = []
-    for _ in range(steps):
+    so overhead_rounds.py can tell the steps run while a duty-cycled probe family was attached from the others.
+    steps None: until interrupted (the held steps), into the caller's `times`; `cpus` gets each step's process CPU
+    time in seconds (on a loaded machine the wall time mostly measures waiting for a core; probe traps are CPU)."""
+    times = [] if times is None else times
+    for _ in (range(steps) if steps is not None else itertools.count()):
         t0 = time.perf_counter()
         if starts is not None:
             starts.append(time.monotonic_ns())
+        c0 = time.process_time_ns() if cpus is not None else 0
         step()
         sync()
+        if cpus is not None:
+            cpus.append((time.process_time_ns() - c0) / 1e9)
         times.append(time.perf_counter() - t0)
     return times
 
@@ -119,13 +130,21 @@ def run(workload, args, step, sync, extra=None):
                   "kernels_per_s": c["kernels_per_step"] / last})
         emit("CALLS", c)
     if args.hold:
+        starts, times, cpus = [], [], []
+
         def leave(*_):
+            if args.time_held:  # the handler runs between two bytecodes: a start may lack its times
+                n = min(len(starts), len(times), len(cpus))
+                emit("HELD", {"workload": workload, "step_start_ns": starts[:n], "step_s": times[:n],
+                              "step_cpu_s": cpus[:n], **extra})
             sys.stdout.flush()
             os._exit(0)
 
         signal.signal(signal.SIGINT, leave)
         signal.signal(signal.SIGTERM, leave)
         print("HOLDING", flush=True)
+        if args.time_held:  # nothing is printed until the end
+            time_round(step, sync, None, starts, times, cpus)
         while True:
             step()
             sync()
