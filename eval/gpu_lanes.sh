@@ -6,6 +6,9 @@
 # Lane kinds:
 #   cost            issue 14's cost pairs with the in-run split (eval/gpu_session11_cost.sh, KEEP=1: the last
 #                   launch-bound default recording and its step times come back in cost_keep.tar.xz)
+#   attach          issue 14's whole-recording cost inside one job process (eval/gpu_session15_attach.sh: record --pid
+#                   in and out of a long-running job; DUR 14 s, GAP 4 s, caps 300 / 220 s here, so each recording
+#                   gets past the budget's start-up full attachment and both workloads fit the lanes' 9 minutes)
 #   ops             issue 14's operator counts against torch.profiler (eval/gpu_session11_opcounts.sh)
 #   clean:WORKLOAD  issue 13's clean time: eval/incidents/run_v2.sh --clean-only, two runs of CLEAN_MINUTES (default
 #                   4) under `record --detect`, seeds SEED+2g and SEED+2g+1; any incident is a false one
@@ -22,6 +25,7 @@ for lane in $lanes; do
   cpus=$((16 * g))-$((16 * g + 15)); d=$w/lane$g; mkdir -p "$d"
   case $kind in
     cost) (CUDA_VISIBLE_DEVICES=$g OUT=$d KEEP=1 taskset -c "$cpus" bash eval/gpu_session11_cost.sh > "$d/run.txt" 2>&1) & ;;
+    attach) (DUR=${DUR:-14} GAP=${GAP:-4} LB_CAP=${LB_CAP:-300} SB_CAP=${SB_CAP:-220} CUDA_VISIBLE_DEVICES=$g OUT=$d/attach taskset -c "$cpus" bash eval/gpu_session15_attach.sh > "$d/run.txt" 2>&1) & ;;
     ops) (CUDA_VISIBLE_DEVICES=$g OUT=$d taskset -c "$cpus" bash eval/gpu_session11_opcounts.sh > "$d/run.txt" 2>&1) & ;;
     clean) (KEEP_SDB=1 CUDA_VISIBLE_DEVICES=$g DATA_DIR=/var/tmp/stackscope-v2-$g taskset -c "$cpus" \
       bash eval/incidents/run_v2.sh .carry/stackscope "$d/v2" --gpus 1 --seeds "$((seed + 2 * g)),$((seed + 2 * g + 1))" \

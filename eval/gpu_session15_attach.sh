@@ -9,7 +9,7 @@
 #                      record -- JOB with --budget 0: the same BPF links, layers and series?)   cap 260 s
 #   small_batch_infer  2 alternations x 3 configs, D 8 s, gap 4 s                                 cap 130 s
 # Environment: OUT (required), STACKSCOPE (.carry/stackscope), PYTHON (/opt/torch/.venv/bin/python3), LB_K, SB_K,
-# DUR, GAP, LB_ARGS / SB_ARGS (more workload args; a CPU dry run: LB_ARGS="--width 32 --depth 4 --batch 4"
+# DUR, GAP, LB_CAP / SB_CAP (each workload's cap in s), LB_ARGS / SB_ARGS (more workload args; a CPU dry run: LB_ARGS="--width 32 --depth 4 --batch 4"
 # SB_ARGS="--layers 2 --d-model 128 --heads 4 --vocab 1000").
 # Files in $OUT (7): run.log, launch_bound.attach.{md,json,steps.json.xz}, small_batch_infer.attach.{md,json,
 # steps.json.xz} (every held step: start ns, wall s, CPU s, to split again with other margins).
@@ -28,7 +28,7 @@ log=$OUT/run.log
 } >> "$log" 2>&1
 machine="$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || true)"
 machine="${machine:-no GPU}, $(nproc) cores"
-for w in launch_bound:${LB_K:-3}:260:default small_batch_infer:${SB_K:-2}:130:; do
+for w in launch_bound:${LB_K:-3}:${LB_CAP:-260}:default small_batch_infer:${SB_K:-2}:${SB_CAP:-130}:; do
   IFS=: read -r name k cap check <<< "$w"
   more=${LB_ARGS:-}; [[ $name == small_batch_infer ]] && more=${SB_ARGS:-}
   extra=(); [[ -n $check ]] && extra=(--check-probes "$check" --check-s 4)
