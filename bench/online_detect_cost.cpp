@@ -6,23 +6,67 @@
 // evaluates only the generation in view then (started at a multiple of SPAN, SPAN to 2 x SPAN windows long); the
 // passes go on the same builder, as the engine's do (the step detection of a full prefix is kept between them).
 // SPAN 0 (default): every window so far, the engine before it bounded its pass.
+// These passes repeat one snapshot of a builder holding the whole recording; the live engine's passes each follow a
+// window's new data. That is measured by
+//   online_detect_cost --live REC [FROM]
+// which replays REC as `record --detect` would have run on it (online::replay_online: events at their end, samples
+// at their time, a pass a window on the engine's own generations) and reports the engine thread's CPU time per
+// window -- take in the new data, the pass, the generations kept -- for the windows from FROM (default 0) on, and
+// over the whole replay as a share of one core at one pass a second.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <string>
+#include <vector>
 
 #include "analyze/incidents/incident_engine.h"
 #include "analyze/incidents/incident_input_builder.h"
+#include "online/online_detector.h"
 #include "store/recording_reader.h"
 #include "store/recording_window_tables.h"
 
 using namespace stackscope;
 
+namespace {
+
+int live(const char* path, size_t from) {
+  const RecordingReader r(path);
+  std::vector<double> ms;  // per window from `from` on
+  online::OnlineDetector::PassStats last;
+  size_t window = 0;
+  online::replay_online(r, "", false, [&](int64_t, const online::OnlineDetector::PassStats& s) {
+    if (window++ >= from) ms.push_back(s.last_cpu_ms);
+    last = s;
+  });
+  if (ms.empty()) {
+    std::fprintf(stderr, "online_detect_cost: the replay made %zu passes, none from window %zu\n", window, from);
+    return 1;
+  }
+  double total = 0;
+  for (double m : ms) total += m;
+  std::sort(ms.begin(), ms.end());
+  std::printf("live replay, %zu windows (%llu engine passes, at most %zu windows evaluated): engine thread CPU per "
+              "window from window %zu: %.2f ms mean, %.2f ms median, %.2f ms worst; whole replay %.2f ms a window = "
+              "%.2f %% of a core\n",
+              window, static_cast<unsigned long long>(last.passes), last.max_windows, from,
+              total / static_cast<double>(ms.size()), ms[ms.size() / 2], ms.back(),
+              last.total_cpu_ms / static_cast<double>(window), last.total_cpu_ms / static_cast<double>(window) / 10.0);
+  return 0;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: online_detect_cost REC [WINDOWS] [PASSES]\n");
+    std::fprintf(stderr, "usage: online_detect_cost REC [WINDOWS] [PASSES] [SPAN] | online_detect_cost --live REC [FROM]\n");
     return 2;
   }
   try {
+    if (std::strcmp(argv[1], "--live") == 0) {
+      if (argc < 3) throw std::invalid_argument("--live needs a recording");
+      return live(argv[2], argc > 3 ? std::stoul(argv[3]) : 0);
+    }
     const RecordingReader r(argv[1]);
     auto grid = recording_window_grid(r, 1.0);
     const size_t windows = argc > 2 ? std::stoul(argv[2]) : 3600;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <ctime>
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
@@ -45,6 +46,13 @@ constexpr size_t kMaxPendingEvents = 2'000'000, kMaxPendingSamples = 2'000'000; 
 constexpr size_t kMinWindows = 8;        // the engine needs a steady stretch to judge a window by
 constexpr int64_t kLateNs = 500'000'000;  // a window is complete this long after its end (samples, ring buffers)
 constexpr size_t kMaxStepOps = 20'000;    // the step-detection prefix, copied at every pass
+
+// CPU time of the calling thread, ms: the engine's own cost, whatever else the machine runs.
+double thread_cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
+}
 
 std::string culprit_text(const Incident& inc) {
   if (inc.cause.culprits.empty()) return "no culprit named";
@@ -95,6 +103,7 @@ struct OnlineDetector::Engine {
   int64_t replay_now = 0;  // replay mode: the time of the last pass
   std::atomic<uint64_t> passes{0};
   std::atomic<size_t> last_windows{0}, max_windows{0};
+  std::atomic<double> last_cpu_ms{0}, total_cpu_ms{0};
   // The last pass's progress per window and steady level, from window `last_first` on: the part of an open
   // incident a dropped generation saw is measured on it.
   std::vector<double> last_progress;
@@ -147,24 +156,41 @@ struct OnlineDetector::Engine {
       e.record.name = names[e.record.name_key];
       for (auto& g : generations) g.builder->add(e.record);
     }
-    // Sample runs per series, in arrival order (each collector appends its series in time order).
-    std::stable_sort(sm.begin(), sm.end(), [](const Sample& a, const Sample& b) { return a.series < b.series; });
+    // Sample runs per series, in arrival order (each collector appends its series in time order), by series id.
+    const std::vector<uint32_t> order = by_series(sm);
     std::vector<int64_t> t;
     std::vector<double> v;
-    for (size_t i = 0; i < sm.size();) {
-      size_t j = i;
+    for (size_t i = 0; i < order.size();) {
+      const SeriesId id = sm[order[i]].series;
       t.clear();
       v.clear();
-      for (; j < sm.size() && sm[j].series == sm[i].series; ++j) {
-        t.push_back(sm[j].t_ns);
-        v.push_back(sm[j].value);
+      for (; i < order.size() && sm[order[i]].series == id; ++i) {
+        t.push_back(sm[order[i]].t_ns);
+        v.push_back(sm[order[i]].value);
       }
-      if (auto it = series.find(sm[i].series); it != series.end()) {
+      if (auto it = series.find(id); it != series.end()) {
         for (auto& g : generations) g.builder->add(it->second, t, v);
         if (it->second.name.ends_with(".watching")) watching_now[it->first] = v.back();
       }
-      i = j;
     }
+  }
+
+  // The samples' indices, stably ordered by series id. Ids are small and dense (the recorder numbers series as
+  // they are declared), so a counting pass does it; a sort of a second's samples was a tenth of the pass.
+  static std::vector<uint32_t> by_series(const std::vector<Sample>& sm) {
+    std::vector<uint32_t> order(sm.size());
+    SeriesId max_id = 0;
+    for (const Sample& s : sm) max_id = std::max(max_id, s.series);
+    if (max_id > 4 * sm.size() + 65'536) {  // sparse ids: sorted
+      for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+      std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return sm[a].series < sm[b].series; });
+      return order;
+    }
+    std::vector<uint32_t> next(static_cast<size_t>(max_id) + 2, 0);  // per id: where its next sample goes
+    for (const Sample& s : sm) ++next[s.series + 1];
+    for (size_t k = 1; k < next.size(); ++k) next[k] += next[k - 1];
+    for (uint32_t i = 0; i < sm.size(); ++i) order[next[sm[i].series]++] = i;
+    return order;
   }
 
   double rel(int64_t t) const { return static_cast<double>(t - t0) * 1e-9; }
@@ -285,6 +311,7 @@ struct OnlineDetector::Engine {
   }
 
   void pass(int64_t now) {
+    const double cpu0 = thread_cpu_ms();
     take_and_feed();
     const size_t complete = complete_windows(now);
     run_engine(now, complete);
@@ -295,6 +322,9 @@ struct OnlineDetector::Engine {
       generations.pop_front();
       plan.dropped();
     }
+    const double cpu = thread_cpu_ms() - cpu0;
+    last_cpu_ms = cpu;
+    total_cpu_ms = total_cpu_ms + cpu;  // this thread is the only writer
   }
 
   // The oldest generation goes, the next one's view starting at window `next_first`: an open incident that began
@@ -362,7 +392,8 @@ OnlineDetector::OnlineDetector(TelemetrySink& next, std::set<uint32_t> job_pids,
 }
 
 OnlineDetector::PassStats OnlineDetector::pass_stats() const {
-  return {engine_->passes.load(), engine_->last_windows.load(), engine_->max_windows.load()};
+  return {engine_->passes.load(), engine_->last_windows.load(), engine_->max_windows.load(),
+          engine_->last_cpu_ms.load(), engine_->total_cpu_ms.load()};
 }
 
 OnlineDetector::~OnlineDetector() {
@@ -449,7 +480,8 @@ class DiscardSink final : public TelemetrySink {
 
 }  // namespace
 
-void replay_online(const RecordingReader& r, const std::string& log_path, bool episodes_v1) {
+void replay_online(const RecordingReader& r, const std::string& log_path, bool episodes_v1,
+                   const std::function<void(int64_t now_ns, const OnlineDetector::PassStats&)>& after_pass) {
   const auto span = r.data_span();
   if (!span) return;
   const RecordingSummary summary = r.summary();
@@ -487,6 +519,7 @@ void replay_online(const RecordingReader& r, const std::string& log_path, bool e
     while (si < samples.size() && samples[si].t_ns <= now) ++si;
     if (si > s0) det.append_samples(std::span(samples).subspan(s0, si - s0));
     det.replay_pass(now);
+    if (after_pass) after_pass(now, det.pass_stats());
   }
   det.finish();
 }

@@ -8,6 +8,7 @@
 // --detect-log. At the end the incidents are stored in the recording as findings of detector "incident-online".
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <set>
@@ -58,6 +59,9 @@ class OnlineDetector final : public TelemetrySink {
   struct PassStats {
     uint64_t passes = 0;                       // passes that ran the engine
     size_t last_windows = 0, max_windows = 0;  // windows the engine evaluated: in the last pass, at most
+    // The engine thread's CPU time (CLOCK_THREAD_CPUTIME_ID, so a loaded machine's waits do not count) for the
+    // work of one window -- the new events and samples taken in, the pass, the generations kept -- last and in all.
+    double last_cpu_ms = 0, total_cpu_ms = 0;
   };
   PassStats pass_stats() const;
 
@@ -73,6 +77,9 @@ class OnlineDetector final : public TelemetrySink {
 // live engine would have said, without the recorder's own CPU load or late arrivals; for re-scoring detection and
 // cause delays of recordings made without --detect, or with another engine (eval/incidents/score.py reads the
 // JSON lines as X.online.jsonl).
-void replay_online(const RecordingReader& recording, const std::string& log_path, bool episodes_v1 = false);
+// `after_pass` (optional): called after each window's work with the time of the pass and the engine's stats so far
+// (bench/online_detect_cost.cpp measures the engine thread's cost per window with it).
+void replay_online(const RecordingReader& recording, const std::string& log_path, bool episodes_v1 = false,
+                   const std::function<void(int64_t now_ns, const OnlineDetector::PassStats&)>& after_pass = {});
 
 }  // namespace stackscope::online

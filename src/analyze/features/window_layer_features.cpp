@@ -1,6 +1,7 @@
 #include "analyze/features/window_layer_features.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <limits>
@@ -44,24 +45,6 @@ WindowFeatureTable assemble(const WindowGrid& grid, std::vector<ColumnBuilder> c
   t.filled = std::move(filled);
   t.subjects = std::move(subjects);
   return t;
-}
-
-// Windows without a value of their own take the previous window's (the first value before the first one).
-// Returns how many were filled; a column with no value at all stays NaN (the caller leaves it out).
-size_t carry_forward(std::vector<double>& v) {
-  auto first = std::find_if(v.begin(), v.end(), [](double x) { return !std::isnan(x); });
-  if (first == v.end()) return 0;
-  size_t filled = 0;
-  double last = *first;
-  for (double& x : v) {
-    if (std::isnan(x)) {
-      x = last;
-      ++filled;
-    } else {
-      last = x;
-    }
-  }
-  return filled;
 }
 
 }  // namespace
@@ -250,6 +233,25 @@ void CallWindowFeatures::add(const CallRecord& c) {
 }
 
 double CallWindowFeatures::quantile(const std::vector<const LogHistogram*>& hists, double q) {
+  // One window's few exact values (the table's cells, every pass online): sorted on the stack, the same order
+  // statistics and interpolation as threshold_at_quantile below, without its two copies on the heap.
+  if (hists.size() == 1 && !hists.front()->binned && !hists.front()->entries.empty() &&
+      hists.front()->entries.size() <= kExactValues) {
+    std::array<double, kExactValues> v;
+    const size_t n = hists.front()->entries.size();
+    bool finite = true;
+    for (size_t i = 0; i < n; ++i) {
+      v[i] = std::bit_cast<float>(hists.front()->entries[i]);
+      finite = finite && std::isfinite(v[i]);
+    }
+    if (finite) {
+      std::sort(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n));
+      const double pos = q * static_cast<double>(n - 1);
+      const auto lo = static_cast<size_t>(std::floor(pos));
+      const size_t hi = std::min(lo + 1, n - 1);
+      return hi == lo ? v[lo] : v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
+    }
+  }
   uint64_t n = 0;
   bool exact = true;
   for (const LogHistogram* h : hists) {
@@ -284,10 +286,10 @@ double CallWindowFeatures::quantile(const std::vector<const LogHistogram*>& hist
   });
 }
 
-WindowFeatureTable CallWindowFeatures::table() const {
+WindowFeatureTable CallWindowFeatures::table(size_t windows) const {
   const std::string layer(layer_name(layer_));
   const bool nccl = layer_ == Layer::nccl;
-  const size_t nw = grid_.count;
+  const size_t nw = std::min(windows, grid_.count);  // rows built; the whole grid decides names and fill values
   // Which names get columns: the most frequent, then the always-wanted ones that occur.
   std::vector<uint32_t> order(names_.size());
   for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -306,7 +308,7 @@ WindowFeatureTable CallWindowFeatures::table() const {
   // Per-window statistic of a histogram; windows without values get the median over the recording.
   auto add_stat = [&](const std::string& col, const std::vector<const Cell*>& row, LogHistogram Cell::*hist, double q) {
     std::vector<const LogHistogram*> all;
-    for (const Cell* cl : row)
+    for (const Cell* cl : row)  // every window of the grid
       if (!((*cl).*hist).entries.empty()) all.push_back(&((*cl).*hist));
     if (all.empty()) return;  // no finished call carries this quantity: no column
     const double overall = quantile(all, 0.5);
@@ -329,8 +331,8 @@ WindowFeatureTable CallWindowFeatures::table() const {
     const NameState& ns = names_[id];
     const std::string& n = ns.name;
     subjects.push_back(n);
-    std::vector<const Cell*> row(nw);
-    for (size_t w = 0; w < nw; ++w) {
+    std::vector<const Cell*> row(grid_.count);
+    for (size_t w = 0; w < grid_.count; ++w) {
       const Cell* cl = find_cell(ns, w);
       row[w] = cl ? cl : &kEmpty;
     }
@@ -373,7 +375,9 @@ WindowFeatureTable CallWindowFeatures::table() const {
       filled.push_back(0);
     }
   }
-  return assemble(grid_, std::move(cols), std::move(filled), std::move(subjects));
+  WindowGrid rows = grid_;
+  rows.count = nw;
+  return assemble(rows, std::move(cols), std::move(filled), std::move(subjects));
 }
 
 // ---- sampled series
@@ -399,21 +403,31 @@ std::optional<std::pair<std::string, uint32_t>> process_device(const std::string
 SeriesWindowFeatures::SeriesWindowFeatures(WindowGrid grid, std::set<uint32_t> target_pids)
     : grid_(grid), targets_(std::move(target_pids)) {}
 
+void SeriesWindowFeatures::mark_changed(size_t window, size_t first_window) {
+  // At or before the column's first value: the windows before it take that value, so every row may change.
+  dirty_from_ = window <= first_window ? 0 : std::min(dirty_from_, window);
+}
+
 void SeriesWindowFeatures::add(const SeriesInfo& s, std::span<const int64_t> t, std::span<const double> v) {
   if (s.kind == SeriesKind::static_value) return;
   if (s.source == "nvml") {
     if (auto proc = process_device(s.device)) {
       const bool sm = s.name == "gpu.proc.sm_util", mem = s.name == "gpu.proc.mem.used";
       if (proc_series_ids_.insert(s.id).second) ++proc_series_;
-      auto& windows = procs_[proc->first][proc->second];
+      auto [gpu, new_gpu] = procs_.try_emplace(proc->first);
+      if (new_gpu) dirty_from_ = 0;  // its columns and subject
+      auto& windows = gpu->second[proc->second];
       if (windows.empty()) {
         check_window_cells(grid_.count, proc_series_ + series_.size(), sizeof(ProcAcc) + sizeof(double),
                            "series window features");
         windows.resize(grid_.count);
       }
+      size_t& first = procs_first_window_.try_emplace(proc->first, SIZE_MAX).first->second;
       for (size_t i = 0; i < t.size(); ++i) {
         const auto w = grid_.index_of(t[i]);
         if (!w || !std::isfinite(v[i])) continue;
+        mark_changed(*w, first);
+        first = std::min(first, *w);
         ProcAcc& a = windows[*w];
         a.seen = true;
         Acc* acc = sm ? &a.sm : mem ? &a.mem : nullptr;
@@ -433,6 +447,7 @@ void SeriesWindowFeatures::add(const SeriesInfo& s, std::span<const int64_t> t, 
                        "series window features");
     tr.info = s;
     tr.windows.resize(grid_.count);
+    dirty_from_ = 0;  // its subject (and columns once it has a value)
   }
   const bool counter = s.kind == SeriesKind::counter;
   for (size_t i = 0; i < t.size(); ++i) {
@@ -451,6 +466,8 @@ void SeriesWindowFeatures::add(const SeriesInfo& s, std::span<const int64_t> t, 
     }
     const auto w = grid_.index_of(t[i]);
     if (!w) continue;
+    mark_changed(*w, tr.first_window);
+    tr.first_window = std::min(tr.first_window, *w);
     Acc& a = tr.windows[*w];
     a.sum += x;
     a.max = std::max(a.max, x);
@@ -458,74 +475,111 @@ void SeriesWindowFeatures::add(const SeriesInfo& s, std::span<const int64_t> t, 
   }
 }
 
-WindowFeatureTable SeriesWindowFeatures::table() const {
-  const size_t nw = grid_.count;
-  std::vector<ColumnBuilder> cols;
-  std::vector<size_t> filled;
-  std::vector<std::string> subjects;
-  auto push = [&](std::string name, std::vector<double> values) {
-    const size_t f = carry_forward(values);
-    if (std::isnan(values.front())) return;  // no value in any window
-    cols.push_back({std::move(name), std::move(values)});
-    filled.push_back(f);
-  };
-  // Stable order: by column name, whatever order the series were declared in.
-  std::vector<const Track*> tracks;
-  for (auto& [id, tr] : series_) tracks.push_back(&tr);
-  auto prefix = [](const SeriesInfo& s) { return s.device.empty() ? s.name : s.device + "." + s.name; };
-  std::sort(tracks.begin(), tracks.end(), [&](auto* a, auto* b) {
-    return std::pair(prefix(a->info), a->info.host) < std::pair(prefix(b->info), b->info.host);
-  });
-  std::set<std::string> hosts;
-  for (auto* tr : tracks) hosts.insert(tr->info.host);
-  for (const Track* tr : tracks) {
-    const SeriesInfo& s = tr->info;
-    std::string base = prefix(s) + (hosts.size() > 1 ? "@" + s.host : "");
-    subjects.push_back(s.key());
-    std::vector<double> mean(nw, kNaN), max(nw, kNaN);
-    for (size_t w = 0; w < nw; ++w) {
-      const Acc& a = tr->windows[w];
-      if (a.n == 0) continue;
-      mean[w] = a.sum / a.n;
-      max[w] = a.max;
+namespace {
+enum ProcColumn { kProcCount, kProcMaxSm, kOtherCount, kOtherSm, kOtherMem };
+}  // namespace
+
+double SeriesWindowFeatures::value_at(const Column& c, size_t w) const {
+  if (c.track) {
+    const Acc& a = c.track->windows[w];
+    if (a.n == 0) return kNaN;
+    return c.max ? a.max : a.sum / a.n;
+  }
+  double n = 0, peak = 0, on = 0, osm = 0, omem = 0;
+  bool any = false;
+  for (const auto& [pid, windows] : *c.procs) {
+    const ProcAcc& a = windows[w];
+    if (!a.seen) continue;
+    any = true;
+    ++n;
+    const double sm = a.sm.n ? a.sm.sum / a.sm.n : 0.0;
+    peak = std::max(peak, sm);
+    if (!targets_.count(pid)) {
+      ++on;
+      osm += sm;
+      omem += a.mem.n ? a.mem.sum / a.mem.n : 0.0;
     }
-    push(base + (s.kind == SeriesKind::counter ? ".rate_per_s" : ".mean"), std::move(mean));
-    if (is_utilisation(s)) push(base + ".max", std::move(max));
+  }
+  if (!any) return kNaN;
+  switch (c.proc) {
+    case kProcCount: return n;
+    case kProcMaxSm: return peak;
+    case kOtherCount: return on;
+    case kOtherSm: return osm;
+    default: return omem;
+  }
+}
+
+void SeriesWindowFeatures::lay_out() const {
+  columns_.clear();
+  subjects_.clear();
+  // Stable order: by column name, whatever order the series were declared in.
+  auto prefix = [](const SeriesInfo& s) { return s.device.empty() ? s.name : s.device + "." + s.name; };
+  std::vector<std::pair<std::pair<std::string, std::string>, const Track*>> tracks;
+  tracks.reserve(series_.size());
+  for (auto& [id, tr] : series_) tracks.push_back({{prefix(tr.info), tr.info.host}, &tr});
+  std::sort(tracks.begin(), tracks.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::set<std::string> hosts;
+  for (const auto& [key, tr] : tracks) hosts.insert(tr->info.host);
+  for (const auto& [key, tr] : tracks) {
+    const SeriesInfo& s = tr->info;
+    const std::string base = key.first + (hosts.size() > 1 ? "@" + s.host : "");
+    subjects_.push_back(s.key());
+    columns_.push_back({column_safe(base + (s.kind == SeriesKind::counter ? ".rate_per_s" : ".mean")), tr});
+    if (is_utilisation(s)) columns_.push_back({column_safe(base + ".max"), tr, true});
   }
   for (const auto& [gpu, by_pid] : procs_) {
-    std::vector<double> count(nw, kNaN), max_sm(nw, kNaN), others(nw, kNaN), other_sm(nw, kNaN), other_mem(nw, kNaN);
-    for (size_t w = 0; w < nw; ++w) {
-      double n = 0, peak = 0, on = 0, osm = 0, omem = 0;
-      bool any = false;
-      for (const auto& [pid, windows] : by_pid) {
-        const ProcAcc& a = windows[w];
-        if (!a.seen) continue;
-        any = true;
-        ++n;
-        const double sm = a.sm.n ? a.sm.sum / a.sm.n : 0.0;
-        peak = std::max(peak, sm);
-        if (!targets_.count(pid)) {
-          ++on;
-          osm += sm;
-          omem += a.mem.n ? a.mem.sum / a.mem.n : 0.0;
-        }
-      }
-      if (!any) continue;
-      count[w] = n;
-      max_sm[w] = peak;
-      others[w] = on;
-      other_sm[w] = osm;
-      other_mem[w] = omem;
-    }
-    subjects.push_back(gpu + "/pid*");
-    push(gpu + ".procs.count", std::move(count));
-    push(gpu + ".procs.max_sm_util", std::move(max_sm));
-    if (targets_.empty()) continue;
-    push(gpu + ".other_procs.count", std::move(others));
-    push(gpu + ".other_procs.sm_util", std::move(other_sm));
-    push(gpu + ".other_procs.mem_used", std::move(other_mem));
+    subjects_.push_back(gpu + "/pid*");
+    const size_t first = procs_first_window_.count(gpu) ? procs_first_window_.at(gpu) : SIZE_MAX;
+    const int n = targets_.empty() ? 2 : 5;  // the other processes' columns only when the job's are known
+    static const char* const kNames[] = {".procs.count", ".procs.max_sm_util", ".other_procs.count",
+                                         ".other_procs.sm_util", ".other_procs.mem_used"};
+    for (int k = 0; k < n; ++k) columns_.push_back({column_safe(gpu + kNames[k]), nullptr, false, &by_pid, first, k});
   }
-  return assemble(grid_, std::move(cols), std::move(filled), std::move(subjects));
+  rows_.assign(columns_.size(), {});
+  own_.assign(columns_.size(), {});
+  built_ = 0;
+}
+
+WindowFeatureTable SeriesWindowFeatures::table(size_t windows) const {
+  const size_t nw = std::min(windows, grid_.count);  // rows wanted; the windows after them only fill leading gaps
+  if (dirty_from_ == 0) lay_out();
+  if (const size_t from = std::min(built_, dirty_from_); nw > from) {
+    for (size_t c = 0; c < columns_.size(); ++c) {
+      const Column& col = columns_[c];
+      const size_t first = col.track ? col.track->first_window : col.first_window;
+      // Windows without a value of their own take the previous window's; those before the first one its value.
+      const double lead = first < grid_.count ? value_at(col, first) : kNaN;
+      std::vector<double>& v = rows_[c];
+      std::vector<uint8_t>& own = own_[c];
+      v.resize(nw);
+      own.resize(nw);
+      for (size_t w = from; w < nw; ++w) {
+        const double x = value_at(col, w);
+        own[w] = !std::isnan(x);
+        v[w] = own[w] ? x : w == 0 ? lead : v[w - 1];
+      }
+    }
+    built_ = nw;
+    dirty_from_ = SIZE_MAX;
+  }
+  WindowFeatureTable t;
+  t.grid = grid_;
+  t.grid.count = nw;
+  t.subjects = subjects_;
+  std::vector<size_t> present;  // columns with a value in some window of the grid
+  for (size_t c = 0; c < columns_.size(); ++c) {
+    const Column& col = columns_[c];
+    if ((col.track ? col.track->first_window : col.first_window) < grid_.count) present.push_back(c);
+  }
+  t.values.resize(static_cast<Eigen::Index>(nw), static_cast<Eigen::Index>(present.size()));
+  for (size_t k = 0; k < present.size(); ++k) {
+    const size_t c = present[k];
+    t.columns.push_back(columns_[c].name);
+    std::copy_n(rows_[c].begin(), nw, t.values.col(static_cast<Eigen::Index>(k)).data());
+    t.filled.push_back(static_cast<size_t>(std::count(own_[c].begin(), own_[c].begin() + static_cast<std::ptrdiff_t>(nw), 0)));
+  }
+  return t;
 }
 
 WindowFeatureTable conform_columns(const WindowFeatureTable& table, const std::vector<std::string>& columns,

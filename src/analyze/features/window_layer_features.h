@@ -31,6 +31,7 @@
 #pragma once
 #include <Eigen/Dense>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -134,7 +135,10 @@ class CallWindowFeatures {
   void add(const Event& e);
   void add(const CallRecord& c);
   size_t events() const { return events_; }  // events of the layer that started inside the grid
-  WindowFeatureTable table() const;
+  // The table's first `windows` rows (all by default): the same values as the whole table's first rows -- which
+  // names get columns and the medians that fill windows without calls are judged on every window added so far --
+  // built in time proportional to those rows (the online engine's pass: its complete windows of a longer grid).
+  WindowFeatureTable table(size_t windows = SIZE_MAX) const;
 
   static constexpr double kLogBinWidth = 0.01;      // decades per histogram bin
   static constexpr size_t kExactValues = 32;         // per name and window, kept exactly up to this many
@@ -187,14 +191,22 @@ class CallWindowFeatures {
 // Window features of sampled series, fed one block run at a time (RecordingReader::for_each_sample_run).
 // `target_pids`: the traced processes, to tell other processes on the GPU apart (empty: unknown, and the
 // other_procs columns are left out).
+//
+// The online engine asks for the table every second, one row longer each time, of a node's thousand-odd series:
+// table() keeps the columns and the rows it built, and the next call builds only the rows from the first window
+// that samples changed since (the new windows, as a rule); a new column, a new target process or a sample that
+// moves a column's first value (which the windows before it take) rebuilds them all. Not thread-safe.
 class SeriesWindowFeatures {
  public:
   SeriesWindowFeatures(WindowGrid grid, std::set<uint32_t> target_pids = {});
   void add(const SeriesInfo& series, std::span<const int64_t> t_ns, std::span<const double> values);
   // A process found to be the job's after samples began (a rank a launcher started): not an "other" process.
-  void add_target(uint32_t pid) { targets_.insert(pid); }
+  void add_target(uint32_t pid) {
+    if (targets_.insert(pid).second) dirty_from_ = 0;
+  }
   size_t series() const { return series_.size() + proc_series_; }
-  WindowFeatureTable table() const;
+  // The table's first `windows` rows (all by default), equal to the whole table's first rows (see CallWindowFeatures).
+  WindowFeatureTable table(size_t windows = SIZE_MAX) const;
 
  private:
   struct Acc {
@@ -204,6 +216,7 @@ class SeriesWindowFeatures {
   struct Track {
     SeriesInfo info;
     std::vector<Acc> windows;
+    size_t first_window = SIZE_MAX;  // the first window with a value: what the windows before it take
     int64_t last_t = INT64_MIN;  // counters: the previous sample
     double last_v = 0;
   };
@@ -215,9 +228,33 @@ class SeriesWindowFeatures {
   WindowGrid grid_;
   std::set<uint32_t> targets_;
   std::map<SeriesId, Track> series_;
-  std::map<std::string, std::map<uint32_t, std::vector<ProcAcc>>> procs_;  // gpu -> pid -> windows
+  using GpuProcs = std::map<uint32_t, std::vector<ProcAcc>>;  // pid -> windows
+  std::map<std::string, GpuProcs> procs_;                        // by gpu
+  std::map<std::string, size_t> procs_first_window_;             // by gpu: the first window a process was seen in
   size_t proc_series_ = 0;
   std::set<SeriesId> proc_series_ids_;
+
+  // A column of the table, with or without values so far: a series' mean (or rate) or max, or one of a GPU's
+  // process columns (kProc*).
+  struct Column {
+    std::string name;
+    const Track* track = nullptr;
+    bool max = false;
+    const GpuProcs* procs = nullptr;
+    size_t first_window = SIZE_MAX;  // procs: as procs_first_window_
+    int proc = 0;
+  };
+  double value_at(const Column& c, size_t w) const;  // NaN: no value of its own in window w
+  void mark_changed(size_t window, size_t first_window);
+  void lay_out() const;
+  // What table() built: every column, and per column its rows so far (carried forward; NaN: the column has no
+  // value yet) and which rows had a value of their own. Rows before dirty_from_ still hold.
+  mutable std::vector<Column> columns_;
+  mutable std::vector<std::string> subjects_;
+  mutable std::vector<std::vector<double>> rows_;
+  mutable std::vector<std::vector<uint8_t>> own_;
+  mutable size_t built_ = 0;       // rows built
+  mutable size_t dirty_from_ = 0;  // the first row a sample changed since (0: the columns too)
 };
 
 // The table with exactly `columns`, in that order (the header of a table made from another recording, so that

@@ -11,14 +11,6 @@ bool is_entity_series(const SeriesInfo& s) {
   return s.name == "proc.cpu.util" || s.name == "gpu.proc.sm_util" || s.name == "gpu.proc.present";
 }
 
-// The first `windows` rows of a table on the grid.
-WindowFeatureTable first_windows(WindowFeatureTable t, size_t windows) {
-  if (windows >= t.grid.count) return t;
-  t.grid.count = windows;
-  t.values.conservativeResize(static_cast<Eigen::Index>(windows), t.values.cols());
-  return t;
-}
-
 // Same grid: the columns of `more` after those of `t`.
 void append_columns(WindowFeatureTable& t, const WindowFeatureTable& more) {
   const Eigen::Index c0 = t.values.cols();
@@ -92,15 +84,14 @@ IncidentInput IncidentInputBuilder::build(size_t windows, JobProgress progress) 
   in.progress = std::move(progress);
   for (Layer l : {Layer::cuda, Layer::nccl, Layer::torch, Layer::python, Layer::kernel})
     if (const auto& acc = calls_[static_cast<size_t>(l)]; acc->events() > 0)
-      in.layers[std::string(layer_name(l))] = first_windows(acc->table(), windows);
+      in.layers[std::string(layer_name(l))] = acc->table(windows);  // only the rows in view are built
   if (host_)
     for (auto [name, acc] : {std::pair<const char*, const SeriesWindowFeatures*>{"nvml", nvml_.get()},
                              std::pair<const char*, const SeriesWindowFeatures*>{"host", host_.get()},
                              std::pair<const char*, const SeriesWindowFeatures*>{"kernel", kernel_.get()}}) {
       if (acc->series() == 0) continue;
-      auto table = acc->table();
+      auto table = acc->table(windows);
       if (table.columns.empty()) continue;
-      table = first_windows(std::move(table), windows);
       if (auto it = in.layers.find(name); it != in.layers.end())
         append_columns(it->second, table);  // kernel events and kernel counters: one layer
       else
