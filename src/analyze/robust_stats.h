@@ -48,12 +48,25 @@ inline double quantile(std::vector<double> v, double q) {
 }
 
 // 1.4826 x median absolute deviation: the standard deviation of a normal sample.
-inline double robust_sd(const std::vector<double>& v, double centre) {
-  std::vector<double> dev;
-  dev.reserve(v.size());
+// median() and robust_sd() with `scratch` as their working copy, for hot loops (the online engine's cause rules
+// take both over every matching column of every episode, every second): no allocation once it has grown.
+inline double median(const std::vector<double>& v, std::vector<double>& scratch) {
+  scratch.clear();
   for (double x : v)
-    if (std::isfinite(x)) dev.push_back(std::abs(x - centre));
-  return 1.4826 * median(std::move(dev));
+    if (std::isfinite(x)) scratch.push_back(x);
+  return scratch.empty() ? NAN : median_in_place(scratch);
+}
+inline double robust_sd(const std::vector<double>& v, double centre, std::vector<double>& scratch) {
+  scratch.clear();
+  for (double x : v)
+    if (std::isfinite(x) && std::isfinite(std::abs(x - centre))) scratch.push_back(std::abs(x - centre));
+  return 1.4826 * (scratch.empty() ? NAN : median_in_place(scratch));
+}
+
+inline double robust_sd(const std::vector<double>& v, double centre) {
+  std::vector<double> scratch;
+  scratch.reserve(v.size());
+  return robust_sd(v, centre, scratch);
 }
 
 }  // namespace stackscope::analyze

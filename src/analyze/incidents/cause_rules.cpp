@@ -116,16 +116,20 @@ const std::vector<CauseRule>& cause_rules() {
 
 Shift column_shift(const Eigen::MatrixXd& values, Eigen::Index column, const WindowSet& ws, bool log10_column,
                    bool bursty) {
-  std::vector<double> base, ep;
+  // Buffers kept per thread: the online engine takes this over every matching column of every episode in view,
+  // every second, and these copies were a good part of it.
+  thread_local std::vector<double> base, ep, scratch;
+  base.clear();
+  ep.clear();
   for (size_t w : ws.baseline) base.push_back(values(static_cast<Eigen::Index>(w), column));
   for (size_t w : ws.episode) ep.push_back(values(static_cast<Eigen::Index>(w), column));
   Shift s;
-  s.expected = median(base);
-  s.observed = bursty ? mean_of(ep) : median(ep);
+  s.expected = median(base, scratch);
+  s.observed = bursty ? mean_of(ep) : median(ep, scratch);
   if (!std::isfinite(s.expected) || !std::isfinite(s.observed)) return s;
   // Resolution floor: a feature that never moves in the baseline must not put a tiny change many deviations away.
   const double floor = log10_column ? 0.025 : std::max(0.01 * std::abs(s.expected), 1e-9);
-  s.z = (s.observed - s.expected) / std::max(robust_sd(base, s.expected), floor);
+  s.z = (s.observed - s.expected) / std::max(robust_sd(base, s.expected, scratch), floor);
   return s;
 }
 
