@@ -234,8 +234,8 @@ double mean_over(const std::vector<double>& v, const std::vector<size_t>& window
 }
 
 std::vector<Culprit> culprits_for(CauseClass cls, const ClassScore& score, const std::vector<EntitySeries>& entities,
-                                  const std::set<uint32_t>& job_pids, const WindowSet& ws) {
-  const std::set<std::string> gpus = job_gpus(entities, job_pids);
+                                  const std::set<uint32_t>& job_pids, const std::set<std::string>& gpus,
+                                  const WindowSet& ws) {
   std::vector<Culprit> out;
   // Memory being taken now (not only reclaim or PSI, which outlast the process that caused them).
   const bool memory_taken =
@@ -338,6 +338,7 @@ SignalColumns match_signal_columns(const std::map<std::string, WindowFeatureTabl
                                    const std::set<std::string>& job_gpus) {
   thread_local SignalColumnMatcher matcher;
   SignalColumns out;
+  out.job_gpus = job_gpus;
   std::map<std::string, std::vector<size_t>> signals_of;  // by layer
   for (const CauseRule& rule : cause_rules())
     for (const SignalRule& sig : rule.signals) {
@@ -424,7 +425,7 @@ CauseVerdict explain_episode(const std::map<std::string, WindowFeatureTable>& ta
   v.cause.cls = scores[0].cls;
   v.cause.confidence = std::clamp(best / (best + second + 0.5), 0.05, 0.99);
   v.cause.evidence = scores[0].evidence;
-  v.cause.culprits = culprits_for(scores[0].cls, scores[0], entities, job_pids, ws);
+  v.cause.culprits = culprits_for(scores[0].cls, scores[0], entities, job_pids, matched.job_gpus, ws);
   for (size_t i = 1; i < scores.size(); ++i) v.also.push_back(scores[i].cls);
   return v;
 }

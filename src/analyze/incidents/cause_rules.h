@@ -73,6 +73,7 @@ struct CauseOptions {
 // in order; column indices into the signal's layer's table). The same for every episode of the same tables.
 struct SignalColumns {
   std::vector<std::vector<size_t>> by_signal;
+  std::set<std::string> job_gpus;  // as given to match_signal_columns: also scopes the contention culprits
 };
 // `job_gpus` (job_gpus() below): where not empty, a GPU's own columns (gpuN.*) count only for the job's GPUs. On a
 // node shared by several jobs, a neighbour's GPU idling down its clocks or running other processes is no evidence
