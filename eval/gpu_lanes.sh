@@ -12,6 +12,9 @@
 #   ops             issue 14's operator counts against torch.profiler (eval/gpu_session11_opcounts.sh)
 #   clean:WORKLOAD  issue 13's clean time: eval/incidents/run_v2.sh --clean-only, two runs of CLEAN_MINUTES (default
 #                   4) under `record --detect`, seeds SEED+2g and SEED+2g+1; any incident is a false one
+#   faults:WORKLOAD issue 13's episodes: eval/incidents/run_v2.sh, two fault runs of FAULT_MINUTES (default 2.5, 4
+#                   episodes each) under `record --detect`, seeds SEED+2g and SEED+2g+1; scored with the clean lanes,
+#                   and their recordings come back in fault_sdb.tar.xz (when under 15 MiB) to re-score here
 # Results: $OUT/lanes.tar.xz (every lane's logs and results, no recordings), $OUT/clean_score.md (the clean lanes
 # scored together), $OUT/cost_keep.tar.xz, $OUT/false_N.*.sdb.xz (up to 4 recordings of clean runs with an incident). Carry [".carry"] (.carry/stackscope, .carry/netfault).
 set -u
@@ -30,6 +33,10 @@ for lane in $lanes; do
     clean) (KEEP_SDB=1 CUDA_VISIBLE_DEVICES=$g DATA_DIR=/var/tmp/stackscope-v2-$g taskset -c "$cpus" \
       bash eval/incidents/run_v2.sh .carry/stackscope "$d/v2" --gpus 1 --seeds "$((seed + 2 * g)),$((seed + 2 * g + 1))" \
       --workloads "$arg" --clean-only --clean-minutes "${CLEAN_MINUTES:-4}" --detect --budget "${BUDGET:-540}" \
+      > "$d/run.txt" 2>&1) & ;;
+    faults) (KEEP_SDB=1 CUDA_VISIBLE_DEVICES=$g DATA_DIR=/var/tmp/stackscope-v2-$g taskset -c "$cpus" \
+      bash eval/incidents/run_v2.sh .carry/stackscope "$d/v2" --gpus 1 --seeds "$((seed + 2 * g)),$((seed + 2 * g + 1))" \
+      --workloads "$arg" --minutes "${FAULT_MINUTES:-2.5}" --episodes 4 --detect --budget "${BUDGET:-540}" \
       > "$d/run.txt" 2>&1) & ;;
     *) echo "gpu_lanes.sh: unknown lane kind $kind" >&2 ;;
   esac
@@ -50,10 +57,15 @@ python3 - "$w" > "$w/false_runs.txt" <<'PY'
 import json, sys, glob
 for f in glob.glob(sys.argv[1] + "/lane*/v2/*.analysis.json"):
     rec = json.load(open(f))["recordings"][0]
-    if rec.get("incidents"): print(rec["path"])
+    if rec.get("incidents") and f.endswith("_clean.analysis.json"): print(rec["path"])
 PY
 n=0; for r in $(cat "$w/false_runs.txt"); do
   [[ -e $r ]] || continue; n=$((n + 1)); ((n > 4)) && break  # at most 4 files of about 3 MiB compressed
   xz -T8 -6 -c "$r" > "$OUT/false_$n.$(basename "$(dirname "$(dirname "$r")")")_$(basename "$r").xz"; done
-tar -C "$w" --exclude='*.sdb' --exclude='*.sdb-*' -cf - . | xz -T8 -6 > "$OUT/lanes.tar.xz"
+faults_sdb=$(find "$w" -path '*/v2/*.sdb' ! -name '*_clean.sdb' 2>/dev/null)
+if [[ -n $faults_sdb ]]; then
+  tar -cf - $faults_sdb 2>/dev/null | xz -T8 -6 > "$w/fault_sdb.tar.xz"
+  (( $(stat -c %s "$w/fault_sdb.tar.xz") < 15 * 1024 * 1024 )) && mv "$w/fault_sdb.tar.xz" "$OUT/"
+fi
+tar -C "$w" --exclude='fault_sdb.tar.xz' --exclude='*.sdb' --exclude='*.sdb-*' -cf - . | xz -T8 -6 > "$OUT/lanes.tar.xz"
 ls -la "$OUT"

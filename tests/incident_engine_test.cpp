@@ -2,10 +2,12 @@
 // phases that are not incidents, a healthy run, an unexplained slowdown, and impact bounds.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 #include <random>
 
+#include "analyze/incidents/episodes.h"
 #include "analyze/incidents/incident_engine.h"
 
 using namespace stackscope;
@@ -719,4 +721,70 @@ TEST(IncidentEngine, OnlineAStartUpThatFillsMostOfTheRunSoFarIsNoIncident) {
   const auto b = analyze_progress(later, {0, 1'000'000'000, later.size()}, online);
   ASSERT_EQ(b.episodes.size(), 1u);
   EXPECT_EQ(b.episodes[0].first, 38u);
+}
+
+namespace {
+
+// A host-bound job whose speed drifts in stretches of 10 s (session 15's small-batch inference on a VM: 9-13 % from
+// one stretch to the next, 1.2x slower for tens of seconds with nothing else moving).
+void drift(Builder& b) {
+  constexpr double kLevels[] = {1.0, 1.1, 0.95, 0.8, 1.05, 1.12, 1.0, 0.9, 1.1, 0.82, 1.0, 1.05};
+  for (size_t w = 0; w < kWindows; ++w) b.in.progress.signal.per_window[w] *= kLevels[w / 10];
+}
+
+}  // namespace
+
+TEST(IncidentEngine, ADriftingJobsSlowStretchesWithNoCauseAreItsVariation) {
+  Builder b;
+  drift(b);
+  const auto r = find_incidents(b.in);
+  EXPECT_TRUE(r.incidents.empty()) << r.incidents.front().summary;
+  size_t variation = 0;
+  for (const Phase& p : r.phases) variation += p.kind == PhaseKind::variation;
+  EXPECT_GE(variation, 2u);  // the 0.8x stretches: shown as the job's variation
+}
+
+TEST(IncidentEngine, ADriftingJobsSlowStretchWithACauseIsStillAnIncident) {
+  Builder b;
+  drift(b);
+  // Hogs beside the job in one of its ordinary stretches (60-70 s, level 1.0 -> 0.8).
+  b.slow(60, 70, 0.8);
+  b.set("host", "cpu.time.idle.rate_per_s", 60, 70, 2);
+  b.set("host", "pressure.cpu.some.total.rate_per_s", 60, 70, 4e5);
+  b.entity("proc.cpu.util", "pid:100:python3", 0, kWindows, 0.95);
+  b.entity("proc.cpu.util", "pid:4242:hog", 60, 70, 0.97);
+  const auto r = find_incidents(b.in);
+  ASSERT_EQ(r.incidents.size(), 1u) << r.incidents.back().summary;
+  EXPECT_EQ(r.incidents[0].cause.cls, CauseClass::cpu_interference);
+  EXPECT_EQ(r.incidents[0].start_ns, b.in.grid.start(60));
+}
+
+TEST(IncidentEngine, ADriftingJobsDeepStallWithNoCauseIsStillAnIncident) {
+  Builder b;
+  drift(b);
+  b.slow(62, 67, 0.2);  // far deeper than the job ever drifts
+  const auto r = find_incidents(b.in);
+  const Incident& inc = only_incident(r);
+  EXPECT_EQ(inc.cause.cls, CauseClass::unexplained);
+  EXPECT_LE(inc.start_ns, b.in.grid.start(62));
+  EXPECT_GE(inc.end_ns, b.in.grid.end(66));
+}
+
+TEST(IncidentEngine, IndependentWindowsAverageTheirNoiseAwayInLongerMeans) {
+  std::mt19937 rng(7);
+  std::normal_distribution<double> noise(1000, 50);
+  std::vector<double> p(600);
+  for (double& x : p) x = noise(rng);
+  const WindowGrid grid{0, 1'000'000'000, p.size()};
+  const ProgressAnalysis pa = analyze_progress(p, grid);
+  EXPECT_NEAR(pa.steady_sd, 50, 10);
+  for (size_t k : {1, 4, 16}) EXPECT_NEAR(run_noise_sd(p, pa, k), 50 / std::sqrt(static_cast<double>(k)), 0.25 * 50 / std::sqrt(static_cast<double>(k))) << k;
+  // The same windows reordered into slow swings of 20 windows: the means of 16 keep most of the spread.
+  std::vector<double> swings = p;
+  std::sort(swings.begin(), swings.end());
+  std::vector<double> blocks;
+  for (size_t i = 0; i < 30; ++i)  // 30 blocks of 20 sorted windows, interleaved low and high
+    for (size_t j = 0; j < 20; ++j) blocks.push_back(swings[(i % 2 ? 599 - (i / 2) * 20 - j : (i / 2) * 20 + j)]);
+  const ProgressAnalysis pb = analyze_progress(blocks, grid);
+  EXPECT_GT(run_noise_sd(blocks, pb, 16), 1.5 * 50 / 4.0);
 }

@@ -1,5 +1,6 @@
 #include "export/incident_report.h"
 
+#include <algorithm>
 #include <cmath>
 #include <ctime>
 
@@ -75,10 +76,22 @@ RenderedIncidentReport render_incident_report(const std::string& path, const Rec
               {"healthy", rep.incidents.empty()}};
 
   // Text: the phases in one clause.
+  // A drifting job can have many variation stretches: past three they are one clause (--verbose lists each).
   std::string phase_list;
-  for (const Phase& p : rep.phases)
+  const auto variations = std::count_if(rep.phases.begin(), rep.phases.end(),
+                                        [](const Phase& p) { return p.kind == PhaseKind::variation; });
+  bool variations_listed = false;
+  for (const Phase& p : rep.phases) {
+    if (p.kind == PhaseKind::variation && variations > 3) {
+      if (variations_listed) continue;
+      variations_listed = true;
+      phase_list += fmt::format("{}{} x variation (the job's own speed, no cause)", phase_list.empty() ? "" : ", ",
+                                variations);
+      continue;
+    }
     phase_list += fmt::format("{}{} {:.0f}-{:.0f} s", phase_list.empty() ? "" : ", ", phase_kind_name(p.kind),
                               rel(p.start_ns), rel(p.end_ns));
+  }
   const std::string phases_text =
       rep.phases.empty() ? "" : fmt::format(", {} phase{}: {}", rep.phases.size(), rep.phases.size() > 1 ? "s" : "", phase_list);
   std::string progress_text =

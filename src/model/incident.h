@@ -1,6 +1,7 @@
 // The vocabulary of what an operator is told (docs/INCIDENTS.md): an incident is one episode in which the job
 // made less progress than its steady pace, with its impact (job time lost) and its root cause (class, culprit,
-// evidence); a phase is a normal part of a job (start-up, warm-up, periodic checkpoint, shutdown, idle) that is
+// evidence); a phase is a normal part of a job (start-up, warm-up, periodic checkpoint, shutdown, idle, a slow
+// stretch within the job's own variation that no layer explains) that is
 // never reported as an incident. Pure data: the engine (src/analyze/incidents) fills it, the CLI prints it.
 #pragma once
 #include <cstdint>
@@ -11,10 +12,10 @@
 
 namespace stackscope {
 
-enum class PhaseKind : uint8_t { startup = 0, warmup, periodic, shutdown, idle };
+enum class PhaseKind : uint8_t { startup = 0, warmup, periodic, shutdown, idle, variation };
 
 inline std::string_view phase_kind_name(PhaseKind k) {
-  constexpr std::string_view names[] = {"startup", "warmup", "periodic", "shutdown", "idle"};
+  constexpr std::string_view names[] = {"startup", "warmup", "periodic", "shutdown", "idle", "variation"};
   return names[static_cast<int>(k)];
 }
 

@@ -58,6 +58,29 @@ double impact_seconds(const std::vector<double>& progress, double steady, const 
   return std::min(lost, static_cast<double>(last - first + 1) * width);
 }
 
+double run_noise_sd(const std::vector<double>& p, const ProgressAnalysis& pa, size_t k) {
+  k = std::max<size_t>(k, 1);
+  const double independent = pa.steady_sd / std::sqrt(static_cast<double>(k));
+  std::vector<double> usable;
+  for (size_t w = 0; w < p.size(); ++w)
+    if (w >= pa.in_phase.size() || !pa.in_phase[w]) usable.push_back(p[w]);
+  // Means of k windows overlap: a quarter of the windows at most per mean, so that at least four of them are
+  // disjoint; a longer stretch is judged by the spread of shorter means, which is larger (the safer side).
+  // Too few windows to see how the job drifts (early online, a short recording): assume the worst, a drift as
+  // persistent as the stretch, so one window's deviation.
+  constexpr size_t kMinWindows = 20;
+  if (usable.size() < kMinWindows) return std::max(independent, pa.steady_sd);
+  const size_t len = std::min(k, usable.size() / 4);
+  std::vector<double> means;
+  double sum = 0;
+  for (size_t i = 0; i < usable.size(); ++i) {
+    sum += usable[i];
+    if (i >= len) sum -= usable[i - len];
+    if (i + 1 >= len) means.push_back(sum / static_cast<double>(len));
+  }
+  return std::max(independent, robust_sd(means, pa.steady));
+}
+
 ProgressAnalysis analyze_progress(const std::vector<double>& p, const WindowGrid& grid, const EpisodeOptions& opt) {
   ProgressAnalysis out;
   const size_t n = p.size();
@@ -95,6 +118,7 @@ ProgressAnalysis analyze_progress(const std::vector<double>& p, const WindowGrid
   // 5 % (Bonferroni), and never below the configured z. About 3.7 at 100 windows, 4.5 at an hour of them.
   const double z =
       opt.v1_thresholds ? opt.z : std::max(opt.z, upper_normal_quantile(0.05 / (5.0 * static_cast<double>(n))));
+  out.z = z;
   for (size_t w = 0; w < n; ++w)
     out.low[w] = p[w] < (1 - opt.material_drop) * out.steady &&
                  out.steady - p[w] >= z * out.steady_sd * std::sqrt(1 + level_var);

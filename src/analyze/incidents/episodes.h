@@ -38,6 +38,7 @@ struct Episode {
 struct ProgressAnalysis {
   double steady = 0;        // steady progress per window
   double steady_sd = 0;     // robust deviation of the steady windows
+  double z = 0;             // the robust deviations a drop needed, raised for the places tested in the run
   std::vector<bool> low;    // per window: materially below steady
   std::vector<Phase> phases;
   std::vector<bool> in_phase;  // per window: part of a phase
@@ -46,6 +47,12 @@ struct ProgressAnalysis {
 
 ProgressAnalysis analyze_progress(const std::vector<double>& progress, const WindowGrid& grid,
                                   const EpisodeOptions& options = {});
+
+// How far the mean of `k` windows in a row strays from the steady level in this job, outside its phases: the
+// robust spread of every such mean, and never less than one window's deviation over sqrt(k). A job whose speed
+// drifts over tens of seconds (a host-bound loop on a VM: 9-13 % from one 4 s stretch to the next) keeps that
+// spread however many windows are averaged, where independent windows would average it away.
+double run_noise_sd(const std::vector<double>& progress, const ProgressAnalysis& analysis, size_t k);
 
 // Job time lost in windows [first, last]: sum of (1 - progress/steady) x window length, at most the stretch.
 double impact_seconds(const std::vector<double>& progress, double steady, const WindowGrid& grid, size_t first,
