@@ -788,3 +788,23 @@ TEST(IncidentEngine, IndependentWindowsAverageTheirNoiseAwayInLongerMeans) {
   const ProgressAnalysis pb = analyze_progress(blocks, grid);
   EXPECT_GT(run_noise_sd(blocks, pb, 16), 1.5 * 50 / 4.0);
 }
+
+TEST(IncidentEngine, AFaultRunsExplainedEpisodesDoNotWidenTheBarForAnUnexplainedOne) {
+  Builder b;
+  // Hogs for a third of the run (three explained episodes at half speed), then a slowdown nothing explains.
+  for (auto [from, to] : {std::pair<size_t, size_t>{10, 22}, {40, 52}, {90, 102}}) {
+    b.slow(from, to, 0.5);
+    b.set("host", "cpu.time.idle.rate_per_s", from, to, 2);
+    b.set("host", "pressure.cpu.some.total.rate_per_s", from, to, 4e5);
+    b.entity("proc.cpu.util", "pid:" + std::to_string(4000 + from) + ":hog", from, to, 0.97);
+  }
+  b.slow(66, 76, 0.6);
+  const auto r = find_incidents(b.in);
+  size_t unexplained = 0, interference = 0;
+  for (const Incident& inc : r.incidents) {
+    unexplained += inc.cause.cls == CauseClass::unexplained;
+    interference += inc.cause.cls == CauseClass::cpu_interference;
+  }
+  EXPECT_EQ(interference, 3u);
+  EXPECT_EQ(unexplained, 1u);  // 40 % slower in a job steady to 2 %: not its variation
+}

@@ -58,12 +58,13 @@ double impact_seconds(const std::vector<double>& progress, double steady, const 
   return std::min(lost, static_cast<double>(last - first + 1) * width);
 }
 
-double run_noise_sd(const std::vector<double>& p, const ProgressAnalysis& pa, size_t k) {
+double run_noise_sd(const std::vector<double>& p, const ProgressAnalysis& pa, size_t k,
+                    const std::vector<bool>& excluded) {
   k = std::max<size_t>(k, 1);
   const double independent = pa.steady_sd / std::sqrt(static_cast<double>(k));
   std::vector<double> usable;
   for (size_t w = 0; w < p.size(); ++w)
-    if (w >= pa.in_phase.size() || !pa.in_phase[w]) usable.push_back(p[w]);
+    if ((w >= pa.in_phase.size() || !pa.in_phase[w]) && (w >= excluded.size() || !excluded[w])) usable.push_back(p[w]);
   // Means of k windows overlap: a quarter of the windows at most per mean, so that at least four of them are
   // disjoint; a longer stretch is judged by the spread of shorter means, which is larger (the safer side).
   // Too few windows to see how the job drifts (early online, a short recording): assume the worst, a drift as

@@ -51,8 +51,10 @@ ProgressAnalysis analyze_progress(const std::vector<double>& progress, const Win
 // How far the mean of `k` windows in a row strays from the steady level in this job, outside its phases: the
 // robust spread of every such mean, and never less than one window's deviation over sqrt(k). A job whose speed
 // drifts over tens of seconds (a host-bound loop on a VM: 9-13 % from one 4 s stretch to the next) keeps that
-// spread however many windows are averaged, where independent windows would average it away.
-double run_noise_sd(const std::vector<double>& progress, const ProgressAnalysis& analysis, size_t k);
+// spread however many windows are averaged, where independent windows would average it away. Windows marked in
+// `excluded` (the stretch judged, stretches with a cause) are left out of the spread.
+double run_noise_sd(const std::vector<double>& progress, const ProgressAnalysis& analysis, size_t k,
+                    const std::vector<bool>& excluded = {});
 
 // Job time lost in windows [first, last]: sum of (1 - progress/steady) x window length, at most the stretch.
 double impact_seconds(const std::vector<double>& progress, double steady, const WindowGrid& grid, size_t first,

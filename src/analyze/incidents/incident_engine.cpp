@@ -196,8 +196,16 @@ IncidentReport find_incidents(const IncidentInput& in, const IncidentOptions& op
 
   const double width_s = static_cast<double>(in.grid.width_ns) * 1e-9;
   const bool steps = rep.progress_metric == "steps";
+  // Every stretch explained first: the job's own variation is measured without the stretches that have a cause
+  // (a fault run's episodes can be most of it, and their depth is not the job's drift).
+  for (auto& [ep, explained] : episodes)
+    if (!explained) explained = explain(ep.first, ep.last);
+  std::vector<bool> not_variation(progress.size(), false);
+  for (const auto& [ep, explained] : episodes)
+    if (explained->second.cause.cls != CauseClass::unexplained)
+      for (size_t w = ep.first; w <= ep.last; ++w) not_variation[w] = true;
   for (auto& [ep, explained] : episodes) {
-    auto [ws, verdict] = explained ? std::move(*explained) : explain(ep.first, ep.last);
+    auto [ws, verdict] = std::move(*explained);
 
     double done = 0;
     bool idle = true;
@@ -215,10 +223,14 @@ IncidentReport find_incidents(const IncidentInput& in, const IncidentOptions& op
     // moving (session 15: 11 such "unexplained" 1.2x slowdowns in 8 clean minutes of small-batch inference, none
     // in a GPU-bound job's). The test is the one that found the stretch (pa.z robust deviations), against the spread
     // of means as long as the stretch instead of the independent windows' sd / sqrt(k). A stretch with a cause is
-    // still reported at the finding bar: its evidence does not come from the job's speed.
+    // still reported at the finding bar: its evidence does not come from the job's speed. (Session 16, before the
+    // exclusions: a fault run's 61 % host stall read as variation of +-86 %, its other episodes in the spread.)
     const double mean_done = done / static_cast<double>(ws.episode.size());
     if (verdict.cause.cls == CauseClass::unexplained) {
-      const double noise = run_noise_sd(progress, pa, ws.episode.size());
+      // Without the stretch judged, too: its own depth must not widen the bar it is judged by.
+      std::vector<bool> excluded = not_variation;
+      for (size_t w = ep.first; w <= ep.last; ++w) excluded[w] = true;
+      const double noise = run_noise_sd(progress, pa, ws.episode.size(), excluded);
       if (pa.steady - mean_done < pa.z * noise) {
         rep.phases.push_back(
             {PhaseKind::variation, in.grid.start(ep.first), in.grid.end(ep.last),
