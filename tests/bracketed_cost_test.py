@@ -3,6 +3,7 @@ step time drifts linearly (+30 % over the run) and wanders from second to second
 while attached. The bracketed contrasts recover the 3 % within their interval where the pooled ratio (every
 attached step against every gap step) is off by the drift; the null (gaps only) reads ~0. Registered with ctest
 (tests/CMakeLists.txt: overhead_bracketed_cost)."""
+import math
 import os
 import random
 import statistics
@@ -108,10 +109,29 @@ class Estimator(unittest.TestCase):
         for dof, t in ((3, 3.182), (10, 2.228), (30, 2.042), (100, 1.984)):
             self.assertAlmostEqual(bc.t_quantile(0.975, dof), t, delta=0.01)
         self.assertIsNone(bc.interval([0.1, None, 0.2]))
-        iv = bc.interval([0.01, 0.03, 0.02, 0.04, 0.00])
-        self.assertAlmostEqual(iv["mean"], 0.02)
-        self.assertAlmostEqual(iv["se"], statistics.stdev([0.01, 0.03, 0.02, 0.04, 0.00]) / 5 ** 0.5 * 1.0,
-                               delta=iv["se"])  # the lag-1 term adds at most its own size here
+        xs = [0.01, 0.03, 0.02, 0.04, 0.00]
+        iv = bc.interval(xs)
+        logs = [math.log1p(x) for x in xs]
+        # The geometric mean of the ratios, less 1 (on the log scale; a hair under the plain mean's 2 %).
+        self.assertAlmostEqual(iv["mean"], math.expm1(statistics.fmean(logs)), places=12)
+        self.assertLess(iv["mean"], 0.02)
+        self.assertGreater(iv["mean"], 0.0199)
+        # The lag-1 autocovariance here is negative: the plain standard error, never a smaller one.
+        self.assertAlmostEqual(iv["se"], statistics.stdev(logs) / 5 ** 0.5, places=12)
+        self.assertLess(iv["ci"][0], iv["mean"])
+        self.assertGreater(iv["ci"][1], iv["mean"])
+
+    def test_logs_tame_a_skewed_null(self):
+        # Gaps whose mean step is log-normal, no recorder anywhere: the ratio to a noisy reference is skewed
+        # upwards, the geometric mean is not.
+        rng = random.Random(11)
+        gaps = [{"n": 100, "mean": math.exp(rng.gauss(0, 0.4)), "mean_cpu": None, "t_mid": i * S} for i in range(400)]
+        ns = bc.null_contrasts(gaps)
+        self.assertGreater(statistics.fmean(ns), 0.05)  # the plain mean of the ratios reads a cost
+        iv = bc.interval(ns)
+        self.assertLess(abs(iv["mean"]), 0.05)
+        self.assertLess(iv["ci"][0], 0.0)
+        self.assertGreater(iv["ci"][1], 0.0)
         # Positively correlated neighbours widen the interval: a slow wave over the contrasts.
         wave = [0.02 * ((i // 4) % 2) for i in range(40)]
         shuffled = wave[:]

@@ -452,8 +452,8 @@ def precise_markdown(s):
         return []
     lines = ["", f"Precise estimate (bench/overhead/bracketed_cost.py): each alternation's steady span (from the "
                  f"budget's first detach + {s['detach_margin_s']:g} s, whole duty-cycle periods) against the line "
-                 f"through the gaps before and after it; mean of the alternations, 95 % t-interval (lag-1 "
-                 f"autocovariance counted) and moving-block bootstrap. Null: each gap against the line through its "
+                 f"through the gaps before and after it; geometric mean of the alternations' ratios, 95 % t-interval "
+                 f"on their logs (lag-1 autocovariance counted) and moving-block bootstrap. Null: each gap against the line through its "
                  f"neighbours (no recorder in any of the three).", "",
              "| config | alternations | cost, steady whole periods: mean [95 % CI] | job CPU per step | whole span "
              "(start-up look in) | sd per alternation | lag-1 corr | verdict (target "
