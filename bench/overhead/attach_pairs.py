@@ -453,8 +453,8 @@ def precise_markdown(s):
     lines = ["", f"Precise estimate (bench/overhead/bracketed_cost.py): each alternation's steady span (from the "
                  f"budget's first detach + {s['detach_margin_s']:g} s, whole duty-cycle periods) against the line "
                  f"through the gaps before and after it; geometric mean of the alternations' ratios, 95 % t-interval "
-                 f"on their logs (lag-1 autocovariance counted) and moving-block bootstrap. Null: each gap against the line through its "
-                 f"neighbours (no recorder in any of the three).", "",
+                 f"on their logs (lag-1 autocovariance counted) and moving-block bootstrap. Null: each gap against "
+                 f"the line through its neighbours (no recorder in any of the three).", "",
              "| config | alternations | cost, steady whole periods: mean [95 % CI] | job CPU per step | whole span "
              "(start-up look in) | sd per alternation | lag-1 corr | verdict (target "
              f"{orr.fmt_pct(rows[0]['target'], False)}) |", "|---|---|---|---|---|---|---|---|"]
