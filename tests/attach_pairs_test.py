@@ -133,6 +133,13 @@ class Split(unittest.TestCase):
         rows, _ = attach_pairs.precise_estimates(steps, alts, gaps, ["default"], 0.02)
         self.assertEqual(rows[0]["no_whole_period"], 1)
         self.assertEqual(rows[0]["interval"]["n"], 3)
+        # Two runs (lanes) pooled: their alternations together, each run's null with them.
+        pooled = attach_pairs.pool([{"precise": rows}, {"precise": rows}], 0.02)
+        self.assertEqual(pooled[0]["alternations"], 8)  # 2 without a whole period: not in the interval
+        self.assertEqual(pooled[0]["interval"]["n"], 6)
+        self.assertEqual(pooled[0]["no_whole_period"], 2)
+        self.assertEqual(len(pooled[0]["null_contrasts"]), 2 * len(rows[0]["null_contrasts"]))
+        self.assertAlmostEqual(pooled[0]["interval"]["mean"], ATTACHED - 1.0, places=9)
 
     def test_too_few_steps(self):
         steps, alts, gaps = build_run(["default"])

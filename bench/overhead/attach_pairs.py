@@ -23,6 +23,17 @@ Per alternation:
             what a long recording costs once the budget cycles
   noise     each gap's mean against the next gap's (no recorder in either): the in-process floor, to set beside
             the bare runs' spread in run_overhead.sh's fresh-process mode
+  precise   the verdict on issue 14's target (bracketed_cost.py): each alternation's steady span cut to whole
+            duty-cycle periods (from the last cycled family's first detach to a later detach of it, both plus the
+            margin: a long recording's share of budget windows, not one window or none by chance), against the line
+            through the gaps before and after it at the span's mid-time (slow drift cancels); the geometric mean
+            over the alternations with a 95 % t-interval (lag-1 counted) and a block bootstrap; the same estimator
+            on each gap against its neighbours is the null (the method's false offset); the verdict "<= T shown"
+            only where the upper bound is <= T (--target, 2 %). Also per alternation: launch -> probes in, the
+            budget's first look, recording end -> recorder exit / probes gone / recording read (how short an
+            alternation can be). Configuration `sham=`: an A/A alternation, no recorder, the last real one's
+            timeline (recording times and watching series) replayed, so its spans and gaps have the real geometry.
+--combine A.json B.json ... --out DIR pools the precise estimates of several runs (lanes: a job each).
 --check-probes [CONFIG] first runs each configuration (or the one named) with --budget 0 (every probe attached
 throughout) once as `record -- JOB` and once as `record --pid` on the held job, and compares the BPF links the
 recorder held (their kind, library and probe count, from /proc/PID/fdinfo), the layers that recorded events and the
@@ -213,7 +224,7 @@ def precise_estimates(steps, alts, gaps, names, target):
                     "no_whole_period": sum(1 for sg, x in zip(steady, alts) if x["config"] == name and sg is None),
                     "cpu_contrasts": cpu, "cpu_interval": bc.interval(cpu),
                     "span_contrasts": span, "span_interval": bc.interval(span),
-                    "null_cpu_interval": bc.interval(null_cpu)})
+                    "null_cpu_contrasts": null_cpu, "null_cpu_interval": bc.interval(null_cpu)})
         out.append(est)
     return out, gap_segs
 
@@ -495,7 +506,9 @@ def pool(runs, target):
     names = []
     for s in runs:
         names += [r["config"] for r in s.get("precise") or [] if r["config"] not in names]
-    null = [c for s in runs for c in ((s.get("precise") or [{}])[0].get("null_contrasts") or [])]
+    def nulls(key):
+        return [c for s in runs for c in ((s.get("precise") or [{}])[0].get(key) or [])]
+    null, null_cpu = nulls("null_contrasts"), nulls("null_cpu_contrasts")
     rows = []
     for name in names:
         def gather(key):
@@ -509,7 +522,8 @@ def pool(runs, target):
                      "cpu_contrasts": gather("cpu_contrasts"), "cpu_interval": bc.interval(gather("cpu_contrasts")),
                      "span_contrasts": gather("span_contrasts"),
                      "span_interval": bc.interval(gather("span_contrasts")),
-                     "null_contrasts": null, "null_interval": bc.interval(null)})
+                     "null_contrasts": null, "null_interval": bc.interval(null),
+                     "null_cpu_contrasts": null_cpu, "null_cpu_interval": bc.interval(null_cpu)})
     return rows
 
 
