@@ -113,8 +113,8 @@ def whole_periods_end(flips, end_ns, end_limit_ns, margin_s, stop_s=1.0):
 
 
 def steps_within(steps, t0, t1):
-    """The steps [(start ns, wall s, CPU s)] that start at t0 or later and end by t1."""
-    return [st for st in steps if st[0] >= t0 and st[0] + int(st[1] * 1e9) <= t1]
+    """The steps [(start ns, wall s, CPU s)], in time order, that start at t0 or later and end by t1."""
+    return bc.steps_in(steps, t0, t1)
 
 
 def ratio(a, b, i=1):
@@ -741,12 +741,12 @@ def main():
               "mean_step_detached_s": orr.med(x.get("mean_detached_s") for x in per_alt)})
     with open(base + ".json", "w") as f:
         json.dump(s, f, indent=1, default=str)
-    if a.keep_steps:  # every held step, to split again (split_alternations) with other margins
-        with lzma.open(base + ".steps.json.xz", "wt") as f:
-            json.dump(steps, f)
     with open(base + ".md", "w") as f:
         f.write(markdown(s))
-    print(markdown(s))
+    print(markdown(s), flush=True)
+    if a.keep_steps:  # every held step, to split again (split_alternations) with other margins; last (slowest)
+        with lzma.open(base + ".steps.json.xz", "wt") as f:
+            json.dump(steps, f)
     return 0
 
 
