@@ -188,6 +188,17 @@ class EndToEnd(unittest.TestCase):
             self.assertTrue(c["same"], c)
         self.assertGreater(sum(s["check_probes"][0]["child"]["links"].values()), 100)  # torch's uprobes
         self.assertIn("| default |", md)
+        # The precise estimate: a 4 s recording holds no whole 5 s budget period (default is left out of it, and
+        # says so); nvml,host cycles nothing and takes its whole span. One alternation each: no interval.
+        rows = {r["config"]: r for r in s["precise"]}
+        self.assertEqual(rows["default"]["no_whole_period"], 1)
+        self.assertEqual(rows["nvml,host"]["no_whole_period"], 0)
+        self.assertIsInstance(rows["nvml,host"]["contrasts"][0], float)
+        self.assertTrue(rows["default"]["verdict"].startswith("not shown either way"))
+        for r in s["per_alternation"]:
+            self.assertGreater(r["attach_s"], 0.0)  # launch -> probes in
+            self.assertGreaterEqual(r["gone_s"], r["exit_s"])
+        self.assertIn("Precise estimate", md)
 
 
 if __name__ == "__main__":
