@@ -33,6 +33,8 @@ Per alternation:
             budget's first look, recording end -> recorder exit / probes gone / recording read (how short an
             alternation can be). Configuration `sham=`: an A/A alternation, no recorder, the last real one's
             timeline (recording times and watching series) replayed, so its spans and gaps have the real geometry.
+            Known bias: one period holds torch's first calibration window (short and counted) where a long
+            recording averages 8 kinds, so torch's window cost reads ~0.7x: <= 0.2 % low with session 15's figures.
 --combine A.json B.json ... --out DIR pools the precise estimates of several runs (lanes: a job each).
 --check-probes [CONFIG] first runs each configuration (or the one named) with --budget 0 (every probe attached
 throughout) once as `record -- JOB` and once as `record --pid` on the held job, and compares the BPF links the
