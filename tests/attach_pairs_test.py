@@ -95,6 +95,52 @@ class Split(unittest.TestCase):
         self.assertEqual(attach_pairs.steady_start(flips, 20 * S, 0.3), int(6.3 * S))
         self.assertIsNone(attach_pairs.steady_start({"cuda": flips["cuda"]}, 20 * S, 0.3))
 
+    def test_whole_periods(self):
+        # torch: full attachment from 5 s; cycling from 5.1 s, its first window the tail of the full attachment
+        # (detach 5.3 s), then a 0.2 s window every 2 s from 7.1 s; cuda cycles earlier.
+        torch = [(5 * S, 1.0), (int(5.3 * S), 0.0)]
+        for k in range(6):
+            torch += [(int(7.1 * S) + 2 * k * S, 1.0), (int(7.3 * S) + 2 * k * S, 0.0)]
+        flips = {"torch": torch + [(20 * S, 0.0)], "cuda": [(5 * S, 1.0), (int(5.1 * S), 0.0), (20 * S, 0.0)]}
+        falls = attach_pairs.detaches(flips, 20 * S)
+        self.assertEqual(falls["cuda"], [int(5.1 * S)])
+        self.assertEqual(len(falls["torch"]), 7)  # the last window's detach at 17.3 s, before the stop's 0
+        # From torch's first detach (+0.3) to its last detach that fits by 16 s (+0.3): 5.6 .. 15.6 s, five periods.
+        self.assertEqual(attach_pairs.whole_periods_end(flips, 20 * S, 16 * S, 0.3), int(15.6 * S))
+        # Counted from steady_from even where the attached span starts later (whole periods).
+        self.assertEqual(attach_pairs.steady_whole_span((6 * S, 16 * S), int(5.6 * S), flips, 20 * S, 0.3),
+                         (int(5.6 * S), int(15.6 * S)))
+        # No later detach fits: no whole period (a too short recording), where the family cycled.
+        self.assertIsNone(attach_pairs.steady_whole_span((6 * S, 7 * S), int(5.6 * S), flips, 20 * S, 0.3))
+        # Nothing cycled (nvml,host): the whole span.
+        self.assertEqual(attach_pairs.steady_whole_span((6 * S, 16 * S), None, {}, 20 * S, 0.3), (6 * S, 16 * S))
+
+    def test_precise_estimates(self):
+        configs = ["default", "nvml,host"] * 4
+        steps, alts, gaps = build_run(configs)
+        for x in alts:  # no whole period in build_run's flips: take the attached span
+            x["steady_span"] = x["span"]
+        rows, gap_segs = attach_pairs.precise_estimates(steps, alts, gaps, ["default", "nvml,host"], 0.02)
+        self.assertEqual(len(gap_segs), len(configs) + 1)
+        for r in rows:
+            self.assertEqual(r["alternations"], 4)
+            self.assertEqual(r["no_whole_period"], 0)
+            self.assertAlmostEqual(r["interval"]["mean"], ATTACHED - 1.0, places=9)
+            self.assertAlmostEqual(r["cpu_interval"]["mean"], ATTACHED - 1.0, places=9)
+            self.assertEqual(r["verdict"], "> 2 % shown")  # 4 % exactly, no noise
+            self.assertAlmostEqual(r["null_interval"]["mean"], 0.0, places=12)
+        alts[0]["steady_span"] = None
+        rows, _ = attach_pairs.precise_estimates(steps, alts, gaps, ["default"], 0.02)
+        self.assertEqual(rows[0]["no_whole_period"], 1)
+        self.assertEqual(rows[0]["interval"]["n"], 3)
+        # Two runs (lanes) pooled: their alternations together, each run's null with them.
+        pooled = attach_pairs.pool([{"precise": rows}, {"precise": rows}], 0.02)
+        self.assertEqual(pooled[0]["alternations"], 8)  # 2 without a whole period: not in the interval
+        self.assertEqual(pooled[0]["interval"]["n"], 6)
+        self.assertEqual(pooled[0]["no_whole_period"], 2)
+        self.assertEqual(len(pooled[0]["null_contrasts"]), 2 * len(rows[0]["null_contrasts"]))
+        self.assertAlmostEqual(pooled[0]["interval"]["mean"], ATTACHED - 1.0, places=9)
+
     def test_too_few_steps(self):
         steps, alts, gaps = build_run(["default"])
         alts[0]["span"] = (alts[0]["span"][0], alts[0]["span"][0] + 10_000)  # 10 us: no whole step inside
@@ -142,6 +188,17 @@ class EndToEnd(unittest.TestCase):
             self.assertTrue(c["same"], c)
         self.assertGreater(sum(s["check_probes"][0]["child"]["links"].values()), 100)  # torch's uprobes
         self.assertIn("| default |", md)
+        # The precise estimate: a 4 s recording holds no whole 5 s budget period (default is left out of it, and
+        # says so); nvml,host cycles nothing and takes its whole span. One alternation each: no interval.
+        rows = {r["config"]: r for r in s["precise"]}
+        self.assertEqual(rows["default"]["no_whole_period"], 1)
+        self.assertEqual(rows["nvml,host"]["no_whole_period"], 0)
+        self.assertIsInstance(rows["nvml,host"]["contrasts"][0], float)
+        self.assertTrue(rows["default"]["verdict"].startswith("not shown either way"))
+        for r in s["per_alternation"]:
+            self.assertGreater(r["attach_s"], 0.0)  # launch -> probes in
+            self.assertGreaterEqual(r["gone_s"], r["exit_s"])
+        self.assertIn("Precise estimate", md)
 
 
 if __name__ == "__main__":
