@@ -355,6 +355,37 @@ TEST(ProcessCpu, ProcessesComingAndGoingMidInterval) {
   EXPECT_TRUE(sink.find("proc.cpu.others_util", ""));
 }
 
+// The agent's node sampler is handed from one traced job to the next (set_traced_pids): the next job's processes
+// are then the traced ones and the last job's no longer (a traced flag is otherwise sticky), and with none the job's
+// series stop.
+TEST(ProcessCpu, TracedProcessesReplacedForTheNextJob) {
+  Child first("ss_first", Does::spin);
+  Child second("ss_second", Does::spin);
+  ProcfsSamplerOptions o = proc_cpu_only();
+  o.traced_pids = {static_cast<uint32_t>(first.pid())};
+  ProcfsSampler sampler(o);
+  MemorySink sink;
+  ASSERT_TRUE(sampler.open(sink, "h").running);
+  const std::vector<pid_t> pids = {first.pid(), second.pid()};
+  Scan a = scan(sampler, pids);
+  sleep_ms(600);
+  Scan b = scan(sampler, pids);
+  EXPECT_IN(last_value(sink, "proc.cpu.traced_util", ""), used_between(a, b, {0}));
+
+  sampler.set_traced_pids({static_cast<uint32_t>(second.pid())});
+  scan(sampler, pids);  // the first scan with the next job's processes
+  Scan c = scan(sampler, pids);
+  sleep_ms(600);
+  Scan d = scan(sampler, pids);
+  EXPECT_IN(last_value(sink, "proc.cpu.traced_util", ""), used_between(c, d, {1}));  // the first spinner is no more
+
+  const size_t traced_samples = sink.samples_of(sink.find("proc.cpu.traced_util", "")->id).size();
+  sampler.set_traced_pids({});
+  sleep_ms(200);
+  scan(sampler, pids);
+  EXPECT_EQ(sink.samples_of(sink.find("proc.cpu.traced_util", "")->id).size(), traced_samples) << "no job: none";
+}
+
 // The number of per-process series is capped; processes named beyond the cap are summed per name.
 TEST(ProcessCpu, SeriesCapSumsLaterProcessesPerName) {
   std::vector<std::unique_ptr<Child>> spinners;

@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <random>
+#include <chrono>
 #include <set>
 #include <thread>
 
@@ -582,6 +583,45 @@ TEST(ProcfsSampler, AnIdleNodeReadsItsCostlierFamiliesLessOften) {
   EXPECT_NE(cost->text.find("over 35 ticks of 100 ms, 30 of them idle"), std::string::npos) << cost->text;
   EXPECT_NE(cost->text.find(" (35), softirqs "), std::string::npos) << cost->text;
   EXPECT_NE(cost->text.find(" (8)"), std::string::npos) << cost->text;
+}
+
+// The agent's node sampler shared with a traced job follows the fastest consumer's period (live_interval_ms): at
+// 1000 ms every family each tick, at 100 ms the 250 ms family (interrupts) every 2nd tick (stride 250/100) and stat
+// every tick; from the first tick at a new period every family is read.
+TEST(ProcfsSampler, ALiveIntervalSetsTheFamiliesStrides) {
+  TempDir dir;
+  make_fixture_tree(dir);
+  ProcfsSamplerOptions opt;
+  opt.proc_root = dir.file("proc");
+  opt.sys_root = dir.file("sys");
+  opt.families = {"stat", "interrupts"};
+  auto live = std::make_shared<std::atomic<int>>(1000);
+  opt.live_interval_ms = live;
+  ProcfsSampler sampler(opt);
+  MemorySink sink;
+  ASSERT_TRUE(sampler.open(sink, "h").running);
+  auto reads = [&](const std::string& prefix) {
+    std::set<int64_t> ticks;  // one timestamp a family's read
+    for (const SeriesInfo& s : sink.series())
+      if (s.name.rfind(prefix, 0) == 0)
+        for (const Sample& x : sink.samples_of(s.id)) ticks.insert(x.t_ns);
+    return ticks.size();
+  };
+  auto tick = [&] {
+    sampler.tick();
+    std::this_thread::sleep_for(std::chrono::microseconds(50));  // distinct timestamps
+  };
+  for (int i = 0; i < 3; ++i) tick();
+  EXPECT_EQ(reads("cpu.time."), 3u);
+  EXPECT_EQ(reads("irq."), 3u) << "every tick at 1000 ms";
+  tick();  // 4 reads of each: the 4th of interrupts at tick 3, 1000 ms since its last
+  live->store(100);  // a job came
+  for (int i = 0; i < 6; ++i) tick();
+  EXPECT_EQ(reads("cpu.time."), 10u);
+  EXPECT_EQ(reads("irq."), 7u) << "at 100 ms: the first tick, then every 2nd";
+  live->store(1000);  // the job went
+  for (int i = 0; i < 2; ++i) tick();
+  EXPECT_EQ(reads("irq."), 9u) << "every tick again";
 }
 
 TEST(ProcfsSampler, FamilyListParsingAndListing) {

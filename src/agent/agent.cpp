@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "agent/clickhouse_sink.h"
+#include "agent/host_sampler_share.h"
 #include "agent/http_endpoint.h"
 #include "agent/job_discovery.h"
 #include "agent/job_trace.h"
@@ -34,12 +35,13 @@ void log_line(const std::string& text) { std::cerr << "stackscope agent: " << te
 
 // The node's own samplers (host and GPU series whether or not a job runs) into DATA_DIR/node segments and /metrics.
 // Its NVML sampler is the node's only one: it writes into `nvml_fan`, which hands its samples to the node's segments
-// at host_interval_ms and to each traced job at the job's interval (the sampler then runs at the fastest).
+// at host_interval_ms and to each traced job at the job's interval (the sampler then runs at the fastest). Its host
+// sampler likewise writes into `host`'s fan-out, read by the node and by the job that claims it (host_sampler_share.h).
 class NodeTelemetry {
  public:
   NodeTelemetry(const AgentConfig& c, const std::map<std::string, std::string>& host_meta, AgentMetrics& metrics,
-                ClickHouseSink* fleet, SampleFanOut& nvml_fan)
-      : nvml_fan_(nvml_fan) {
+                ClickHouseSink* fleet, SampleFanOut& nvml_fan, HostSamplerShare& host_share)
+      : nvml_fan_(nvml_fan), host_(host_share) {
     std::vector<Layer> wanted;
     for (Layer l : parse_layer_list(c.host_layers.empty() ? "host" : c.host_layers))
       if (l == Layer::host || l == Layer::nvml) wanted.push_back(l);
@@ -64,24 +66,39 @@ class NodeTelemetry {
     nvml.live_interval_ms = nvml_fan_.live_interval_ms();
     nvml.live_idle = nvml_fan_.live_idle();
     nvml.idle_slow_interval_ms = c.host_idle_gpu_slow_interval_ms;
+    SampleFanOut& host_fan = host_.fan();
     ProcfsSamplerOptions host;
-    host.live_idle = nvml_fan_.live_idle();
+    host.live_interval_ms = host_fan.live_interval_ms();
+    host.live_idle = host_fan.live_idle();
     host.idle_period_ms = c.host_idle_host_slow_interval_ms;
-    for (Layer l : wanted)
-      collectors_.push_back(l == Layer::nvml ? make_nvml_sampler(nvml) : make_procfs_sampler(host));
+    ProcfsSampler* procfs = nullptr;
+    for (Layer l : wanted) {
+      if (l == Layer::nvml) {
+        collectors_.push_back(make_nvml_sampler(nvml));
+        continue;
+      }
+      auto sampler = std::make_unique<ProcfsSampler>(host);
+      procfs = sampler.get();
+      collectors_.push_back(std::move(sampler));
+    }
     for (auto& col : collectors_) {
-      const bool shared = col->layer() == Layer::nvml;
-      if (shared) nvml_sub_ = nvml_fan_.subscribe(*exporter_, c.host_interval_ms, SampleFanOut::Consumer::node);
-      CollectorStatus st = col->start(shared ? static_cast<TelemetrySink&>(nvml_fan_) : *exporter_, copt);
+      SampleFanOut& fan = col->layer() == Layer::nvml ? nvml_fan_ : host_fan;
+      (col->layer() == Layer::nvml ? nvml_sub_ : host_sub_) =
+          fan.subscribe(*exporter_, c.host_interval_ms, SampleFanOut::Consumer::node);
+      CollectorStatus st = col->start(fan, copt);
       if (!st.message.empty()) log_line("node " + col->name() + ": " + st.message);
       if (st.running) running_.push_back(col.get());
-      if (shared) nvml_fan_.set_feeding(st.running);
+      fan.set_feeding(st.running);
+      if (st.running && col.get() == procfs) host_.attach(procfs);
     }
   }
   ~NodeTelemetry() {
+    host_.attach(nullptr);
     for (auto* c : running_) c->stop();
     nvml_fan_.set_feeding(false);
+    host_.fan().set_feeding(false);
     nvml_sub_.reset();
+    host_sub_.reset();
     segments_->close();
     for (auto* c : running_) c->release();
   }
@@ -91,10 +108,12 @@ class NodeTelemetry {
 
  private:
   SampleFanOut& nvml_fan_;
+  HostSamplerShare& host_;
   std::unique_ptr<SegmentedRecording> segments_;
   std::unique_ptr<TelemetrySink> fleet_tee_;
   std::unique_ptr<TelemetrySink> exporter_;
   std::unique_ptr<SampleFanOut::Subscription> nvml_sub_;  // the node's share of its NVML sampler
+  std::unique_ptr<SampleFanOut::Subscription> host_sub_;  // and of its host sampler
   std::vector<std::unique_ptr<Collector>> collectors_;
   std::vector<Collector*> running_;
 };
@@ -105,6 +124,7 @@ Agent::Agent(std::string config_path, std::map<std::string, std::string> overrid
   host_meta_ = host_meta(read_host_info());
   metrics_ = std::make_unique<AgentMetrics>(host_meta_["host"], version_);
   node_nvml_ = std::make_unique<SampleFanOut>(config_.host_interval_ms);
+  node_host_ = std::make_unique<HostSamplerShare>(config_.host_interval_ms);
   scanner_ = std::make_unique<JobScanner>(job_library_mask(config_.job_libraries));
 }
 
@@ -130,7 +150,7 @@ void Agent::start_http() {
 
 void Agent::start_node() {
   node_.reset();
-  node_ = std::make_unique<NodeTelemetry>(config_, host_meta_, *metrics_, fleet_.get(), *node_nvml_);
+  node_ = std::make_unique<NodeTelemetry>(config_, host_meta_, *metrics_, fleet_.get(), *node_nvml_, *node_host_);
 }
 
 void Agent::start_fleet() {
@@ -275,7 +295,7 @@ void Agent::scan(int64_t now) {
     }
     metrics_->job_discovered();
     try {
-      auto t = std::make_unique<JobTrace>(job, config_, host_meta_, *metrics_, node_nvml_.get());
+      auto t = std::make_unique<JobTrace>(job, config_, host_meta_, *metrics_, node_nvml_.get(), node_host_.get());
       log_line(fmt::format("tracing job {} (pid {}, {} process(es){}{}){}", t->labels().job, job.leader,
                            job.processes.size(), job.labels.pod_uid.empty() ? "" : ", pod " + job.labels.pod_uid,
                            job.labels.container_id.empty() ? "" : ", container " + job.labels.container_id.substr(0, 12),

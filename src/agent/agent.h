@@ -18,6 +18,7 @@
 namespace stackscope::agent {
 
 class ClickHouseSink;
+class HostSamplerShare;
 class HttpEndpoint;
 class JobTrace;
 class JobScanner;
@@ -58,6 +59,7 @@ class Agent {
   std::unique_ptr<AgentMetrics> metrics_;
   std::unique_ptr<JobScanner> scanner_;
   std::unique_ptr<SampleFanOut> node_nvml_;  // the node's NVML sampler's output, shared with the jobs; outlives both
+  std::unique_ptr<HostSamplerShare> node_host_;  // the node's host sampler's, shared with one job; outlives both
   std::unique_ptr<ClickHouseSink> fleet_;  // the fleet store, when clickhouse.url is set; outlives node_
   std::unique_ptr<NodeTelemetry> node_;
   std::map<std::string, std::unique_ptr<JobTrace>> jobs_;  // by job id

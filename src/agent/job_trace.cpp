@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -115,7 +116,7 @@ std::map<uint32_t, std::string> ranks_of(const Job& job) {
 }  // namespace
 
 JobTrace::JobTrace(const Job& job, const AgentConfig& config, const std::map<std::string, std::string>& host_meta,
-                   AgentMetrics& metrics, SampleFanOut* node_nvml)
+                   AgentMetrics& metrics, SampleFanOut* node_nvml, HostSamplerShare* node_host)
     : job_(job), labels_{job.name, job.labels.pod_uid, job.labels.container_id}, metrics_(metrics) {
   // Named as first seen ("torchrun-1766-20508"): the leader may rename itself later, the job stays the same.
   const auto leader = job.processes.find(job.leader);
@@ -160,6 +161,10 @@ JobTrace::JobTrace(const Job& job, const AgentConfig& config, const std::map<std
   // (session 13).
   std::vector<Layer> own = choice.layers;
   const bool shared_nvml = node_nvml && node_nvml->feeding() && std::erase(own, Layer::nvml) > 0;
+  // One host sampler a node too (host_sampler_share.h): the node's reads every family once for both.
+  if (node_host && std::find(own.begin(), own.end(), Layer::host) != own.end() &&
+      (host_claim_ = node_host->claim(copt.pids)))
+    std::erase(own, Layer::host);
   collectors_ = online::make_collectors(own, online::PythonOptions{}, detail);
   for (auto& c : collectors_) {
     CollectorStatus st = c->start(*sink, copt);
@@ -173,7 +178,14 @@ JobTrace::JobTrace(const Job& job, const AgentConfig& config, const std::map<std
     nvml_ = node_nvml->subscribe(*sink, config.interval_ms, SampleFanOut::Consumer::job);
     status_ += std::string(status_.empty() ? "" : "; ") + "nvml: the node's sampler";
   }
-  if (running_.empty() && !nvml_) {
+  if (host_claim_) {
+    sink->add_note("procfs", fmt::format("host series from the agent's node host sampler (one a node, tracing this "
+                                         "job's processes), every {} ms",
+                                         config.interval_ms));
+    host_ = node_host->fan().subscribe(*sink, config.interval_ms, SampleFanOut::Consumer::job);
+    status_ += std::string(status_.empty() ? "" : "; ") + "host: the node's sampler";
+  }
+  if (running_.empty() && !nvml_ && !host_) {
     stop();
     throw std::runtime_error("no collector could start (" + status_ + ")");
   }
@@ -193,6 +205,8 @@ void JobTrace::update(const Job& job) {
   for (const auto& [pid, p] : job.processes)
     if (!job_.processes.count(pid))
       for (auto* c : running_) c->add_pid(pid);
+  if (host_claim_)
+    for (const auto& [pid, p] : job.processes) host_claim_->add_pid(pid);
   job_.processes = job.processes;
   counter_->set_ranks(ranks_of(job_));
   metrics_.set_job_processes(labels_, job_.processes.size());
@@ -223,6 +237,8 @@ void JobTrace::stop() {
   // As `record` ends: collectors stopped, the segment closed, the incidents stored in it, then the probes detached.
   for (auto* c : running_) c->stop();
   nvml_.reset();
+  host_.reset();
+  host_claim_.reset();
   const std::string last = segments_->close();
   if (detector_) {
     auto findings = detector_->finish();

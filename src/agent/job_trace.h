@@ -15,6 +15,7 @@
 #include "agent/agent_config.h"
 #include "agent/agent_metrics.h"
 #include "agent/job_discovery.h"
+#include "agent/host_sampler_share.h"
 #include "agent/sample_fan_out.h"
 #include "model/collector.h"
 
@@ -52,9 +53,10 @@ class JobTrace {
  public:
   // Starts tracing; the job's directory is DATA_DIR/jobs/<job id>. Throws std::runtime_error when nothing can run.
   // With `node_nvml` fed by the node's NVML sampler, the job's GPU series (and XID events) come from it, at the job's
-  // interval, instead of a sampler of its own; else the job runs its own.
+  // interval, instead of a sampler of its own; else the job runs its own. Likewise its host series from `node_host`'s
+  // sampler when it can claim it (no other job holds it), with the job's processes as the sampler's traced ones.
   JobTrace(const Job& job, const AgentConfig& config, const std::map<std::string, std::string>& host_meta,
-           AgentMetrics& metrics, SampleFanOut* node_nvml = nullptr);
+           AgentMetrics& metrics, SampleFanOut* node_nvml = nullptr, HostSamplerShare* node_host = nullptr);
   ~JobTrace();  // stop() if not done
 
   const Job& job() const { return job_; }
@@ -85,6 +87,8 @@ class JobTrace {
   std::vector<std::unique_ptr<Collector>> collectors_;
   std::vector<Collector*> running_;
   std::unique_ptr<SampleFanOut::Subscription> nvml_;  // the job's share of the node's NVML sampler
+  std::unique_ptr<HostSamplerShare::Claim> host_claim_;  // the node's host sampler traces the job's processes...
+  std::unique_ptr<SampleFanOut::Subscription> host_;   // ...and shares its series with the job
   std::unique_ptr<JsonLinesTail> incidents_;
   std::string status_;
   bool stopped_ = false;

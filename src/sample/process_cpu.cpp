@@ -86,6 +86,17 @@ class ProcessCpuFamily final : public Family {
     const uint64_t boot_ticks = boottime_ticks();
     ++scan_;
     roots_ = ctx_.traced_pids();
+    if (const uint64_t g = ctx_.traced_generation(); g != traced_generation_) {
+      // Another job's processes (or none): the sticky flags and run-delay baselines were the last set's.
+      traced_generation_ = g;
+      for (auto& [pid, p] : procs_) {
+        p.traced = false;
+        p.resolved = 0;
+        for (auto& [tid, t] : p.threads) release(t.fd);
+        p.threads.clear();
+        p.threads_read = false;
+      }
+    }
     read_processes();
     for (auto it = procs_.begin(); it != procs_.end();) {
       if (it->second.seen != scan_) {  // exited
@@ -353,6 +364,7 @@ class ProcessCpuFamily final : public Family {
   DIR* dir_ = nullptr;
   double ticks_per_s_ = 100;
   uint64_t scan_ = 0;
+  uint64_t traced_generation_ = 0;
   int64_t prev_ns_ = 0;
   uint64_t prev_boot_ticks_ = 0;
   std::vector<uint32_t> roots_;

@@ -154,15 +154,27 @@ struct ProcfsSampler::Impl {
   bool stop_requested = false;
   int64_t interval_ns = 100'000'000;
   uint64_t tick_number = 0;  // drives families read less often than every tick
+  uint64_t stride_origin = 0;  // the tick at which the period last changed (live_interval_ms)
   int64_t start_ns = 0;
   mutable std::mutex stats_mu;
   ProcfsSamplerStats stats;
   clockid_t thread_clock{};
   bool have_thread_clock = false;
 
+  // The period now: the live one when set (the agent's shared node sampler). A new period restarts the families'
+  // strides, so that each is read at the first tick at it (a job's arrival brings them all at once).
+  void follow_live_interval() {
+    if (!options.live_interval_ms) return;
+    const int live = options.live_interval_ms->load(std::memory_order_relaxed);
+    if (live <= 0 || int64_t{live} * 1'000'000 == interval_ns) return;
+    interval_ns = int64_t{live} * 1'000'000;
+    stride_origin = tick_number;
+  }
+
   void run() {
     int64_t next = monotonic_ns();
     for (;;) {
+      follow_live_interval();
       tick_once();
       {
         timespec ts{};
@@ -214,7 +226,7 @@ struct ProcfsSampler::Impl {
       int64_t period = families[i]->min_period_ms();
       if (idle && idle_slow[i]) period = std::max<int64_t>(period, options.idle_period_ms);
       const int64_t stride = std::max<int64_t>(1, period / interval_ms);
-      if (tick_number % stride != 0) continue;
+      if ((tick_number - stride_origin) % stride != 0) continue;
       if (!options.live_idle) {
         families[i]->sample(batch);
         continue;
@@ -294,7 +306,9 @@ CollectorStatus ProcfsSampler::open(TelemetrySink& sink, const std::string& host
 }
 
 void ProcfsSampler::tick() {
-  if (impl_->opened) impl_->tick_once();
+  if (!impl_->opened) return;
+  impl_->follow_live_interval();
+  impl_->tick_once();
 }
 
 CollectorStatus ProcfsSampler::start(TelemetrySink& sink, const CollectorOptions& options) {
@@ -313,6 +327,8 @@ CollectorStatus ProcfsSampler::start(TelemetrySink& sink, const CollectorOptions
 }
 
 void ProcfsSampler::add_pid(uint32_t pid) { impl_->ctx.add_traced_pid(pid); }
+
+void ProcfsSampler::set_traced_pids(const std::vector<uint32_t>& pids) { impl_->ctx.set_traced_pids(pids); }
 
 void ProcfsSampler::stop() {
   Impl& m = *impl_;

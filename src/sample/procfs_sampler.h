@@ -50,6 +50,10 @@ struct ProcfsSamplerOptions {
   // period from the first tick after it turns false.
   std::shared_ptr<const std::atomic<bool>> live_idle;
   int idle_period_ms = 30'000;
+  // When set, read before each tick: the sampling period now (ms, > 0), so one sampler shared by the node and the job
+  // it traces (the agent's, through a SampleFanOut) follows the fastest consumer: the job's 100 ms while one is traced,
+  // the node's period otherwise. From the first tick at a new period every family is read, then each at its own.
+  std::shared_ptr<const std::atomic<int>> live_interval_ms;
   std::vector<std::string> idle_families = {"interrupts", "softirqs", "perf_hw", "perf_sw", "proc_cpu",
                                             "netproto",   "vmstat",   "cpufreq"};
 };
@@ -86,6 +90,9 @@ class ProcfsSampler final : public Collector {
   Layer layer() const override { return Layer::host; }
   CollectorStatus start(TelemetrySink& sink, const CollectorOptions& options) override;
   void add_pid(uint32_t pid) override;
+  // Replaces the traced processes (the job whose proc.cpu.traced_util and runq_wait are written; none: neither is).
+  // The agent's node sampler is handed from one job to the next: what the last job's processes were is forgotten.
+  void set_traced_pids(const std::vector<uint32_t>& pids);
   void stop() override;
 
   // The same without a thread (tests, benchmarks): open() does what start() does first, tick() samples once

@@ -35,6 +35,16 @@ struct SamplerContext {
     std::lock_guard lk(traced_mu_);
     return traced_;
   }
+  // Replaces the set; traced_generation() then changes, so that a family drops what it inferred from the old one.
+  void set_traced_pids(std::vector<uint32_t> pids) {
+    std::lock_guard lk(traced_mu_);
+    traced_ = std::move(pids);
+    ++generation_;
+  }
+  uint64_t traced_generation() const {
+    std::lock_guard lk(traced_mu_);
+    return generation_;
+  }
 
   std::string proc(std::string_view rel) const { return options.proc_root + "/" + std::string(rel); }
   std::string sys(std::string_view rel) const { return options.sys_root + "/" + std::string(rel); }
@@ -46,6 +56,7 @@ struct SamplerContext {
  private:
   mutable std::mutex traced_mu_;
   std::vector<uint32_t> traced_;
+  uint64_t generation_ = 0;
 };
 
 // Series ids cached by position in a parsed file: a steady-state tick costs one short compare per value.
