@@ -435,6 +435,14 @@ void make_fixture_tree(const TempDir& dir) {
            {"pressure_cpu", "pressure/cpu"}, {"pressure_memory", "pressure/memory"}, {"pressure_io", "pressure/io"}})
     write_file(dir.file("proc/" + to), fixture(from));
 }
+// How many times a family was read: the distinct timestamps of its series (those named `prefix`...).
+size_t reads_of(const MemorySink& sink, const std::string& prefix) {
+  std::set<int64_t> ticks;
+  for (const SeriesInfo& s : sink.series())
+    if (s.name.rfind(prefix, 0) == 0)
+      for (const Sample& x : sink.samples_of(s.id)) ticks.insert(x.t_ns);
+  return ticks.size();
+}
 }  // namespace
 
 TEST(ProcfsSampler, FixtureTreeGivesNamedSeriesInBaseUnits) {
@@ -555,13 +563,7 @@ TEST(ProcfsSampler, AnIdleNodeReadsItsCostlierFamiliesLessOften) {
   MemorySink sink;
   ASSERT_TRUE(sampler.open(sink, "h").running);
   // Samples by family: the stat family's cpu.time.* and the softirqs family's softirq.* series.
-  auto reads = [&](const std::string& prefix) {
-    std::set<int64_t> ticks;  // one timestamp a family's read
-    for (const SeriesInfo& s : sink.series())
-      if (s.name.rfind(prefix, 0) == 0)
-        for (const Sample& x : sink.samples_of(s.id)) ticks.insert(x.t_ns);
-    return ticks.size();
-  };
+  auto reads = [&](const std::string& prefix) { return reads_of(sink, prefix); };
   for (int i = 0; i < 20; ++i) sampler.tick();
   EXPECT_EQ(reads("cpu.time."), 20u) << "stat every tick";
   EXPECT_EQ(reads("softirq."), 2u) << "softirqs every 10th tick while idle";
@@ -597,16 +599,11 @@ TEST(ProcfsSampler, ALiveIntervalSetsTheFamiliesStrides) {
   opt.families = {"stat", "interrupts"};
   auto live = std::make_shared<std::atomic<int>>(1000);
   opt.live_interval_ms = live;
+  opt.live_idle = std::make_shared<std::atomic<bool>>(false);  // a job is traced: no idle schedule
   ProcfsSampler sampler(opt);
   MemorySink sink;
   ASSERT_TRUE(sampler.open(sink, "h").running);
-  auto reads = [&](const std::string& prefix) {
-    std::set<int64_t> ticks;  // one timestamp a family's read
-    for (const SeriesInfo& s : sink.series())
-      if (s.name.rfind(prefix, 0) == 0)
-        for (const Sample& x : sink.samples_of(s.id)) ticks.insert(x.t_ns);
-    return ticks.size();
-  };
+  auto reads = [&](const std::string& prefix) { return reads_of(sink, prefix); };
   auto tick = [&] {
     sampler.tick();
     std::this_thread::sleep_for(std::chrono::microseconds(50));  // distinct timestamps
@@ -622,6 +619,12 @@ TEST(ProcfsSampler, ALiveIntervalSetsTheFamiliesStrides) {
   live->store(1000);  // the job went
   for (int i = 0; i < 2; ++i) tick();
   EXPECT_EQ(reads("irq."), 9u) << "every tick again";
+  sampler.stop();
+  // The node's cost note (live_idle set) gives the range of periods it ticked at.
+  const auto notes = sink.notes();
+  auto cost = std::find_if(notes.begin(), notes.end(), [](auto& n) { return n.text.find("host families") == 0; });
+  ASSERT_NE(cost, notes.end());
+  EXPECT_NE(cost->text.find("over 12 ticks of 100-1000 ms, 0 of them idle"), std::string::npos) << cost->text;
 }
 
 TEST(ProcfsSampler, FamilyListParsingAndListing) {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <condition_variable>
 #include <mutex>
 #include <stdexcept>
@@ -155,6 +156,7 @@ struct ProcfsSampler::Impl {
   int64_t interval_ns = 100'000'000;
   uint64_t tick_number = 0;  // drives families read less often than every tick
   uint64_t stride_origin = 0;  // the tick at which the period last changed (live_interval_ms)
+  int64_t min_interval_ms = INT64_MAX, max_interval_ms = 0;  // the periods ticked at
   int64_t start_ns = 0;
   mutable std::mutex stats_mu;
   ProcfsSamplerStats stats;
@@ -213,14 +215,20 @@ struct ProcfsSampler::Impl {
         by += (by.empty() ? "" : ", ") + std::string(families[i]->name()) + " " +
               std::to_string(family_cost[i].first / 1000 / static_cast<int64_t>(family_cost[i].second)) + " (" +
               std::to_string(family_cost[i].second) + ")";
+    // A shared sampler's period followed its consumers (live_interval_ms): the range it ran at.
+    const std::string period = min_interval_ms == max_interval_ms
+                                   ? std::to_string(min_interval_ms)
+                                   : std::to_string(min_interval_ms) + "-" + std::to_string(max_interval_ms);
     ctx.sink->add_note("procfs", "host families' CPU a read in us (reads) over " + std::to_string(tick_number) +
-                                     " ticks of " + std::to_string(interval_ns / 1'000'000) + " ms, " +
+                                     " ticks of " + period + " ms, " +
                                      std::to_string(idle_ticks) + " of them idle (no job traced): " + by);
   }
 
   void tick_once() {
     batch.clear();
     const int64_t interval_ms = std::max<int64_t>(1, interval_ns / 1'000'000);
+    min_interval_ms = std::min(min_interval_ms, interval_ms);
+    max_interval_ms = std::max(max_interval_ms, interval_ms);
     const bool idle = options.live_idle && options.live_idle->load(std::memory_order_relaxed);
     for (size_t i = 0; i < families.size(); ++i) {
       int64_t period = families[i]->min_period_ms();
