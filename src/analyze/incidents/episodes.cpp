@@ -65,12 +65,12 @@ double run_noise_sd(const std::vector<double>& p, const ProgressAnalysis& pa, si
   std::vector<double> usable;
   for (size_t w = 0; w < p.size(); ++w)
     if ((w >= pa.in_phase.size() || !pa.in_phase[w]) && (w >= excluded.size() || !excluded[w])) usable.push_back(p[w]);
-  // Means of k windows overlap: a quarter of the windows at most per mean, so that at least four of them are
-  // disjoint; a longer stretch is judged by the spread of shorter means, which is larger (the safer side).
   // Too few windows to see how the job drifts (early online, a short recording): assume the worst, a drift as
   // persistent as the stretch, so one window's deviation.
   constexpr size_t kMinWindows = 20;
   if (usable.size() < kMinWindows) return std::max(independent, pa.steady_sd);
+  // Means of k windows overlap: a quarter of the windows at most per mean, so that at least four of them are
+  // disjoint; a longer stretch is judged by the spread of shorter means, which is larger (the safer side).
   const size_t len = std::min(k, usable.size() / 4);
   std::vector<double> means;
   double sum = 0;
