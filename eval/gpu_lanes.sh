@@ -18,7 +18,8 @@
 #                   4) under `record --detect`, seeds SEED+2g and SEED+2g+1; any incident is a false one
 #   faults:WORKLOAD issue 13's episodes: eval/incidents/run_v2.sh, two fault runs of FAULT_MINUTES (default 2.5, 4
 #                   episodes each) under `record --detect`, seeds SEED+2g and SEED+2g+1; scored with the clean lanes,
-#                   and their recordings come back in fault_sdb.tar.xz (when under 15 MiB) to re-score here
+#                   and their recordings come back as fault.*.sdb.xz (as many as the 8 files allow) to re-score
+#                   here. Never beside clean lanes: the faults (storage, network, memory) are the whole host's
 # Results: $OUT/lanes.tar.xz (every lane's logs and results, no recordings), $OUT/clean_score.md (the clean lanes
 # scored together), $OUT/cost_keep.tar.xz, $OUT/false_N.*.sdb.xz (up to 4 recordings of clean runs with an incident). Carry [".carry"] (.carry/stackscope, .carry/netfault).
 set -u
@@ -67,10 +68,13 @@ PY
 n=0; for r in $(cat "$w/false_runs.txt"); do
   [[ -e $r ]] || continue; n=$((n + 1)); ((n > 4)) && break  # at most 4 files of about 3 MiB compressed
   xz -T8 -6 -c "$r" > "$OUT/false_$n.$(basename "$(dirname "$(dirname "$r")")")_$(basename "$r").xz"; done
-faults_sdb=$(find "$w" -path '*/v2/*.sdb' ! -name '*_clean.sdb' 2>/dev/null)
-if [[ -n $faults_sdb ]]; then
-  tar -cf - $faults_sdb 2>/dev/null | xz -T8 -6 > "$w/fault_sdb.tar.xz"
-  (( $(stat -c %s "$w/fault_sdb.tar.xz") < 15 * 1024 * 1024 )) && mv "$w/fault_sdb.tar.xz" "$OUT/"
-fi
-tar -C "$w" --exclude='fault_sdb.tar.xz' --exclude='*.sdb' --exclude='*.sdb-*' -cf - . | xz -T8 -6 > "$OUT/lanes.tar.xz"
+# The fault runs' recordings, one file each (a run is 5-8 MiB compressed; the device tool brings back 8 files of at
+# most 16 MiB): as many as the files left allow, lanes.tar.xz still to come.
+for r in $(find "$w" -path '*/v2/*.sdb' ! -name '*_clean.sdb' 2>/dev/null | sort); do
+  (( $(find "$OUT" -maxdepth 1 -type f | wc -l) >= 7 )) && break
+  f="$OUT/fault.$(basename "$(dirname "$(dirname "$r")")")_$(basename "$r").xz"
+  xz -T8 -6 -c "$r" > "$f"
+  (( $(stat -c %s "$f") < 16 * 1024 * 1024 )) || rm -f "$f"
+done
+tar -C "$w" --exclude='*.sdb' --exclude='*.sdb-*' -cf - . | xz -T8 -6 > "$OUT/lanes.tar.xz"
 ls -la "$OUT"
