@@ -138,6 +138,12 @@ static __always_inline int ss_call_entry_only(struct pt_regs *ctx, __u64 cookie)
   r->flags = SS_CALL_ENTRY_ONLY;
   ss_capture_args(ctx, cookie, r->args, r->str);
   r->start_ns = bpf_ktime_get_ns();
+  /* The window may have closed while the arguments were read: a start after its close is outside it. */
+  if (!*(volatile __u32 *)&capture_enabled) {
+    bpf_ringbuf_discard(r, 0);
+    ss_count(SS_CNT_GATED);
+    return 0;
+  }
   bpf_ringbuf_submit(r, ss_submit_flags());
   return 0;
 }
@@ -166,6 +172,9 @@ static __always_inline int ss_call_entry(struct pt_regs *ctx) {
   if (suppressed) return 0; /* nothing of it is reported: skip the captures */
   ss_capture_args(ctx, cookie, f->args, f->str);
   f->start_ns = bpf_ktime_get_ns(); /* last: capture cost is not charged to the call */
+  /* The window may have closed while the arguments were read (the tracer reads the close time after clearing the
+   * flag): a start after the close is outside the watched interval, so the call is dropped as gated. */
+  if (!*(volatile __u32 *)&capture_enabled && !(cookie & SS_COOKIE_STEADY)) f->suppressed = 2;
   return 0;
 }
 

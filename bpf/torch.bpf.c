@@ -144,8 +144,11 @@ static __always_inline int ss_op_entry(struct pt_regs *ctx) {
   int j = ss_stack_push(st->pos, &st->depth, SS_TORCH_MAX_DEPTH, PT_REGS_SP(ctx), (__u32)bpf_get_attach_cookie(ctx), 0);
   if (j < 0) return 0;
   __u32 d = (__u32)j;
-  /* 0: capture paused (the budget is about to detach the probes): the return reports nothing */
-  st->start_ns[d & (SS_TORCH_MAX_DEPTH - 1)] = capture_enabled ? bpf_ktime_get_ns() : 0;
+  /* 0: capture paused (the budget is about to detach the probes): the return reports nothing. The flag is read
+   * before and after the time, so a reported start lies inside the watched window at both of its ends. */
+  __u64 start = capture_enabled ? bpf_ktime_get_ns() : 0;
+  if (start && !*(volatile __u32 *)&capture_enabled) start = 0;
+  st->start_ns[d & (SS_TORCH_MAX_DEPTH - 1)] = start;
   return 0;
 }
 
