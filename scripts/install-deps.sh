@@ -9,6 +9,7 @@ PKGS=(
   libsqlite3-dev sqlite3                                            # recording store
   libeigen3-dev libcli11-dev libfmt-dev nlohmann-json3-dev          # engine, CLI, output
   libnanoflann-dev                                                  # DBSCAN's kd-tree
+  libboost-dev                                                      # Student's t quantile (Boost.Math, header-only)
   libprotobuf-dev protobuf-compiler                                 # Perfetto traces
   libgtest-dev libgmock-dev libbenchmark-dev                        # tests and benchmarks
   python3 python3-torch python3-numpy python3-sklearn python3-xgboost python3-matplotlib             # real CPU workloads and peers (Debian's, not PyPI)

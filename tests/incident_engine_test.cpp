@@ -808,3 +808,46 @@ TEST(IncidentEngine, AFaultRunsExplainedEpisodesDoNotWidenTheBarForAnUnexplained
   EXPECT_EQ(interference, 3u);
   EXPECT_EQ(unexplained, 1u);  // 40 % slower in a job steady to 2 %: not its variation
 }
+
+// With fewer than 20 windows of the job's own pace, the deviation a stretch is judged by is itself estimated from
+// those few windows: the bar is Student's t with their degrees of freedom at z's tail probability, not z, and it
+// meets z once the job's drift can be measured.
+TEST(IncidentEngine, WithFewWindowsTheVariationBarIsStudentsT) {
+  ProgressAnalysis pa;
+  pa.steady = 100;
+  pa.steady_sd = 5;
+  pa.z = 3.2;
+  std::vector<double> p(60);
+  for (size_t w = 0; w < p.size(); ++w) p[w] = jitter(100, w, 0.05);
+  const auto first = [&](size_t n) { return std::vector<double>(p.begin(), p.begin() + static_cast<std::ptrdiff_t>(n)); };
+  // Reference values: t with 5 and 18 degrees of freedom at the normal's tail beyond 3.2 (6.406 and 3.779).
+  EXPECT_NEAR(variation_bar(first(6), pa, 3), 6.406 * run_noise_sd(first(6), pa, 3), 0.01);
+  EXPECT_NEAR(variation_bar(first(19), pa, 3), 3.779 * run_noise_sd(first(19), pa, 3), 0.01);
+  EXPECT_DOUBLE_EQ(variation_bar(p, pa, 3), 3.2 * run_noise_sd(p, pa, 3));
+  // Phases and the excluded stretch are not the job's pace: 25 windows, 8 of them in a phase, are too few.
+  pa.in_phase.assign(25, false);
+  for (size_t w = 0; w < 8; ++w) pa.in_phase[w] = true;
+  EXPECT_GT(variation_bar(first(25), pa, 3), 3.5 * run_noise_sd(first(25), pa, 3));
+}
+
+// Online, 14 windows into a noisy job (the first 12-38 s of the clean small-batch inference runs, sessions 15-16):
+// a 3-window dip of 25 % with no cause is within what the few windows so far allow; the same dip once the job's
+// pace is known from 60 windows is an incident.
+TEST(IncidentEngine, OnlineAnEarlyDipWithNoCauseIsJudgedByWhatTheFewWindowsAllow) {
+  std::vector<double> python(70);
+  for (size_t w = 0; w < python.size(); ++w) python[w] = jitter(100, w, 0.08);
+  IncidentOptions online;
+  online.episodes.open_end = true;
+  online.episodes.max_edge_fraction = 1.0;
+  std::vector<double> early = python;
+  for (size_t w = 10; w < 13; ++w) early[w] *= 0.75;
+  const auto r = find_incidents(job_so_far(early, nullptr, 14), online);
+  EXPECT_TRUE(r.incidents.empty()) << r.incidents.front().summary;
+  EXPECT_TRUE(std::any_of(r.phases.begin(), r.phases.end(), [](const Phase& p) { return p.kind == PhaseKind::variation; }));
+  std::vector<double> later = python;
+  for (size_t w = 60; w < 63; ++w) later[w] *= 0.75;
+  const auto s = find_incidents(job_so_far(later, nullptr, 64), online);
+  ASSERT_EQ(s.incidents.size(), 1u);
+  EXPECT_EQ(s.incidents[0].cause.cls, CauseClass::unexplained);
+  EXPECT_EQ(s.incidents[0].start_ns, 60'000'000'000);
+}

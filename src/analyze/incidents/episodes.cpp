@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <numbers>
+#include <boost/math/distributions/normal.hpp>
+#include <boost/math/distributions/students_t.hpp>
 #include <fmt/format.h>
 
 #include "analyze/robust_stats.h"
@@ -39,13 +41,6 @@ std::vector<size_t> periodic_stretches(const std::vector<Stretch>& s, size_t min
   return similar;
 }
 
-// z such that a standard normal exceeds it with probability p (0 < p <= 0.5): Abramowitz & Stegun 26.2.23,
-// absolute error below 4.5e-4.
-double upper_normal_quantile(double p) {
-  const double t = std::sqrt(-2 * std::log(p));
-  return t - (2.515517 + 0.802853 * t + 0.010328 * t * t) / (1 + 1.432788 * t + 0.189269 * t * t + 0.001308 * t * t * t);
-}
-
 }  // namespace
 
 double impact_seconds(const std::vector<double>& progress, double steady, const WindowGrid& grid, size_t first,
@@ -58,17 +53,30 @@ double impact_seconds(const std::vector<double>& progress, double steady, const 
   return std::min(lost, static_cast<double>(last - first + 1) * width);
 }
 
+namespace {
+
+// The windows that show the job's own pace: outside its phases and outside `excluded`.
+std::vector<double> usable_windows(const std::vector<double>& p, const ProgressAnalysis& pa,
+                                   const std::vector<bool>& excluded) {
+  std::vector<double> usable;
+  for (size_t w = 0; w < p.size(); ++w)
+    if ((w >= pa.in_phase.size() || !pa.in_phase[w]) && (w >= excluded.size() || !excluded[w])) usable.push_back(p[w]);
+  return usable;
+}
+
+// Too few windows to see how the job drifts (early online, a short recording).
+constexpr size_t kMinDriftWindows = 20;
+
+}  // namespace
+
 double run_noise_sd(const std::vector<double>& p, const ProgressAnalysis& pa, size_t k,
                     const std::vector<bool>& excluded) {
   k = std::max<size_t>(k, 1);
   const double independent = pa.steady_sd / std::sqrt(static_cast<double>(k));
-  std::vector<double> usable;
-  for (size_t w = 0; w < p.size(); ++w)
-    if ((w >= pa.in_phase.size() || !pa.in_phase[w]) && (w >= excluded.size() || !excluded[w])) usable.push_back(p[w]);
-  // Too few windows to see how the job drifts (early online, a short recording): assume the worst, a drift as
-  // persistent as the stretch, so one window's deviation.
-  constexpr size_t kMinWindows = 20;
-  if (usable.size() < kMinWindows) return std::max(independent, pa.steady_sd);
+  const std::vector<double> usable = usable_windows(p, pa, excluded);
+  // Too few windows to see the drift: assume the worst, a drift as persistent as the stretch, so one window's
+  // deviation.
+  if (usable.size() < kMinDriftWindows) return std::max(independent, pa.steady_sd);
   // Means of k windows overlap: a quarter of the windows at most per mean, so that at least four of them are
   // disjoint; a longer stretch is judged by the spread of shorter means, which is larger (the safer side).
   const size_t len = std::min(k, usable.size() / 4);
@@ -80,6 +88,21 @@ double run_noise_sd(const std::vector<double>& p, const ProgressAnalysis& pa, si
     if (i + 1 >= len) means.push_back(sum / static_cast<double>(len));
   }
   return std::max(independent, robust_sd(means, pa.steady));
+}
+
+double variation_bar(const std::vector<double>& p, const ProgressAnalysis& pa, size_t k,
+                     const std::vector<bool>& excluded) {
+  const double noise = run_noise_sd(p, pa, k, excluded);
+  const size_t usable = usable_windows(p, pa, excluded).size();
+  if (usable >= kMinDriftWindows || !(pa.z > 0)) return pa.z * noise;
+  // The deviation itself is then estimated from the few windows seen (early online: 5-15 windows after the
+  // start-up), and a drop judged against it at the normal's z is told far too often: 5 of the 16 false online
+  // incidents of the clean GPU runs kept from sessions 15-16 were 3-5 s slowdowns of 1.2-1.4x told 12-38 s into
+  // the run. Student's t with the windows' degrees of freedom, at the same tail probability, widens the bar by what
+  // the estimate does not know (x2.4 at 5 windows, x1.2 at 19, for z = 3.2) and meets z as windows come.
+  const double tail = boost::math::cdf(boost::math::complement(boost::math::normal(), pa.z));
+  const double dof = static_cast<double>(std::max<size_t>(usable, 2) - 1);
+  return boost::math::quantile(boost::math::complement(boost::math::students_t(dof), tail)) * noise;
 }
 
 ProgressAnalysis analyze_progress(const std::vector<double>& p, const WindowGrid& grid, const EpisodeOptions& opt) {
@@ -118,7 +141,7 @@ ProgressAnalysis analyze_progress(const std::vector<double>& p, const WindowGrid
   // each): z is raised so that noise alone makes a low stretch somewhere in the whole run with a chance of about
   // 5 % (Bonferroni), and never below the configured z. About 3.7 at 100 windows, 4.5 at an hour of them.
   const double z =
-      opt.v1_thresholds ? opt.z : std::max(opt.z, upper_normal_quantile(0.05 / (5.0 * static_cast<double>(n))));
+      opt.v1_thresholds ? opt.z : std::max(opt.z, boost::math::quantile(boost::math::complement(boost::math::normal(), 0.05 / (5.0 * static_cast<double>(n)))));
   out.z = z;
   for (size_t w = 0; w < n; ++w)
     out.low[w] = p[w] < (1 - opt.material_drop) * out.steady &&

@@ -56,6 +56,13 @@ ProgressAnalysis analyze_progress(const std::vector<double>& progress, const Win
 double run_noise_sd(const std::vector<double>& progress, const ProgressAnalysis& analysis, size_t k,
                     const std::vector<bool>& excluded = {});
 
+// The drop below the steady level that the mean of `k` windows in a row must exceed to be more than this job's own
+// variation: z robust deviations of run_noise_sd, the z that found the stretch (analysis.z). With too few windows to
+// measure the job's drift, the deviation is itself a guess from those windows, and z becomes Student's t at the same
+// tail probability with their degrees of freedom.
+double variation_bar(const std::vector<double>& progress, const ProgressAnalysis& analysis, size_t k,
+                     const std::vector<bool>& excluded = {});
+
 // Job time lost in windows [first, last]: sum of (1 - progress/steady) x window length, at most the stretch.
 double impact_seconds(const std::vector<double>& progress, double steady, const WindowGrid& grid, size_t first,
                       size_t last);

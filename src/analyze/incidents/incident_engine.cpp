@@ -230,12 +230,12 @@ IncidentReport find_incidents(const IncidentInput& in, const IncidentOptions& op
       // Without the stretch judged, too: its own depth must not widen the bar it is judged by.
       std::vector<bool> excluded = not_variation;
       for (size_t w = ep.first; w <= ep.last; ++w) excluded[w] = true;
-      const double noise = run_noise_sd(progress, pa, ws.episode.size(), excluded);
-      if (pa.steady - mean_done < pa.z * noise) {
+      const double bar = variation_bar(progress, pa, ws.episode.size(), excluded);
+      if (pa.steady - mean_done < bar) {
         rep.phases.push_back(
             {PhaseKind::variation, in.grid.start(ep.first), in.grid.end(ep.last),
              fmt::format("{:.0f} % slower with no cause; within this job's own variation over {} windows (+-{:.0f} %)",
-                         100 * (1 - mean_done / pa.steady), ws.episode.size(), 100 * pa.z * noise / pa.steady)});
+                         100 * (1 - mean_done / pa.steady), ws.episode.size(), 100 * bar / pa.steady)});
         continue;
       }
     }
