@@ -385,7 +385,7 @@ TEST(JobProgress, StepsFromTheOperatorSequence) {
 // call, the timing every second call, so a step is two of them (12 ms), not one. A loop that synchronises once a
 // step is counted one step a synchronisation (no period found in the timing, nothing halved).
 namespace {
-JobProgress sync_loop(int syncs_per_step, unsigned seed) {
+JobProgress sync_loop(int syncs_per_step, unsigned seed, bool operators = false) {
   const WindowGrid grid{0, 1'000'000'000, 60};
   JobProgressCounter counter(grid);
   std::mt19937 rng(seed);
@@ -396,6 +396,17 @@ JobProgress sync_loop(int syncs_per_step, unsigned seed) {
       const bool wait_for_gpu = k == 0;
       const auto before = static_cast<int64_t>((wait_for_gpu ? 9e6 : 1.5e6) * jit(rng));
       const auto wait = static_cast<int64_t>((wait_for_gpu ? 1.5e6 : 8e3) * jit(rng));
+      if (operators)  // the same two outermost operators before every synchronisation
+        for (const char* name : {"aten::linear", "aten::relu"}) {
+          Event op;
+          op.layer = Layer::torch;
+          op.pid = op.tid = 7;
+          op.start_ns = t + (name[6] == 'l' ? 0 : before / 2);
+          op.duration_ns = before / 4;
+          op.name = name;
+          op.args.push_back({"depth", int64_t{0}});
+          counter.add(op);
+        }
       t += before;
       Event e;
       e.layer = Layer::cuda;
@@ -425,6 +436,21 @@ TEST(JobProgress, StepsOfALoopThatSyncsTwiceAStepFromTheSyncTiming) {
     EXPECT_NE(one.steps->source, "sync_period");
   }
   EXPECT_NEAR(one.signal.per_window[30], 1000.0 / 10.5, 8) << one.signal.metric;  // one a step: not halved
+}
+
+// The same loop with the same two operators before each synchronisation: the names repeat every half step, so the
+// operation sequence alone makes a step of one synchronisation (twice the workload's steps in three of eight kept
+// GPU recordings); the synchronisations' timing makes it two.
+TEST(JobProgress, OperatorsRepeatingWithinAStepAreNotTheStep) {
+  const JobProgress two = sync_loop(2, 5, true);
+  EXPECT_EQ(two.signal.metric, "steps");
+  ASSERT_TRUE(two.steps.has_value());
+  EXPECT_NEAR(two.steps->median_ms, 12.0, 0.6) << two.steps->source;
+  EXPECT_NEAR(two.signal.per_window[30], 1000.0 / 12.0, 6);
+
+  const JobProgress one = sync_loop(1, 6, true);
+  ASSERT_TRUE(one.steps.has_value());
+  EXPECT_NEAR(one.steps->median_ms, 10.5, 0.6) << one.steps->source;  // one a step: not doubled
 }
 
 // A progress signal of a few units a window (a CPU job's Python stack samples: about 10 a second) is mostly noise
