@@ -845,7 +845,9 @@ TEST(IncidentEngine, WithFewWindowsTheVariationBarIsStudentsT) {
   pa.z = 3.2;
   std::vector<double> p(60);
   for (size_t w = 0; w < p.size(); ++w) p[w] = jitter(100, w, 0.05);
-  const auto first = [&](size_t n) { return std::vector<double>(p.begin(), p.begin() + static_cast<std::ptrdiff_t>(n)); };
+  const auto first = [&](size_t n) {
+    return std::vector<double>(p.begin(), p.begin() + static_cast<std::ptrdiff_t>(n));
+  };
   // Reference values: t with 5 and 18 degrees of freedom at the normal's tail beyond 3.2 (6.406 and 3.779).
   EXPECT_NEAR(variation_bar(first(6), pa, 3), 6.406 * run_noise_sd(first(6), pa, 3), 0.01);
   EXPECT_NEAR(variation_bar(first(19), pa, 3), 3.779 * run_noise_sd(first(19), pa, 3), 0.01);
@@ -869,7 +871,8 @@ TEST(IncidentEngine, OnlineAnEarlyDipWithNoCauseIsJudgedByWhatTheFewWindowsAllow
   for (size_t w = 10; w < 13; ++w) early[w] *= 0.75;
   const auto r = find_incidents(job_so_far(early, nullptr, 14), online);
   EXPECT_TRUE(r.incidents.empty()) << r.incidents.front().summary;
-  EXPECT_TRUE(std::any_of(r.phases.begin(), r.phases.end(), [](const Phase& p) { return p.kind == PhaseKind::variation; }));
+  EXPECT_TRUE(std::any_of(r.phases.begin(), r.phases.end(),
+                          [](const Phase& p) { return p.kind == PhaseKind::variation; }));
   std::vector<double> later = python;
   for (size_t w = 60; w < 63; ++w) later[w] *= 0.75;
   const auto s = find_incidents(job_so_far(later, nullptr, 64), online);

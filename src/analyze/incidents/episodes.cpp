@@ -140,8 +140,10 @@ ProgressAnalysis analyze_progress(const std::vector<double>& p, const WindowGrid
   // A run of n windows is tested in about 5n places (each window, and the runs of 3, 5, 9 and 17 windows ending at
   // each): z is raised so that noise alone makes a low stretch somewhere in the whole run with a chance of about
   // 5 % (Bonferroni), and never below the configured z. About 3.7 at 100 windows, 4.5 at an hour of them.
-  const double z =
-      opt.v1_thresholds ? opt.z : std::max(opt.z, boost::math::quantile(boost::math::complement(boost::math::normal(), 0.05 / (5.0 * static_cast<double>(n)))));
+  const double tested_tail = 0.05 / (5.0 * static_cast<double>(n));
+  const double z = opt.v1_thresholds
+                       ? opt.z
+                       : std::max(opt.z, boost::math::quantile(boost::math::complement(boost::math::normal(), tested_tail)));
   out.z = z;
   for (size_t w = 0; w < n; ++w)
     out.low[w] = p[w] < (1 - opt.material_drop) * out.steady &&

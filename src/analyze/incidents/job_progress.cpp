@@ -409,7 +409,10 @@ JobProgress JobProgressCounter::finish(size_t windows) {
       }
       auto counted = name_counts_.find(boundary->first);
       std::vector<double> main_syncs_per_step;
-      for (auto& [st, names] : names_in_step) main_syncs_per_step.push_back(names.count(main_sync_name_) ? names[main_sync_name_] : 0);
+      for (const auto& [st, names] : names_in_step) {
+        const auto it = names.find(main_sync_name_);
+        main_syncs_per_step.push_back(it != names.end() ? it->second : 0);
+      }
       if (m == 1 && !timing_says_longer(median(main_syncs_per_step)) &&
           boundary->second * 10 >= static_cast<int>(first.size()) * 8 && uses >= 1 &&
           counted != name_counts_.end()) {
