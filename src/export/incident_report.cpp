@@ -117,8 +117,9 @@ RenderedIncidentReport render_incident_report(const std::string& path, const Rec
         // Past a thousand deviations the figure only says the baseline was flat (often exactly 0): say that.
         const std::string dev = std::abs(e.z) > 1000 ? (e.z > 0 ? "far above a flat baseline" : "far below a flat baseline")
                                                       : fmt::format("{:+.1f} sd", e.z);
-        out.text += fmt::format("   evidence: {}.{} {:.4g} -> {:.4g} {} ({})\n", e.layer, e.metric, e.expected,
-                                e.observed, e.unit, dev);
+        // Qualified by its layer, once: a layer's own summary columns already start with it (python.offcpu_fraction).
+        const std::string metric = e.metric.starts_with(e.layer + ".") ? e.metric : e.layer + "." + e.metric;
+        out.text += fmt::format("   evidence: {} {:.4g} -> {:.4g} {} ({})\n", metric, e.expected, e.observed, e.unit, dev);
       }
       std::string also;
       for (CauseClass c : inc.also) also += (also.empty() ? "" : ", ") + std::string(cause_class_name(c));
