@@ -15,9 +15,8 @@ import sys
 
 import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from shape_novelty import base_run, warm_bins, part_a  # noqa
+from shape_novelty import base_run, combined, evaluate, part_a, warm_bins  # noqa
 from explore import summary  # noqa
-from nab_data import files, get, score_file  # noqa
 
 _cache = {}
 
@@ -48,28 +47,13 @@ def art_alarms(f, m=8, rho=0.85, beta=0.1, maxcat=100, alpha=1e-3):
     return novel
 
 def alarm_bins(f, mode='joint', cd=200, **kw):
-    b = base_run(f); w = warm_bins(f); reports = set(b['reports'])
-    novel = art_alarms(f, **kw); out = []; last = -10 ** 9
-    for t in range(len(novel)):
-        fires = t >= w and novel[t]
-        if mode == 'union' and t in reports:
-            out.append(t); last = t
-        elif (fires or (mode == 'joint' and t in reports)) and t - last > cd:
-            out.append(t); last = t
-    return out
+    novel = art_alarms(f, **kw); w = warm_bins(f)
+    return combined(f, [t >= w and novel[t] for t in range(len(novel))], mode, cd)
 
-def evaluate(**kw):
-    per = {}
-    for f in files:
-        rowof = base_run(f)['rowof']
-        rows = sorted({rowof[t] for t in alarm_bins(f, **kw)})
-        raw, hit, nwin, fp_rows, fp_cost = score_file(get(f)['swept'], set(rows))
-        per[f] = dict(raw=raw, hit=hit, nwin=nwin, fp=fp_rows, fp_cost=fp_cost, rows=rows)
-    return per
 
 if __name__ == '__main__':
     show_b = '--show-b' in sys.argv
     for arg in [a for a in sys.argv[1:] if a != '--show-b']:
         kw = eval("dict(%s)" % arg)  # a lab tool: the arguments are the caller's own knob settings
-        per = evaluate(**kw)
+        per = evaluate(alarm_bins, **kw)
         print(summary(per, arg) if show_b else part_a(per, arg), flush=True)

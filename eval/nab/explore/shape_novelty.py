@@ -121,7 +121,7 @@ class Likelihood:
 
 def alarm_bins(f, mode='joint', m=8, thr=0.12, floor=8.0, floor_q=0.5, file_range=False, centred=False, cd=200,
                src='score', c=0.3, **lkw):
-    b = base_run(f); w = warm_bins(f); reports = set(b['reports'])
+    b = base_run(f); w = warm_bins(f)
     if mode == 'lik':
         raw = b['scores'] if src == 'score' else shape(f, m)[0]
         lik = Likelihood(**lkw); out = []; before = False
@@ -132,21 +132,29 @@ def alarm_bins(f, mode='joint', m=8, thr=0.12, floor=8.0, floor_q=0.5, file_rang
             before = below
         return out
     novelty, over_floor = shape(f, m, floor_q=floor_q, file_range=file_range, centred=centred)
+    return combined(f, [t >= w and novelty[t] > thr and over_floor[t] > floor for t in range(len(novelty))], mode, cd)
+
+
+def combined(f, fires, mode, cd):
+    """Alarm bins of a second stream (`fires` per bin) with the default detector's reports: `joint` (one stream, at
+    most one alarm per `cd` bins) or `union` (every report kept, the second stream's alarms where none in cd bins)."""
+    reports = set(base_run(f)['reports'])
     out = []; last = -10 ** 9
-    for t in range(len(novelty)):
-        fires = t >= w and novelty[t] > thr and over_floor[t] > floor
+    for t in range(len(fires)):
         if mode == 'union' and t in reports:
             out.append(t); last = t
-        elif (fires or (mode == 'joint' and t in reports)) and t - last > cd:
+        elif (fires[t] or (mode == 'joint' and t in reports)) and t - last > cd:
             out.append(t); last = t
     return out
 
 
-def evaluate(**kw):
+def evaluate(alarms=None, **kw):
+    """Per file: NAB's raw score and counts of the alarms `alarms(f, **kw)` (this file's alarm_bins by default)."""
+    alarms = alarms or alarm_bins
     per = {}
     for f in files:
         rowof = base_run(f)['rowof']
-        rows = sorted({rowof[t] for t in alarm_bins(f, **kw)})
+        rows = sorted({rowof[t] for t in alarms(f, **kw)})
         raw, hit, nwin, fp_rows, fp_cost = score_file(get(f)['swept'], set(rows))
         per[f] = dict(raw=raw, hit=hit, nwin=nwin, fp=fp_rows, fp_cost=fp_cost, rows=rows)
     return per
