@@ -67,13 +67,11 @@ std::vector<double> usable_windows(const std::vector<double>& p, const ProgressA
 // Too few windows to see how the job drifts (early online, a short recording).
 constexpr size_t kMinDriftWindows = 20;
 
-}  // namespace
 
-double run_noise_sd(const std::vector<double>& p, const ProgressAnalysis& pa, size_t k,
-                    const std::vector<bool>& excluded) {
+// run_noise_sd over the usable windows already picked out.
+double noise_of_usable(const std::vector<double>& usable, const ProgressAnalysis& pa, size_t k) {
   k = std::max<size_t>(k, 1);
   const double independent = pa.steady_sd / std::sqrt(static_cast<double>(k));
-  const std::vector<double> usable = usable_windows(p, pa, excluded);
   // Too few windows to see the drift: assume the worst, a drift as persistent as the stretch, so one window's
   // deviation.
   if (usable.size() < kMinDriftWindows) return std::max(independent, pa.steady_sd);
@@ -90,10 +88,18 @@ double run_noise_sd(const std::vector<double>& p, const ProgressAnalysis& pa, si
   return std::max(independent, robust_sd(means, pa.steady));
 }
 
+}  // namespace
+
+double run_noise_sd(const std::vector<double>& p, const ProgressAnalysis& pa, size_t k,
+                    const std::vector<bool>& excluded) {
+  return noise_of_usable(usable_windows(p, pa, excluded), pa, k);
+}
+
 double variation_bar(const std::vector<double>& p, const ProgressAnalysis& pa, size_t k,
                      const std::vector<bool>& excluded) {
-  const double noise = run_noise_sd(p, pa, k, excluded);
-  const size_t usable = usable_windows(p, pa, excluded).size();
+  const std::vector<double> windows = usable_windows(p, pa, excluded);
+  const double noise = noise_of_usable(windows, pa, k);
+  const size_t usable = windows.size();
   if (usable >= kMinDriftWindows || !(pa.z > 0)) return pa.z * noise;
   // The deviation itself is then estimated from the few windows seen (early online: 5-15 windows after the
   // start-up), and a drop judged against it at the normal's z is told far too often: 5 of the 16 false online

@@ -1,6 +1,7 @@
 #include "analyze/incidents/job_progress.h"
 
 #include <algorithm>
+#include <optional>
 #include <cmath>
 #include <map>
 #include <type_traits>
@@ -320,12 +321,13 @@ JobProgress JobProgressCounter::finish(size_t windows) {
   // synchronisation's timing tells the step (sync_period): where it repeats every m of them and a step found
   // holds k, with m a multiple of k at least twice it, the step is m synchronisations (counted from them below,
   // exact where the operators are sampled) and the names' steps are not taken.
+  std::optional<int> timing_period;  // sync_period of the main synchronisation, found once
   auto timing_says_longer = [&](double syncs_per_step) {
     if (main_pid_ == 0 || other_workers_sync_ || main_sync_start_.empty()) return false;
     const int k = static_cast<int>(std::lround(syncs_per_step));
     if (k < 1 || std::abs(syncs_per_step - k) >= 0.1) return false;
-    const int m = sync_period(main_sync_start_, main_sync_duration_);
-    return m >= 2 * k && m % k == 0;
+    if (!timing_period) timing_period = sync_period(main_sync_start_, main_sync_duration_);
+    return *timing_period >= 2 * k && *timing_period % k == 0;
   };
   if (buffered_ > 0) {
     StepDetection det;
