@@ -28,7 +28,10 @@ size_t RevealEnsembleResult::flagged() const {
 RevealEnsemble::RevealEnsemble(RevealEnsembleOptions options)
     : opt_(options),
       z_(ZScoreOptions{}),
-      pca_(PcaMahalanobisOptions{options.pca_variance, true, 1e-12}),
+      // The third value has always filled the scale floor (clang's -Wmissing-braces said so), not the eigenvalue
+      // cut: a column constant in training stays an axis scaled by 1e-12 of its mean. Kept, and written as such.
+      pca_(PcaMahalanobisOptions{
+          .variance_fraction = options.pca_variance, .standardize = true, .floor = {.relative = 1e-12}}),
       iforest_(IsolationForestOptions{.trees = options.iforest_trees, .max_samples = 256, .seed = options.seed}) {}
 
 Eigen::MatrixXd RevealEnsemble::select(const Eigen::MatrixXd& x) const {

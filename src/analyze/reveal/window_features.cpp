@@ -86,7 +86,6 @@ void dynamic_window_features(std::span<const double> x, std::span<const int64_t>
 WindowFeatureExtractor::WindowFeatureExtractor(WindowSpec spec, int64_t t_begin, int64_t t_end, bool levels_only)
     : spec_(spec),
       t_begin_(t_begin),
-      t_end_(t_end),
       windows_(analyze::window_count(t_begin, t_end, spec)),
       levels_only_(levels_only) {}
 

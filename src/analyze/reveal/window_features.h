@@ -114,7 +114,7 @@ class WindowFeatureExtractor {
   void emit_ready(bool all);
 
   WindowSpec spec_;
-  int64_t t_begin_, t_end_;
+  int64_t t_begin_;
   size_t windows_;
   bool levels_only_;
   std::map<SeriesId, SeriesState> series_;
