@@ -17,7 +17,7 @@
 #   there: LD_LIBRARY_PATH=$PWD/.carry/fleet/lib OUT=$OUT FLEET_TAR=.carry/fleet/fleet.tar.xz AGENT=.carry/fleet/stackscope-agent.xz \
 #          AGENT_ARGS="--set discovery.command_filter=ddp_job" bench/agent/fleet_e2e.sh \
 #          /opt/torch/.venv/bin/torchrun --nproc-per-node 2 eval/stragglers/ddp_job.py --backend nccl --steps 1000000
-# Writes $OUT/fleet_e2e.json and the servers' and agent's logs.
+# Writes $OUT/fleet_e2e.json, the servers' and agent's logs and the job's segments (agent_job_segments.tar.xz).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:?set OUT to a results directory}
@@ -44,6 +44,9 @@ cleanup() {
   [ -z "${jobpid:-}" ] || kill $(tree "$jobpid") 2>/dev/null || true
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
+  # The job's segments as the agent wrote them (its incidents, the series they were found in): to re-analyse
+  # elsewhere why an incident came late or not at all (session 18: none came on the GPU; the segments were gone).
+  if [ -d "$work/agent/jobs" ]; then tar -C "$work/agent" -cf - jobs | xz -T0 -6 >"$OUT/agent_job_segments.tar.xz" || true; fi
   rm -rf "$work"
 }
 trap cleanup EXIT

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <climits>
 
+#include "model/clock.h"
+
 namespace stackscope::agent {
 
 SampleFanOut::SampleFanOut(int idle_interval_ms)
@@ -23,10 +25,14 @@ std::unique_ptr<SampleFanOut::Subscription> SampleFanOut::subscribe(TelemetrySin
   c.interval_ns = static_cast<int64_t>(std::max(interval_ms, 1)) * 1'000'000;
   c.job = who == Consumer::job;
   for (const auto& [source, text] : notes_) sink.add_note(source, text);
+  // A static value (gpu.mem.total) still holds when the consumer joins: stamped then, not when the node read it,
+  // or a job's segment would begin minutes before the job (its analysis then judged a grid mostly before the job
+  // and found no progress signal in it: session 18, an agent segment with 66 s of node idle before the job).
+  const int64_t joined_ns = monotonic_ns();
   for (const auto& [index, s] : static_last_) {
-    const Sample out{id_in(c, index), s.t_ns, s.value};
+    const Sample out{id_in(c, index), std::max(s.t_ns, joined_ns), s.value};
     sink.append_samples({&out, 1});
-    c.last_t[index] = s.t_ns;
+    c.last_t[index] = out.t_ns;
   }
   update_live_interval();
   return std::unique_ptr<Subscription>(new Subscription(*this, id));

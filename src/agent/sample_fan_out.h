@@ -4,8 +4,9 @@
 // Two samplers (the node's and a job's) cost 1.5 cores on a 4-GPU H200 host, one XID thread spinning (session 13).
 // The sampler runs at the fastest period a consumer asks for (live_interval_ms()); a slower consumer gets each
 // series at its own period. A consumer that joins late gets the notes said so far and the last value of every
-// static series (gpu.mem.total, written once). While only the node consumes (no job traced) the node is idle
-// (live_idle()): the sampler then reads its slow groups on the idle schedule (NvmlSamplerOptions::live_idle).
+// static series (gpu.mem.total, written once), stamped at the join. While only the node consumes (no job traced)
+// the node is idle (live_idle()): the sampler then reads its slow groups on the idle schedule
+// (NvmlSamplerOptions::live_idle).
 #pragma once
 #include <atomic>
 #include <cstdint>

@@ -18,6 +18,7 @@
 #include "agent/job_discovery.h"
 #include "agent/job_trace.h"
 #include "agent/sample_fan_out.h"
+#include "model/clock.h"
 #include "online/collectors.h"
 #include "store/recording_reader.h"
 #include "agent/agent_test_util.h"
@@ -85,6 +86,7 @@ TEST_F(AgentNvml, ATracedJobSharesTheNodeSamplerInsteadOfStartingASecond) {
   const size_t node_util_before = node.count("gpu.util{gpu0}");
   std::string job_dir;
   int rounds = 0;
+  const int64_t job_began_ns = monotonic_ns();
   {
     JobTrace job(this_process_as_job(1), config, host_meta, metrics, &fan);
     EXPECT_NE(job.status().find("nvml: the node's sampler"), std::string::npos) << job.status();
@@ -110,6 +112,14 @@ TEST_F(AgentNvml, ATracedJobSharesTheNodeSamplerInsteadOfStartingASecond) {
   EXPECT_GE(samples_in(job_dir, "gpu.throttle.power{gpu0}"), 15u);
   EXPECT_GE(samples_in(job_dir, "gpu.proc.sm_util{gpu0/pid4242}"), 3u);
   EXPECT_EQ(samples_in(job_dir, "gpu.mem.total{gpu0}"), 1u);
+  // ... stamped when the job joined, so the job's recording begins with the job, not with the node's first round
+  // (an agent segment that began 66 s before its job was analysed as a job absent for most of its grid).
+  for (auto& e : fs::recursive_directory_iterator(job_dir))
+    if (e.path().extension() == ".sdb") {
+      const auto span = RecordingReader(e.path().string()).data_span();
+      ASSERT_TRUE(span.has_value());
+      EXPECT_GE(span->first, job_began_ns) << e.path();
+    }
   EXPECT_TRUE(std::any_of(notes.begin(), notes.end(),
                           [](const Note& n) { return n.text.find("node NVML sampler") != std::string::npos; }));
   // The node's own share stayed at 1 s while the sampler ran at 100 ms: about 3 in the 2.5 s the job ran.
