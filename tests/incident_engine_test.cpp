@@ -289,6 +289,48 @@ TEST(IncidentEngine, StartupAndPeriodicCheckpointsArePhasesNotIncidents) {
   EXPECT_EQ(r.phases.front().end_ns, b.in.grid.start(6));
 }
 
+// Dips as regular as checkpoints, but lost packets explain two of them: interference from outside the job is an
+// incident whatever its rhythm (session 18's GPU fault runs: a network loss, CPU hogs and a loader stall 41-47 s
+// apart read as a checkpoint period, none of them an incident). The third dip, alone, is no period: an episode.
+TEST(IncidentEngine, RecurringDipsThatInterferenceExplainsAreIncidentsNotAPeriod) {
+  Builder b;
+  for (size_t at : {20, 60, 100}) b.slow(at, at + 10, 0.4);
+  b.set("host", "net.Tcp.RetransSegs.rate_per_s", 20, 30, 200);
+  b.set("host", "net.Tcp.RetransSegs.rate_per_s", 60, 70, 200);
+  const auto r = find_incidents(b.in);
+  for (const Phase& p : r.phases) EXPECT_NE(p.kind, PhaseKind::periodic) << p.note;
+  ASSERT_EQ(r.incidents.size(), 3u);
+  std::vector<std::pair<int64_t, CauseClass>> got;
+  for (const Incident& inc : r.incidents) got.push_back({inc.start_ns, inc.cause.cls});
+  std::sort(got.begin(), got.end());
+  EXPECT_EQ(got[0], std::pair(b.in.grid.start(20), CauseClass::network));
+  EXPECT_EQ(got[1], std::pair(b.in.grid.start(60), CauseClass::network));
+  EXPECT_EQ(got[2], std::pair(b.in.grid.start(100), CauseClass::unexplained));
+}
+
+// The low tail of a run is the job ending, unless interference from outside the job explains it (session 18: a
+// 17x slowdown from packet loss in a run's last 30 s read as a 33 s shutdown).
+TEST(IncidentEngine, ALowTailThatInterferenceExplainsIsAnIncidentNotTheJobEnding) {
+  auto shutdown_phases = [](const IncidentReport& r) {
+    return std::count_if(r.phases.begin(), r.phases.end(), [](const Phase& p) { return p.kind == PhaseKind::shutdown; });
+  };
+  Builder ending;
+  ending.slow(105, kWindows, 0.05);
+  const auto quiet = find_incidents(ending.in);
+  EXPECT_TRUE(quiet.incidents.empty()) << quiet.incidents.front().summary;
+  EXPECT_EQ(shutdown_phases(quiet), 1);
+
+  Builder lossy;
+  lossy.slow(105, kWindows, 0.05);
+  lossy.set("host", "net.Tcp.RetransSegs.rate_per_s", 105, kWindows, 200);
+  const auto r = find_incidents(lossy.in);
+  EXPECT_EQ(shutdown_phases(r), 0);
+  const Incident& inc = only_incident(r);
+  EXPECT_EQ(inc.cause.cls, CauseClass::network);
+  EXPECT_EQ(inc.start_ns, lossy.in.grid.start(105));
+  EXPECT_EQ(inc.end_ns, lossy.in.grid.end(kWindows - 1));
+}
+
 TEST(IncidentEngine, ImpactNeverExceedsTheEpisode) {
   Builder b;
   b.slow(40, 50, 0.0);  // no progress at all for 10 s (too short to be idle)
