@@ -65,3 +65,28 @@ TEST(StragglerRecording, CliNamesTheSlowRank) {
   const std::string top = j["stragglers"][0].get<std::string>();
   EXPECT_NE(top.find("rank1"), std::string::npos) << top;
 }
+
+// One process sampled on the CPU (record's default Python mode, no rank, no operator events): there is nothing to
+// compare, and the error says so instead of "no events" (the recording has a thousand samples).
+TEST(StragglerRecording, AOneProcessJobIsNoRankToCompareNotNoEvents) {
+  TempDir dir;
+  const std::string rec = dir.file("one_process.sdb");
+  {
+    RecordingWriter w(rec);
+    for (int i = 0; i < 200; ++i) {
+      Event s;
+      s.layer = Layer::python;
+      s.pid = s.tid = 4242;
+      s.name = i % 2 ? "train_step (off-cpu)" : "train_step";
+      s.start_ns = 1'000'000'000 + i * 10'000'000LL;
+      s.duration_ns = i % 2 ? 5'000'000 : 0;
+      s.args = {{"sample", std::string(i % 2 ? "off-cpu" : "on-cpu")}, {"stack", std::string("main;train_step")}};
+      w.append_event(std::move(s));
+    }
+    w.close();
+  }
+  std::string out;
+  EXPECT_NE(run_command(std::string(STACKSCOPE_BIN) + " stragglers " + rec + " 2>&1", &out), 0);
+  EXPECT_NE(out.find("no rank to compare: the 1 process(es)"), std::string::npos) << out;
+  EXPECT_EQ(out.find("no nccl, torch"), std::string::npos) << out;
+}

@@ -407,6 +407,7 @@ void read_recording_timelines(const std::string& path, TimelineSet& set) {
     return rank_of.count(pid) || (identity.count(pid) && identity.at(pid).rank >= 0);
   };
   const bool ranks_known = std::any_of(by_pid.begin(), by_pid.end(), [&](auto& kv) { return has_rank(kv.first); });
+  const size_t processes_seen = by_pid.size();
   for (auto it = by_pid.begin(); it != by_pid.end();) {
     const bool works = std::any_of(it->second.ops.begin(), it->second.ops.end(), [](auto& op) { return op.kind != OpKind::offcpu; });
     if (ranks_known ? !has_rank(it->first) : !works) it = by_pid.erase(it);
@@ -431,6 +432,12 @@ void read_recording_timelines(const std::string& path, TimelineSet& set) {
     }
     std::erase_if(by_pid, [&](const auto& kv) { return main_of_rank.at(rank_for(kv.first)) != kv.first; });
   }
+  // A one-process job sampled on the CPU has events, but none that makes it a rank: say that, not "no events".
+  if (by_pid.empty() && processes_seen > 0)
+    throw std::runtime_error(path + ": no rank to compare: the " + std::to_string(processes_seen) +
+                             " process(es) recorded have no torch-operator, CUDA-synchronisation or NCCL-collective "
+                             "events and no rank (stragglers compares the ranks of a multi-process job; `analyze` "
+                             "judges a single process)");
   if (by_pid.empty())
     throw std::runtime_error(path + ": no nccl, torch, cuda synchronisation or Python stack-sample events to analyse");
   read_gpu_context(reader, shift, by_pid, identity, rank_of, set);
