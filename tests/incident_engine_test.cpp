@@ -308,6 +308,20 @@ TEST(IncidentEngine, RecurringDipsThatInterferenceExplainsAreIncidentsNotAPeriod
   EXPECT_EQ(got[2], std::pair(b.in.grid.start(100), CauseClass::unexplained));
 }
 
+// Checkpoints copy the job's state off the GPU: its own copies and the PCIe traffic rise in every dip. That is the
+// job's own work, not pressure from outside it: the dips stay a period, not incidents.
+TEST(IncidentEngine, CheckpointsCopyingTheJobsStateOffTheGpuStayAPeriod) {
+  Builder b;
+  for (size_t at : {25, 50, 75, 100}) {
+    b.slow(at, at + 4, 0.3);
+    b.set("cuda", "cudaMemcpyAsync.log10_bytes", at, at + 4, 9.5);
+    b.set("nvml", "gpu0.gpu.pcie.rx.mean", at, at + 4, 9e9);
+  }
+  const auto r = find_incidents(b.in);
+  EXPECT_TRUE(r.incidents.empty()) << r.incidents.front().summary;
+  EXPECT_EQ(std::count_if(r.phases.begin(), r.phases.end(), [](const Phase& p) { return p.kind == PhaseKind::periodic; }), 4);
+}
+
 // The low tail of a run is the job ending, unless interference from outside the job explains it (session 18: a
 // 17x slowdown from packet loss in a run's last 30 s read as a 33 s shutdown).
 TEST(IncidentEngine, ALowTailThatInterferenceExplainsIsAnIncidentNotTheJobEnding) {

@@ -126,17 +126,17 @@ void add_derived_columns(std::map<std::string, WindowFeatureTable>& tables, cons
 
 namespace {
 
-// Interference from outside the job: other processes on its CPUs or GPU, lost packets, PCIe traffic, a throttled
-// GPU, a slow peer. A stall of the job's own threads, its storage or memory, or no cause at all, can be the job's
-// own periodic work (a checkpoint writes, an evaluation pauses training) or its teardown.
+// Interference from outside the job: other processes on its CPUs or its GPU, lost packets, a throttled GPU. The
+// other classes can be the job's own periodic work or its teardown: a checkpoint copies its state off the GPU
+// (PCIe pressure: the rule's evidence is the job's own copies) and writes it (storage, memory), an evaluation on
+// one rank keeps the others waiting in a collective (a collective slowdown), a stall of its own threads or no
+// cause at all.
 bool from_outside_the_job(CauseClass c) {
   switch (c) {
     case CauseClass::cpu_interference:
     case CauseClass::gpu_contention:
     case CauseClass::network:
-    case CauseClass::pcie_pressure:
     case CauseClass::gpu_throttling:
-    case CauseClass::collective_slowdown:
       return true;
     default:
       return false;
