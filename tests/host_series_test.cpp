@@ -391,7 +391,7 @@ TEST(HostSeriesDetector, AFindingIsReportedOnceASecondViewConfirmsItAClearSpikeA
     return d.spans();
   };
   const auto all = run(0), confirmed = run(96);
-  EXPECT_EQ(SeriesNoveltyOptions{}.confirm_median_bins, 0u);  // off by default (NAB part B: docs/BENCHMARKS.md)
+  EXPECT_EQ(SeriesNoveltyOptions{}.confirm_median_bins, 192u);  // on by default since session 19 (docs/BENCHMARKS.md)
   size_t strong = 0;
   for (const auto& s : all) {
     EXPECT_EQ(s.opened_bin, s.first_bin);  // no confirmation: reported where it opened
@@ -414,6 +414,99 @@ TEST(HostSeriesDetector, AFindingIsReportedOnceASecondViewConfirmsItAClearSpikeA
   for (const auto* spans : {&all, &confirmed})
     EXPECT_TRUE(std::any_of(spans->begin(), spans->end(),
                             [](const NoveltySpan& s) { return s.first_bin == 5000 && s.last_bin >= 5000; }));
+}
+
+// A level shift held open as one finding (the range learns from it after learn_after_bins, the finding goes on while
+// the value stays outside the range it left) hid a second, larger step: on NAB's rds_cpu_utilization_e47b3b a
+// 17 -> 28 step was reported 400 bins late. A departure from the learnt range ends the held finding and opens one at
+// its bin.
+TEST(HostSeriesDetector, ASecondLargerStepDuringAHeldLevelShiftIsANewFindingAtOnce) {
+  std::mt19937 rng(43);
+  std::normal_distribution<double> n01;
+  std::vector<double> series(3000);
+  for (size_t i = 0; i < series.size(); ++i)
+    series[i] = 100 + n01(rng) + (i >= 1000 && i < 1400 ? 20 : 0) + (i >= 1400 && i < 2400 ? 50 : 0);
+  auto run = [&](bool yield) {
+    SeriesNoveltyOptions o;
+    o.new_departure_ends_held_finding = yield;
+    SeriesNoveltyDetector d(o);
+    for (size_t i = 0; i < series.size(); ++i) d.add(i, series[i]);
+    d.finish();
+    return d.spans();
+  };
+  EXPECT_TRUE(SeriesNoveltyOptions{}.new_departure_ends_held_finding);
+  auto starting = [](const std::vector<NoveltySpan>& spans, size_t from, size_t to) {
+    const NoveltySpan* found = nullptr;
+    for (const auto& s : spans)
+      if (s.first_bin >= from && s.first_bin <= to) found = found ? found : &s;
+    return found;
+  };
+  const auto spans = run(true);
+  const NoveltySpan* first = starting(spans, 1000, 1000);
+  ASSERT_NE(first, nullptr);
+  EXPECT_GE(first->last_bin, 1390u);  // the first step, for as long as it lasted
+  EXPECT_LT(first->last_bin, 1400u);
+  const NoveltySpan* second = starting(spans, 1400, 1400);
+  ASSERT_NE(second, nullptr) << "the second step at once";
+  EXPECT_TRUE(second->above);
+  EXPECT_GE(second->last_bin, 2390u);  // and for as long as it lasts
+  // Without the rule the first finding goes on through the second step: nothing starts there.
+  const auto held = run(false);
+  EXPECT_EQ(starting(held, 1400, 1500), nullptr);
+  const NoveltySpan* one = starting(held, 1000, 1000);
+  ASSERT_NE(one, nullptr);
+  EXPECT_GE(one->last_bin, 1500u);
+}
+
+// A sustained change of texture that stays inside the value range (a flat metric that starts oscillating between
+// values its isolated spikes already reached) is hidden from the 6-bin spread by those spikes; the median absolute
+// deviation of the last 36 bins ignores them and is found near the oscillation's start. The spikes alone are no
+// robust-spread finding.
+TEST(HostSeriesDetector, AnOscillationWithinTheRangeOfIsolatedSpikesIsFoundByTheRobustSpread) {
+  constexpr size_t kStart = 2000, kEnd = 2600;
+  auto series = [](bool oscillate) {
+    std::mt19937 rng(47);
+    std::normal_distribution<double> n01;
+    std::vector<double> out(3000);
+    for (size_t i = 0; i < out.size(); ++i) {
+      out[i] = 10 + 0.2 * n01(rng);
+      if (i >= 500 && i % 50 == 20) out[i] += (i / 50) % 2 == 0 ? 12 : -12;  // isolated spikes, up and down
+      if (oscillate && i >= kStart && i < kEnd) out[i] += i % 2 == 0 ? 3 : -3;
+    }
+    return out;
+  };
+  auto run = [](const std::vector<double>& values, size_t robust_bins) {
+    SeriesNoveltyOptions o;
+    o.robust_spread_bins = robust_bins;
+    SeriesNoveltyDetector d(o);
+    for (size_t i = 0; i < values.size(); ++i) d.add(i, values[i]);
+    d.finish();
+    return d.spans();
+  };
+  const size_t robust_bins = SeriesNoveltyOptions{}.robust_spread_bins;
+  EXPECT_EQ(robust_bins, 36u);
+  const auto spans = run(series(true), robust_bins);
+  const NoveltySpan* found = nullptr;
+  for (const auto& s : spans)
+    if (s.first_bin >= kStart && s.first_bin < kEnd) found = found ? found : &s;
+  ASSERT_NE(found, nullptr);
+  EXPECT_EQ(found->view, NoveltyView::robust_spread);
+  EXPECT_LE(found->first_bin, kStart + robust_bins) << "near its start";
+  EXPECT_TRUE(found->above);
+  EXPECT_EQ(novelty_view_name(found->view), "robust_spread");
+  EXPECT_NE(novelty_view_description(found->view, 6, robust_bins).find("median absolute deviation of the last 36"),
+            std::string::npos);
+  // Without the view the oscillation is no finding: the other views see nothing new in it (only a spike that rides
+  // on it is one, the 6-bin spread then).
+  for (const auto& s : run(series(true), 0)) {
+    if (s.last_bin >= kStart && s.first_bin < kEnd) {
+      EXPECT_EQ(s.first_bin % 50, 20u) << s.first_bin;
+    }
+  }
+  // The spikes alone are findings (the first ones) but no robust-spread finding.
+  const auto spikes = run(series(false), robust_bins);
+  EXPECT_FALSE(spikes.empty());
+  for (const auto& s : spikes) EXPECT_NE(s.view, NoveltyView::robust_spread) << s.first_bin << " " << s.score;
 }
 
 namespace {

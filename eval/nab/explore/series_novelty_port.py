@@ -51,6 +51,13 @@ Session 12 (docs/BENCHMARKS.md; not default, as in the C++):
                                     gate_hi or a second detector on the value minus the median of the confirm_n bins
                                     before it scores above gate_h within the last confirm_lag + 1 bins; the CLI with
                                     confirm_median_bins 96 gives the same figures as "confirm_n=96"
+Session 19 (docs/BENCHMARKS.md "Session 19"; the C++ defaults now: "yield_new=True,confirm_n=192,gate_h=0.05,
+mad_bins=36,mad_w=0.5,mad_rel=0.03,fmem_views=(0,1,2,5)", the port's own defaults left as they were so that every
+earlier row still reproduces):
+  long_kind='median'                the 5th view is the median of the last long_bins bins (a level robust to spikes)
+  mad_bins, mad_w, mad_rel          a 6th view: the median absolute deviation of the last mad_bins values (a spread
+                                    robust to single spikes), its excess weighted mad_w, its range width floored at
+                                    mad_rel x the value range's width (C++ robust_spread_*)
 """
 import math
 from collections import deque
@@ -107,7 +114,7 @@ class SortedWindow:
 
 class Novelty:
     def __init__(self, threshold=0.05, history=4000, short=6, warmup=100, cooldown=100, override=40,
-                 close_after=3, max_hold=2000, floor=0.0, season=0, season_weight=0.3, adapt=0.0, adapt_hist=2000, adapt_q=0.99, clip=10.0, w=(1, 1, 1), persist=0, spike=1e9, learn_close=None, ov_last=True, ov_clip=float('inf'), rel=1e-12, cd_extend=0, cd_dir=False, long_bins=0, long_w=1.0, g=0.0, gH=2000, cd_on_report=False, gstart=0, fix_season=True, winsor=False, relv=0.0, cd_close=-1, bw=0.0, cooldown_s=86400.0, hold_s=604800.0, hold_min=100, cap=1000.0, season_warm=None, learn_after=100, warm_season=True, yield_new=False, sg_days=0, sg_w=3, sg_agg='max', sg_views=(0, 1), season_w=2, tailq=0.0, tail_thr=1.0, tail_views=(0, 1), lc_clip=0.5, lc_views=(3,), override_abs=2.0, gpd_q=0.0, gpd_u=0.02, gpd_views=(0, 1, 2), gpd_min=10, gpd_mode='and', gpd_xi=0.5, fmem=1000, fmem_views=(0, 1, 2), fmem_s=604800.0, long_kind='mean', gate_h=None, gate_hi=0.3, confirm_n=0, confirm_lag=3):
+                 close_after=3, max_hold=2000, floor=0.0, season=0, season_weight=0.3, adapt=0.0, adapt_hist=2000, adapt_q=0.99, clip=10.0, w=(1, 1, 1), persist=0, spike=1e9, learn_close=None, ov_last=True, ov_clip=float('inf'), rel=1e-12, cd_extend=0, cd_dir=False, long_bins=0, long_w=1.0, g=0.0, gH=2000, cd_on_report=False, gstart=0, fix_season=True, winsor=False, relv=0.0, cd_close=-1, bw=0.0, cooldown_s=86400.0, hold_s=604800.0, hold_min=100, cap=1000.0, season_warm=None, learn_after=100, warm_season=True, yield_new=False, sg_days=0, sg_w=3, sg_agg='max', sg_views=(0, 1), season_w=2, tailq=0.0, tail_thr=1.0, tail_views=(0, 1), lc_clip=0.5, lc_views=(3,), override_abs=2.0, gpd_q=0.0, gpd_u=0.02, gpd_views=(0, 1, 2), gpd_min=10, gpd_mode='and', gpd_xi=0.5, fmem=1000, fmem_views=(0, 1, 2), fmem_s=604800.0, long_kind='mean', mad_bins=0, mad_w=1.0, mad_rel=0.0, qrange=0.0, qviews=(0, 1, 2, 5), gate_h=None, gate_hi=0.3, confirm_n=0, confirm_lag=3):
         self.__dict__.update(locals()); del self.__dict__['self']
         if confirm_n:  # session 12: the confirming detector on the value minus the median of the confirm_n bins before
             kw = {k: v for k, v in self.__dict__.items() if k not in ('confirm_n',)}
@@ -121,12 +128,12 @@ class Novelty:
         if season_warm is None: self.season_warm = warmup
         if learn_close is None: self.learn_close = season > 0  # the C++ learns the day view only, where there is one
         if warm_season and season > 0: self.warmup = max(warmup, season)
-        self.ranges = [SlidingRange() for _ in range(5)]; self.lrecent = deque()
+        self.ranges = [SlidingRange() for _ in range(6)]; self.lrecent = deque()
         self.pushed = 0; self.npushed_season = 0; self.alarms = deque(); self.nb = 0; self.last_above = None; self.pending = []; self.shist = deque(); self.bar = 0; self.recent = deque(); self.past = deque(); self.pastd = {}
         self.cd = 0; self.quiet = 0; self.held = 0; self.open = None; self.last_value_bin = None; self.learning = False; self.ref = None
         self.last_score = 0; self.last_bin = 0; self.spans = []; self.tails = {}
-        self.sorted = [SortedWindow() for _ in range(5)] if gpd_q > 0 else None
-        self.franges = [SlidingRange() for _ in range(5)]; self.fpending = []
+        self.sorted = [SortedWindow() for _ in range(6)] if (gpd_q > 0 or qrange > 0) else None
+        self.franges = [SlidingRange() for _ in range(6)]; self.fpending = []
 
     def _out_ref(self, k, v):
         """The value (k 0) or level (k 1) outside the range the open finding left, once the range learns again."""
@@ -179,18 +186,32 @@ class Novelty:
             self.lrecent.append(value)
             if len(self.lrecent) > self.long_bins: self.lrecent.popleft()
             views.append(value - med)
+        elif self.long_bins and self.long_kind == 'median':  # session 19: a level robust to single spikes
+            self.lrecent.append(value)
+            if len(self.lrecent) > self.long_bins: self.lrecent.popleft()
+            srt = sorted(self.lrecent); views.append(srt[len(srt) // 2])
         elif self.long_bins:
             self.lrecent.append(value)
             if len(self.lrecent) > self.long_bins: self.lrecent.popleft()
             views.append(sum(self.lrecent) / len(self.lrecent))
+        if self.mad_bins:  # session 19: spread robust to single spikes (median absolute deviation)
+            self.mrecent = getattr(self, 'mrecent', deque()); self.mrecent.append(value)
+            if len(self.mrecent) > self.mad_bins: self.mrecent.popleft()
+            srt = sorted(self.mrecent); med = srt[len(srt) // 2]
+            dev = sorted(abs(x - med) for x in self.mrecent)
+            while len(views) < 5: views.append(0.0)
+            views.append(dev[len(dev) // 2])
         score = 0; here = None; value_outside = False
         sg = self._seasonal_bounds(b) if (self.sg_days and self.season > 0) else None
         if self.pushed >= self.warmup:
-            for k in list(range(used)) + ([4] if self.long_bins else []):
+            for k in self._extra(used):
                 if k == 3 and (not season_ok or self.npushed_season < self.season_warm): continue
                 lo = self.ranges[k].low[0][1]; hi = self.ranges[k].high[0][1]
+                if self.qrange > 0 and k in self.qviews and self.sorted[k].s:  # session 19 (lab): a range of quantiles
+                    srt = self.sorted[k].s; nq = len(srt)
+                    lo = srt[min(nq - 1, int((1 - self.qrange) * nq))]; hi = srt[max(0, int(self.qrange * nq) - 1)]
                 vlo = self.ranges[0].low[0][1]; vhi = self.ranges[0].high[0][1]
-                width = max(hi - lo, self.floor, self.rel * max(abs(lo), abs(hi)), self.relv * max(vhi - vlo, abs(vhi), abs(vlo)), 1e-300)
+                width = max(hi - lo, self.floor, self.rel * max(abs(lo), abs(hi)), self.relv * max(vhi - vlo, abs(vhi), abs(vlo)), (self.mad_rel * (vhi - vlo) if k == 5 else 0.0), 1e-300)
                 if self.tailq and k in self.tail_views and k in self.tails:
                     srt = self.tails[k][1]; nq = len(srt)
                     qhi = srt[min(nq - 1, int(self.tailq * nq))]; qlo = srt[max(0, int((1 - self.tailq) * nq))]
@@ -205,7 +226,7 @@ class Novelty:
                     while fr.low and fr.low[0][0] + self.fmem <= self.nb: fr.low.popleft()
                     while fr.high and fr.high[0][0] + self.fmem <= self.nb: fr.high.popleft()
                     if fr.low: lo = min(lo, fr.low[0][1]); hi = max(hi, fr.high[0][1])
-                ex = min(self.cap, max(views[k] - hi, lo - views[k], 0.0) / width) * (self.season_weight if k == 3 else (self.long_w if k == 4 else self.w[k]))
+                ex = min(self.cap, max(views[k] - hi, lo - views[k], 0.0) / width) * (self.season_weight if k == 3 else (self.long_w if k == 4 else (self.mad_w if k == 5 else self.w[k])))
                 if self.gpd_q > 0 and k in self.gpd_views and (ex > 0 or self.gpd_mode == 'replace'):
                     if self.gpd_mode == 'replace':
                         p = min(self.sorted[k].tail_p(views[k], True, self.gpd_u, self.gpd_min, self.gpd_xi),
@@ -282,7 +303,7 @@ class Novelty:
         if self.open is None and self.pending:
             bounds = [(self.ranges[k].low[0][1], self.ranges[k].high[0][1]) if self.ranges[k].low else None for k in range(used)]
             for vv in self.pending:
-                for k in list(range(used)) + ([4] if self.long_bins else []):
+                for k in self._extra(used):
                     x = vv[k]
                     if x is None or k not in self.lc_views: continue
                     if self.lc_clip is not None and k < used and bounds[k] is not None:
@@ -294,7 +315,7 @@ class Novelty:
             self.pending = []
         if self.open is None or self.open.get('absorbed') or self.learning:
             self.pending = []
-            for k in list(range(used)) + ([4] if self.long_bins else []):
+            for k in self._extra(used):
                 if k == 3 and not season_ok: continue
                 self.ranges[k].push(self.pushed, views[k], self.history)
                 if self.sorted: self.sorted[k].push(self.pushed, views[k], self.history)
@@ -302,6 +323,9 @@ class Novelty:
             if used == 4 and season_ok: self.npushed_season += 1
             self.pushed += 1
         return score
+
+    def _extra(self, used):
+        return list(range(used)) + ([4] if self.long_bins else []) + ([5] if self.mad_bins else [])
 
     def _confirmed(self, score):
         """gate_h (session 12, gate.py): a finding is reported only once its score passes gate_hi or a second view's

@@ -17,16 +17,21 @@ std::string_view novelty_view_name(NoveltyView v) {
       return "spread";
     case NoveltyView::season:
       return "daily_level";
+    case NoveltyView::robust_spread:
+      return "robust_spread";
   }
   return "value";
 }
 
-std::string novelty_view_description(NoveltyView v, size_t short_bins) {
+std::string novelty_view_description(NoveltyView v, size_t short_bins, size_t robust_spread_bins) {
   switch (v) {
     case NoveltyView::value: return "value";
     case NoveltyView::level: return "level (mean of the last " + std::to_string(short_bins) + " bins)";
     case NoveltyView::spread: return "spread (of the last " + std::to_string(short_bins) + " bins)";
     case NoveltyView::season: return "level's change from the same time a day earlier";
+    case NoveltyView::robust_spread:
+      return "spread robust to single spikes (median absolute deviation of the last " +
+             std::to_string(robust_spread_bins) + " bins)";
   }
   return "value";
 }
@@ -141,29 +146,52 @@ double SeriesNoveltyDetector::add(size_t bin, double value) {
       }
     }
   }
-  const double views[kViews] = {value, level, spread, season};
-  const size_t used_views = opt_.season_bins > 0 ? kViews : kViews - 1;
+  // Robust spread: the median absolute deviation from the median of the last robust_spread_bins values (this one
+  // included; upper medians), blind to the isolated spikes that move the short spread.
+  double robust_spread = 0;
+  if (opt_.robust_spread_bins > 0) {
+    robust_recent_.push_back(value);
+    if (robust_recent_.size() > opt_.robust_spread_bins) robust_recent_.pop_front();
+    robust_scratch_.assign(robust_recent_.begin(), robust_recent_.end());
+    const auto mid = robust_scratch_.begin() + static_cast<std::ptrdiff_t>(robust_scratch_.size() / 2);
+    std::nth_element(robust_scratch_.begin(), mid, robust_scratch_.end());
+    const double median = *mid;
+    for (double& x : robust_scratch_) x = std::abs(x - median);
+    std::nth_element(robust_scratch_.begin(), mid, robust_scratch_.end());
+    robust_spread = *mid;
+  }
+  const double views[kViews] = {value, level, spread, season, robust_spread};
+  constexpr size_t kSeason = static_cast<size_t>(NoveltyView::season);
+  constexpr size_t kRobust = static_cast<size_t>(NoveltyView::robust_spread);
+  // The views this detector has, in NoveltyView's order (a tie goes to the first).
+  const bool used[kViews] = {true, true, true, opt_.season_bins > 0, opt_.robust_spread_bins > 0};
 
   double score = 0;
   NoveltySpan here;
   here.first_bin = here.last_bin = bin;
   bool value_outside = false;
-  constexpr size_t kSeason = static_cast<size_t>(NoveltyView::season);
   if (pushed_ >= warmup_len_) {
-    for (size_t k = 0; k < used_views; ++k) {
+    for (size_t k = 0; k < kViews; ++k) {
+      if (!used[k]) continue;
       // The season view is judged once its own range has as much history as the others had at their warm-up.
       if (k == kSeason && (!season_defined || season_pushed_ < opt_.warmup_bins)) continue;
       double lo = range_[k].low(), hi = range_[k].high();
       const double width_lo = lo, width_hi = hi;
-      if (k < kRememberedViews && repeat_len_ > 0) {
-        remembered_[k].expire(added_, repeat_len_);
-        if (!remembered_[k].empty()) {
-          lo = std::min(lo, remembered_[k].low());
-          hi = std::max(hi, remembered_[k].high());
+      const auto slot = std::find(std::begin(kRememberedView), std::end(kRememberedView), k);
+      if (repeat_len_ > 0 && slot != std::end(kRememberedView)) {
+        SlidingRange& m = remembered_[slot - std::begin(kRememberedView)];
+        m.expire(added_, repeat_len_);
+        if (!m.empty()) {
+          lo = std::min(lo, m.low());
+          hi = std::max(hi, m.high());
         }
       }
-      const double excess =
-          excess_over(views[k], lo, hi, width_lo, width_hi) * (k == kSeason ? opt_.season_weight : 1.0);
+      // The robust spread's width is at least robust_spread_floor of the value range's: a series flat but for its
+      // spikes has a deviation range of almost no width.
+      const double min_width =
+          k == kRobust ? opt_.robust_spread_floor * (range_[0].high() - range_[0].low()) : 0.0;
+      const double weight = k == kSeason ? opt_.season_weight : k == kRobust ? opt_.robust_spread_weight : 1.0;
+      const double excess = excess_over(views[k], lo, hi, width_lo, width_hi, min_width) * weight;
       if (k == 0 && excess > opt_.threshold) value_outside = true;
       if (excess > score) {
         score = excess;
@@ -185,6 +213,10 @@ double SeriesNoveltyDetector::add(size_t bin, double value) {
   // A noise finding's cool-down must not hide a real episode that follows it: a far larger excess opens anyway.
   const bool opens =
       outside && (cooldown_ == 0 || (score > opt_.cooldown_override_excess && score > last_score_));
+  // A finding the range learns from ends where a departure from the learnt range opens a new one, at its bin: a
+  // level shift held open as one finding hid a second, larger step (NAB's rds_cpu_utilization_e47b3b: a 17 -> 28
+  // step reported 400 bins late).
+  if (open_ && learning_ && opens && opt_.new_departure_ends_held_finding) close();
   if (!open_) {
     if (opens) {
       open_ = here;
@@ -236,14 +268,17 @@ double SeriesNoveltyDetector::add(size_t bin, double value) {
       close();
     }
   }
-  // A finding's value, level and spread are remembered once it closed (or the range learns from it): a repeat no
+  // A finding's value, level and spreads are remembered once it closed (or the range learns from it): a repeat no
   // larger within repeat_memory_bins is not new.
   if (repeat_len_ > 0) {
     if (open_ && !learning_) {
-      remember_pending_.push_back({value, level, spread});
+      std::array<double, kRememberedViews> v{};
+      for (size_t r = 0; r < kRememberedViews; ++r) v[r] = views[kRememberedView[r]];
+      remember_pending_.push_back(v);
     } else if (!remember_pending_.empty()) {
       for (const auto& v : remember_pending_)
-        for (size_t k = 0; k < kRememberedViews; ++k) remembered_[k].push(added_, v[k], repeat_len_);
+        for (size_t r = 0; r < kRememberedViews; ++r)
+          if (used[kRememberedView[r]]) remembered_[r].push(added_, v[r], repeat_len_);
       remember_pending_.clear();
     }
   }
@@ -265,16 +300,17 @@ double SeriesNoveltyDetector::add(size_t bin, double value) {
   }
   if (!open_ || learning_) {
     season_pending_.clear();
-    for (size_t k = 0; k < used_views; ++k)
-      if (k != kSeason || season_defined) range_[k].push(pushed_, views[k], opt_.history_bins);
+    for (size_t k = 0; k < kViews; ++k)
+      if (used[k] && (k != kSeason || season_defined)) range_[k].push(pushed_, views[k], opt_.history_bins);
     season_pushed_ += season_defined;
     ++pushed_;
   }
   return score;
 }
 
-double SeriesNoveltyDetector::excess_over(double v, double lo, double hi, double width_lo, double width_hi) const {
-  const double width = std::max({width_hi - width_lo, opt_.range_floor,
+double SeriesNoveltyDetector::excess_over(double v, double lo, double hi, double width_lo, double width_hi,
+                                          double min_width) const {
+  const double width = std::max({width_hi - width_lo, opt_.range_floor, min_width,
                                  1e-12 * std::max(std::abs(width_lo), std::abs(width_hi)), 1e-300});
   return std::min(kMaxExcess, std::max({v - hi, lo - v, 0.0}) / width);
 }

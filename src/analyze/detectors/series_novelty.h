@@ -1,20 +1,22 @@
 // A causal detector for one series at a time (imported tables, host telemetry): each new bin is compared with
-// the range its recent past spanned, on three views -- the bin's value (spikes, bursts), the mean of the last
-// few bins (level shifts) and their spread (a series that goes flat or turns noisy) -- and, where a day holds few
-// enough bins, a fourth: the level's change since the same time a day earlier, give or take season_tolerance_bins
-// (judged only once a day has passed and the view's own range has warmup_bins real values: before that it has no
-// history to be compared with). A
-// finding opens when one view leaves the range by more than `threshold` of its width, and stays open while any
-// view is outside, so a level shift is one finding for as long as it lasts, not two at its edges. The range is not
-// updated while a finding is open (the anomaly must not become its own baseline; only the day view learns a short
-// finding's values once it closed, clipped: season_learn_clip) unless it stays open for a week
-// (within 100 .. 2000 bins; see hold_bins()): then it is taken as the new normal and the finding ends there,
-// saying so. A finding's value, level and spread are remembered for a while after it (repeat_memory_bins): a
-// repeat no larger is no new finding. Counters that sit at zero get a range of at least range_floor (the series' resolution), so one stray
-// event is not a burst but a hundred are. A range with (almost) no width never yields an excess above
-// kMaxExcess. Optionally a finding is reported only once a second view confirms it: confirm_median_bins.
-// Streaming: O(1) amortised work (O(confirm_median_bins) with confirmation) and O(history_bins) memory per series;
-// no look-ahead (a bin is judged on the bins before it), which is what NAB's scoring and a live recorder need.
+// the range its recent past spanned, on four views -- the bin's value (spikes, bursts), the mean of the last few
+// bins (level shifts), their spread (a series that goes flat or turns noisy) and the median absolute deviation of
+// the last robust_spread_bins (a change of texture that isolated spikes hide from the spread) -- and, where a day
+// holds few enough bins, one more: the level's change since the same time a day earlier, give or take
+// season_tolerance_bins (judged only once a day has passed and the view's own range has warmup_bins real values:
+// before that it has no history to be compared with). A finding opens when one view leaves the range by more than
+// `threshold` of its width, and stays open while any view is outside, so a level shift is one finding for as long
+// as it lasts, not two at its edges. The range is not updated while a finding is open (the anomaly must not become
+// its own baseline; only the day view learns a short finding's values once it closed, clipped: season_learn_clip)
+// unless it stays open for a week (within 100 .. 2000 bins; see hold_bins()): then it is taken as the new normal
+// and the finding ends there, saying so. A finding the range learns from ends where a new departure from the
+// learnt range opens one (new_departure_ends_held_finding). A finding's value, level and spreads are remembered for
+// a while after it (repeat_memory_bins): a repeat no larger is no new finding. Counters that sit at zero get a
+// range of at least range_floor (the series' resolution), so one stray event is not a burst but a hundred are. A
+// range with (almost) no width never yields an excess above kMaxExcess. A finding is reported only once a second
+// view confirms it (confirm_median_bins).
+// Streaming: O(robust_spread_bins + confirm_median_bins) work per bin and O(history_bins) memory per series; no
+// look-ahead (a bin is judged on the bins before it), which is what NAB's scoring and a live recorder need.
 #pragma once
 #include <array>
 #include <cstddef>
@@ -45,6 +47,11 @@ struct SeriesNoveltyOptions {
   // the sensitivity) and above the last one's.
   double cooldown_override_excess = 2.0;
   size_t close_after_bins = 3;  // a finding closes after this many bins back inside the range
+  // A finding the range learns from (open past learn_after_bins) ends where a departure from the learnt range would
+  // open a new finding (outside it, cool-down over or overridden), and that new finding opens at its bin: a level
+  // shift held open as one finding hid a second, larger step (NAB's rds_cpu_utilization_e47b3b: a 17 -> 28 step
+  // reported 400 bins late). Session 19 (docs/BENCHMARKS.md).
+  bool new_departure_ends_held_finding = true;
   // A finding open for new_normal_seconds (a week) where the bin width is known, but at least min_hold_bins and at
   // most max_hold_bins, has become the new normal (a change of regime): its level becomes the baseline. Without
   // a bin width: max_hold_bins. Until then a level shift is one finding for as long as it lasts.
@@ -65,14 +72,25 @@ struct SeriesNoveltyOptions {
   // bins either way (a daily pattern that runs a little early or late has not changed): its value is the distance
   // to the nearest of them, 0 within them.
   size_t season_tolerance_bins = 2;
+  // A view of the series' texture robust to single spikes: the median absolute deviation from the median of the
+  // last robust_spread_bins values (the bin's own included; the upper median of an even count). A sustained change
+  // of texture (a flat metric that starts oscillating, a Twitter volume that sits at a plateau among spikes) stays
+  // inside the value range and is hidden from the short spread by isolated spikes; the median absolute deviation
+  // ignores them. Its excess counts robust_spread_weight as much as the others', and its range width is at least
+  // robust_spread_floor times the value range's width (a series that was flat but for its spikes has a deviation
+  // range of almost no width: a wobble is not a change of texture).
+  // Session 19 (docs/BENCHMARKS.md). 0 bins: off.
+  size_t robust_spread_bins = 36;
+  double robust_spread_weight = 0.5;
+  double robust_spread_floor = 0.03;
   // A short finding (closed before learn_after_bins) is not learnt by the value, level and spread ranges (the next
   // anomaly of its size must still be found), but its day-view values are, clipped to this many range widths
   // beyond the day view's range: a daily shape that changed once (a job moved to another hour) is then new for a
   // day or two, not every day for a week. Negative: never.
   double season_learn_clip = 0.5;
-  // A finding's value, level and spread are remembered for repeat_memory_bins bins after it ends (at most
-  // repeat_memory_max_seconds where the bin width is known): those views are judged against their range widened to
-  // the remembered values (excess still in widths of the range itself). On heavy-tailed series a big spike is
+  // A finding's value, level, spread and robust spread are remembered for repeat_memory_bins bins after it ends (at
+  // most repeat_memory_max_seconds where the bin width is known): those views are judged against their range widened
+  // to the remembered values (excess still in widths of the range itself). On heavy-tailed series a big spike is
   // followed by smaller ones that are new records of the range (which never learns a finding) but not new: NAB's
   // Twitter files had 94 of 138 false positives, mostly such. A repeat larger than the remembered finding is new, and
   // so is the same one once the memory has passed (NAB labels repeats days apart). 0: off. Chosen on NAB's part A
@@ -85,18 +103,21 @@ struct SeriesNoveltyOptions {
   // series' heavy tail did before), whose largest excess over the last confirm_lag_bins + 1 bins passes
   // confirm_excess. A finding never confirmed is not reported (it still holds the ranges and starts a cool-down, as
   // any finding). On heavy-tailed series a new record of the range by a hair is mostly noise: on NAB's files with 96
-  // bins, false positives 98 -> 61 at the same 68 windows, but the settings part A chose lose windows on part B, so
-  // it is off by default (docs/BENCHMARKS.md "Session 12"). 0 bins: off.
-  size_t confirm_median_bins = 0;
-  double confirm_excess = 0.02;
+  // bins, false positives 98 -> 61 at the same 68 windows, but the settings part A chose then lost windows on part B
+  // (docs/BENCHMARKS.md "Session 12"). On by default since session 19: chosen on NAB's part A with the yield to a
+  // new departure and the robust spread (docs/BENCHMARKS.md "Session 19"). 0 bins: off.
+  size_t confirm_median_bins = 192;
+  double confirm_excess = 0.05;
   double confirm_alone_excess = 0.3;
   size_t confirm_lag_bins = 3;
 };
 
-enum class NoveltyView : uint8_t { value = 0, level, spread, season };
+enum class NoveltyView : uint8_t { value = 0, level, spread, season, robust_spread };
 std::string_view novelty_view_name(NoveltyView v);
-// "value", "level (mean of the last 6 bins)", "spread (...)", "change from a day earlier": for reports.
-std::string novelty_view_description(NoveltyView v, size_t short_bins);
+// "value", "level (mean of the last 6 bins)", "spread (...)", "change from a day earlier", "spread robust to single
+// spikes (...)": for reports.
+std::string novelty_view_description(NoveltyView v, size_t short_bins,
+                                     size_t robust_spread_bins = SeriesNoveltyOptions{}.robust_spread_bins);
 
 struct NoveltySpan {
   // inclusive, in the caller's bin numbering; first_bin is the bin the finding was reported from (confirmed:
@@ -128,7 +149,7 @@ class SeriesNoveltyDetector {
   const std::vector<NoveltySpan>& spans() const { return spans_; }
 
  private:
-  static constexpr size_t kViews = 4;
+  static constexpr size_t kViews = 5;  // NoveltyView's
   // Minimum and maximum of the last `capacity` pushed values (monotonic deques).
   class SlidingRange {
    public:
@@ -146,15 +167,19 @@ class SeriesNoveltyDetector {
   SeriesNoveltyOptions opt_;
   size_t warmup_len_ = 0, cooldown_len_ = 0, hold_len_ = 0, repeat_len_ = 0;
   SlidingRange range_[kViews];
-  // The value, level and spread of recent findings (repeat_memory_bins), indexed by bins added; and the open
-  // finding's, until it closes or the range learns from it.
-  static constexpr size_t kRememberedViews = 3;
+  // The value, level, spread and robust spread of recent findings (repeat_memory_bins), indexed by bins added; and
+  // the open finding's, until it closes or the range learns from it. Not the season view (it learns a finding's
+  // values instead: season_learn_clip).
+  static constexpr size_t kRememberedViews = 4;
+  static constexpr size_t kRememberedView[kRememberedViews] = {0, 1, 2, 4};  // their NoveltyView
   SlidingRange remembered_[kRememberedViews];
   std::vector<std::array<double, kRememberedViews>> remember_pending_;
   uint64_t added_ = 0;  // bins added (finite values)
   uint64_t pushed_ = 0;         // bins that entered the ranges
   uint64_t season_pushed_ = 0;  // of them, with a season view (a bin a season earlier to compare with)
   std::deque<double> recent_;
+  std::deque<double> robust_recent_;     // the last robust_spread_bins values
+  std::vector<double> robust_scratch_;   // their copy, for the medians
   // (bin, value) over the last season + short + hold + close_after bins, for the season view (by bin, not by
   // arrival: a table with gaps still compares with the same time a day earlier).
   std::deque<std::pair<size_t, double>> past_;
@@ -162,10 +187,10 @@ class SeriesNoveltyDetector {
   std::optional<NoveltySpan> open_;
   bool learning_ = false;  // the open finding outlasted learn_after_bins: the range learns, the finding goes on
   std::pair<double, double> reference_[2];  // then: the value and level ranges it left
-  // Excess of `v` beyond lo .. hi in widths of width_lo .. width_hi (the width floored, the excess at most
-  // kMaxExcess); without them, in widths of lo .. hi.
+  // Excess of `v` beyond lo .. hi in widths of width_lo .. width_hi (the width floored, also at min_width; the
+  // excess at most kMaxExcess); without them, in widths of lo .. hi.
   double excess_over(double v, double lo, double hi) const { return excess_over(v, lo, hi, lo, hi); }
-  double excess_over(double v, double lo, double hi, double width_lo, double width_hi) const;
+  double excess_over(double v, double lo, double hi, double width_lo, double width_hi, double min_width = 0) const;
   // The open finding's day-view values (none where the view is undefined) until it closes or the range learns.
   std::vector<std::optional<double>> season_pending_;
   std::optional<size_t> last_value_bin_;  // the open span's last bin where the value itself was outside
