@@ -58,6 +58,8 @@ earlier row still reproduces):
   mad_bins, mad_w, mad_rel          a 6th view: the median absolute deviation of the last mad_bins values (a spread
                                     robust to single spikes), its excess weighted mad_w, its range width floored at
                                     mad_rel x the value range's width (C++ robust_spread_*)
+  qrange, qviews                    (not kept) the range of qviews as the (1-qrange) .. qrange quantiles of their
+                                    history instead of its min .. max (forgets a warm-up's extremes)
 """
 import math
 from collections import deque
