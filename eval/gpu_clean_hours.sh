@@ -5,23 +5,27 @@
 # workloads (cnn, transformer, infer, cnn) under `record --detect`, analysed with the defaults, no fault injected.
 # The lanes share the host as jobs on one node do: each recorder sees the other lanes' processes on other GPUs and
 # CPUs, none on its job's; any incident is a false one. About 30 clean minutes a command (two 4-minute runs a lane).
-# Run: OUT=$OUT SEED=101 bash eval/gpu_clean_hours.sh   (carry [".carry"]: .carry/stackscope, .carry/netfault; new
+# Run: OUT=$OUT SEED=101 [LANES=2 WORKLOADS="infer cnn"] bash eval/gpu_clean_hours.sh   (carry [".carry"]: .carry/stackscope, .carry/netfault; new
 #   seeds each command: SEED, SEED+1 per lane). Results: $OUT/clean.tar.xz (fault logs, analyses, online lines, scores)
 #   and $OUT/score.md over all four lanes.
 set -u
 OUT=${OUT:?set OUT}; seed=${SEED:?SEED}
 mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
 w=/tmp/clean_hours; rm -rf "$w"; mkdir -p "$w"
-workloads=(cnn transformer infer cnn)
-for g in 0 1 2 3; do
-  (CUDA_VISIBLE_DEVICES=$g DATA_DIR=/var/tmp/stackscope-v2-$g taskset -c $((16 * g))-$((16 * g + 15)) \
+# One lane a GPU (LANES, default every GPU the host has, at most 4), each with its share of the CPUs; WORKLOADS
+# names each lane's workload in turn.
+lanes=${LANES:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')}; ((lanes >= 1 && lanes <= 4)) || lanes=4
+read -r -a workloads <<< "${WORKLOADS:-cnn transformer infer cnn}"
+per=$(($(nproc) / lanes))
+for ((g = 0; g < lanes; g++)); do
+  (CUDA_VISIBLE_DEVICES=$g DATA_DIR=/var/tmp/stackscope-v2-$g taskset -c $((per * g))-$((per * g + per - 1)) \
     bash eval/incidents/run_v2.sh .carry/stackscope "$w/lane$g" --gpus 1 --seeds "$((seed + 2 * g)),$((seed + 2 * g + 1))" \
     --workloads "${workloads[$g]}" --clean-only --clean-minutes "${CLEAN_MINUTES:-4}" --detect --budget "${BUDGET:-540}" \
     > "$w/lane$g.log" 2>&1) &
 done
 wait
 mkdir -p "$w/all"
-for g in 0 1 2 3; do for f in "$w/lane$g"/*.{faults.jsonl,analysis.json,online.jsonl}; do
+for ((g = 0; g < lanes; g++)); do for f in "$w/lane$g"/*.{faults.jsonl,analysis.json,online.jsonl}; do
   [[ -e $f ]] && cp "$f" "$w/all/lane${g}_$(basename "$f")"; done; done
 python3 eval/incidents/score.py "$w/all" --md "$OUT/score.md" --json "$w/all/score.json" > /dev/null
 cat "$OUT/score.md"
