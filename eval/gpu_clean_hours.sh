@@ -29,4 +29,4 @@ for ((g = 0; g < lanes; g++)); do for f in "$w/lane$g"/*.{faults.jsonl,analysis.
   [[ -e $f ]] && cp "$f" "$w/all/lane${g}_$(basename "$f")"; done; done
 python3 eval/incidents/score.py "$w/all" --md "$OUT/score.md" --json "$w/all/score.json" > /dev/null
 cat "$OUT/score.md"
-tar -C "$w" -cf - . --exclude='*.sdb' --exclude='*.sdb-*' | xz -T8 > "$OUT/clean.tar.xz"
+tar -C "$w" --exclude='*.sdb' --exclude='*.sdb-*' -cf - . | xz -T8 > "$OUT/clean.tar.xz"
