@@ -55,6 +55,16 @@ std::string nab_like_csv(size_t rows, int step_s, size_t from = 0, size_t to = 0
 }
 }  // namespace
 
+namespace {
+// The findings of the series detector with options `o` over `series` (bin i = series[i]), once it finished.
+std::vector<NoveltySpan> spans_of(const std::vector<double>& series, const SeriesNoveltyOptions& o) {
+  SeriesNoveltyDetector d(o);
+  for (size_t i = 0; i < series.size(); ++i) d.add(i, series[i]);
+  d.finish();
+  return d.spans();
+}
+}  // namespace
+
 TEST(HostSeriesDurations, HoursAndDaysAndTheirNames) {
   EXPECT_EQ(parse_duration_ns("1h"), 3600 * kS);
   EXPECT_EQ(parse_duration_ns("1.5h"), 5400 * kS);
@@ -261,10 +271,7 @@ TEST(HostSeriesDetector, DailyPeakAtItsUsualTimeIsNoFindingAtAnUnusualTimeIsOne)
     o.season_bins = kDay;
     o.bin_seconds = 300;
     o.season_tolerance_bins = tolerance;
-    SeriesNoveltyDetector d(o);
-    for (size_t i = 0; i < series.size(); ++i) d.add(i, series[i]);
-    d.finish();
-    return d.spans();
+    return spans_of(series, o);
   };
   auto touches = [](const std::vector<NoveltySpan>& spans, size_t from, size_t len) {
     for (const auto& s : spans)
@@ -308,13 +315,11 @@ TEST(HostSeriesDetector, ARecurringDailyShapeIsLearntNotAFindingEveryDay) {
     o.season_bins = kDay;
     o.bin_seconds = 300;
     o.season_learn_clip = clip;
-    SeriesNoveltyDetector d(o);
-    for (size_t i = 0; i < series.size(); ++i) d.add(i, series[i]);
-    d.finish();
+    const auto spans = spans_of(series, o);
     size_t days = 0;
     for (size_t day = from_day; day < kDays; ++day) {
       bool hit = false;
-      for (const auto& s : d.spans()) hit = hit || (s.first_bin < dips[day] + kDipLen + 6 && s.last_bin + 6 > dips[day]);
+      for (const auto& s : spans) hit = hit || (s.first_bin < dips[day] + kDipLen + 6 && s.last_bin + 6 > dips[day]);
       days += hit;
     }
     return days;
@@ -385,10 +390,7 @@ TEST(HostSeriesDetector, AFindingIsReportedOnceASecondViewConfirmsItAClearSpikeA
   auto run = [&](size_t median_bins) {
     SeriesNoveltyOptions o;
     o.confirm_median_bins = median_bins;
-    SeriesNoveltyDetector d(o);
-    for (size_t i = 0; i < series.size(); ++i) d.add(i, series[i]);
-    d.finish();
-    return d.spans();
+    return spans_of(series, o);
   };
   const auto all = run(0), confirmed = run(96);
   EXPECT_EQ(SeriesNoveltyOptions{}.confirm_median_bins, 192u);  // on by default since session 19 (docs/BENCHMARKS.md)
@@ -429,10 +431,7 @@ TEST(HostSeriesDetector, ASecondLargerStepDuringAHeldLevelShiftIsANewFindingAtOn
   auto run = [&](bool yield) {
     SeriesNoveltyOptions o;
     o.new_departure_ends_held_finding = yield;
-    SeriesNoveltyDetector d(o);
-    for (size_t i = 0; i < series.size(); ++i) d.add(i, series[i]);
-    d.finish();
-    return d.spans();
+    return spans_of(series, o);
   };
   EXPECT_TRUE(SeriesNoveltyOptions{}.new_departure_ends_held_finding);
   auto starting = [](const std::vector<NoveltySpan>& spans, size_t from, size_t to) {
@@ -478,10 +477,7 @@ TEST(HostSeriesDetector, AnOscillationWithinTheRangeOfIsolatedSpikesIsFoundByThe
   auto run = [](const std::vector<double>& values, size_t robust_bins) {
     SeriesNoveltyOptions o;
     o.robust_spread_bins = robust_bins;
-    SeriesNoveltyDetector d(o);
-    for (size_t i = 0; i < values.size(); ++i) d.add(i, values[i]);
-    d.finish();
-    return d.spans();
+    return spans_of(values, o);
   };
   const size_t robust_bins = SeriesNoveltyOptions{}.robust_spread_bins;
   EXPECT_EQ(robust_bins, 36u);
