@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Issue 13, "at most 1 false incident per hour of clean run": clean time on the GPU, four jobs at a time. One device
-# command on a 4-GPU host (about 9.5 min) runs four lanes side by side, each a GPU and 16 CPUs of its own
+# Issue 13, "at most 1 false incident per hour of clean run": clean time on the GPU, one job a GPU. One device
+# command (about 9 min) runs one lane a GPU side by side, each a GPU and its share of the host's CPUs
 # (CUDA_VISIBLE_DEVICES, taskset), each `eval/incidents/run_v2.sh --clean-only`: clean runs of the benchmark's
-# workloads (cnn, transformer, infer, cnn) under `record --detect`, analysed with the defaults, no fault injected.
-# The lanes share the host as jobs on one node do: each recorder sees the other lanes' processes on other GPUs and
-# CPUs, none on its job's; any incident is a false one. About 30 clean minutes a command (two 4-minute runs a lane).
-# Run: OUT=$OUT SEED=101 [LANES=2 WORKLOADS="infer cnn"] bash eval/gpu_clean_hours.sh   (carry [".carry"]: .carry/stackscope, .carry/netfault; new
-#   seeds each command: SEED, SEED+1 per lane). Results: $OUT/clean.tar.xz (fault logs, analyses, online lines, scores)
-#   and $OUT/score.md over all four lanes.
+# workloads (by default cnn, transformer, infer, cnn, one a lane) under `record --detect`, analysed with the
+# defaults, no fault injected. The lanes share the host as jobs on one node do: each recorder sees the other lanes'
+# processes on other GPUs and CPUs, none on its job's; any incident is a false one. Two 4-minute runs a lane: about
+# 30 clean minutes a command on a 4-GPU host, 15 on a 2-GPU one (session 19: three commands, 0.78 h).
+# Run: OUT=$OUT SEED=101 [LANES=2 WORKLOADS="infer cnn"] bash eval/gpu_clean_hours.sh
+#   (carry .carry/stackscope and .carry/netfault; new seeds each command: SEED, SEED+1 per lane). Results:
+#   $OUT/clean.tar.xz (fault logs, analyses, online lines, scores) and $OUT/score.md over all lanes.
 set -u
 OUT=${OUT:?set OUT}; seed=${SEED:?SEED}
 mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
