@@ -60,6 +60,8 @@ earlier row still reproduces):
                                     mad_rel x the value range's width (C++ robust_spread_*)
   qrange, qviews                    (not kept) the range of qviews as the (1-qrange) .. qrange quantiles of their
                                     history instead of its min .. max (forgets a warm-up's extremes)
+  forget_warm                       (not kept) once forget_warm x the warm-up has been pushed, the ranges no longer
+                                    hold the warm-up's values (a start-up transient)
 """
 import math
 from collections import deque
@@ -116,7 +118,7 @@ class SortedWindow:
 
 class Novelty:
     def __init__(self, threshold=0.05, history=4000, short=6, warmup=100, cooldown=100, override=40,
-                 close_after=3, max_hold=2000, floor=0.0, season=0, season_weight=0.3, adapt=0.0, adapt_hist=2000, adapt_q=0.99, clip=10.0, w=(1, 1, 1), persist=0, spike=1e9, learn_close=None, ov_last=True, ov_clip=float('inf'), rel=1e-12, cd_extend=0, cd_dir=False, long_bins=0, long_w=1.0, g=0.0, gH=2000, cd_on_report=False, gstart=0, fix_season=True, winsor=False, relv=0.0, cd_close=-1, bw=0.0, cooldown_s=86400.0, hold_s=604800.0, hold_min=100, cap=1000.0, season_warm=None, learn_after=100, warm_season=True, yield_new=False, sg_days=0, sg_w=3, sg_agg='max', sg_views=(0, 1), season_w=2, tailq=0.0, tail_thr=1.0, tail_views=(0, 1), lc_clip=0.5, lc_views=(3,), override_abs=2.0, gpd_q=0.0, gpd_u=0.02, gpd_views=(0, 1, 2), gpd_min=10, gpd_mode='and', gpd_xi=0.5, fmem=1000, fmem_views=(0, 1, 2), fmem_s=604800.0, long_kind='mean', mad_bins=0, mad_w=1.0, mad_rel=0.0, qrange=0.0, qviews=(0, 1, 2, 5), gate_h=None, gate_hi=0.3, confirm_n=0, confirm_lag=3):
+                 close_after=3, max_hold=2000, floor=0.0, season=0, season_weight=0.3, adapt=0.0, adapt_hist=2000, adapt_q=0.99, clip=10.0, w=(1, 1, 1), persist=0, spike=1e9, learn_close=None, ov_last=True, ov_clip=float('inf'), rel=1e-12, cd_extend=0, cd_dir=False, long_bins=0, long_w=1.0, g=0.0, gH=2000, cd_on_report=False, gstart=0, fix_season=True, winsor=False, relv=0.0, cd_close=-1, bw=0.0, cooldown_s=86400.0, hold_s=604800.0, hold_min=100, cap=1000.0, season_warm=None, learn_after=100, warm_season=True, yield_new=False, sg_days=0, sg_w=3, sg_agg='max', sg_views=(0, 1), season_w=2, tailq=0.0, tail_thr=1.0, tail_views=(0, 1), lc_clip=0.5, lc_views=(3,), override_abs=2.0, gpd_q=0.0, gpd_u=0.02, gpd_views=(0, 1, 2), gpd_min=10, gpd_mode='and', gpd_xi=0.5, fmem=1000, fmem_views=(0, 1, 2), fmem_s=604800.0, long_kind='mean', mad_bins=0, mad_w=1.0, mad_rel=0.0, qrange=0.0, qviews=(0, 1, 2, 5), forget_warm=0, gate_h=None, gate_hi=0.3, confirm_n=0, confirm_lag=3):
         self.__dict__.update(locals()); del self.__dict__['self']
         if confirm_n:  # session 12: the confirming detector on the value minus the median of the confirm_n bins before
             kw = {k: v for k, v in self.__dict__.items() if k not in ('confirm_n',)}
@@ -319,12 +321,20 @@ class Novelty:
             self.pending = []
             for k in self._extra(used):
                 if k == 3 and not season_ok: continue
-                self.ranges[k].push(self.pushed, views[k], self.history)
+                self.ranges[k].push(self.pushed, views[k], self._cap())
                 if self.sorted: self.sorted[k].push(self.pushed, views[k], self.history)
                 if self.tailq and k in self.tail_views: self._tail_push(k, views[k])
             if used == 4 and season_ok: self.npushed_season += 1
             self.pushed += 1
         return score
+
+    def _cap(self):
+        """forget_warm (session 19, lab): once forget_warm x the warm-up has been pushed, the range no longer holds the
+        warm-up's values (a start-up transient)."""
+        W = self.warmup
+        if self.forget_warm and self.pushed >= self.forget_warm * W:
+            return max(1, min(self.history, self.pushed - W + 1))
+        return self.history
 
     def _extra(self, used):
         return list(range(used)) + ([4] if self.long_bins else []) + ([5] if self.mad_bins else [])
