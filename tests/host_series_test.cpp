@@ -490,7 +490,7 @@ TEST(HostSeriesDetector, AnOscillationWithinTheRangeOfIsolatedSpikesIsFoundByThe
   EXPECT_LE(found->first_bin, kStart + robust_bins) << "near its start";
   EXPECT_TRUE(found->above);
   EXPECT_EQ(novelty_view_name(found->view), "robust_spread");
-  EXPECT_NE(novelty_view_description(found->view, 6, robust_bins).find("median absolute deviation of the last 36"),
+  EXPECT_NE(novelty_view_description(found->view, SeriesNoveltyOptions{}).find("median absolute deviation of the last 36"),
             std::string::npos);
   // Without the view the oscillation is no finding: the other views see nothing new in it (only a spike that rides
   // on it is one, the 6-bin spread then).

@@ -85,8 +85,7 @@ AnalysisOutput analyze_series(const AnalyzeOptions& options) {
       f.t_end_ns = h.end_ns;
       f.score = sp.score;
       f.summary = fmt::format("{}: {} {} {} its recent range {} .. {} for {}{}", s.key(),
-                              novelty_view_description(sp.view, scan.detector.short_bins,
-                                                       scan.detector.robust_spread_bins),
+                              novelty_view_description(sp.view, scan.detector),
                               amount(sp.value, s.unit, h.rate), sp.above ? "above" : "below",
                               amount(sp.range_low, s.unit, h.rate), amount(sp.range_high, s.unit, h.rate),
                               format_duration(h.end_ns - h.start_ns),

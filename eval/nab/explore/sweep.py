@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """A variant at each threshold of a grid, the threshold chosen on part A (as the benchmark's protocol: chosen on A,
-reported on B and on all): explore.py's knobs plus `thresholds`. Prints A's choice and, with --all, every cell.
+reported on B and on all): explore.py's knobs, the grid in $GRID (comma-separated). Prints A's choice and, with --all,
+every cell.
 
 usage: sweep.py [--all] "KNOBS" ...   e.g.  sweep.py "long_bins=24,long_kind='median'"
 """

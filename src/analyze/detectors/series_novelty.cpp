@@ -23,15 +23,15 @@ std::string_view novelty_view_name(NoveltyView v) {
   return "value";
 }
 
-std::string novelty_view_description(NoveltyView v, size_t short_bins, size_t robust_spread_bins) {
+std::string novelty_view_description(NoveltyView v, const SeriesNoveltyOptions& options) {
   switch (v) {
     case NoveltyView::value: return "value";
-    case NoveltyView::level: return "level (mean of the last " + std::to_string(short_bins) + " bins)";
-    case NoveltyView::spread: return "spread (of the last " + std::to_string(short_bins) + " bins)";
+    case NoveltyView::level: return "level (mean of the last " + std::to_string(options.short_bins) + " bins)";
+    case NoveltyView::spread: return "spread (of the last " + std::to_string(options.short_bins) + " bins)";
     case NoveltyView::season: return "level's change from the same time a day earlier";
     case NoveltyView::robust_spread:
       return "spread robust to single spikes (median absolute deviation of the last " +
-             std::to_string(robust_spread_bins) + " bins)";
+             std::to_string(options.robust_spread_bins) + " bins)";
   }
   return "value";
 }

@@ -116,8 +116,8 @@ enum class NoveltyView : uint8_t { value = 0, level, spread, season, robust_spre
 std::string_view novelty_view_name(NoveltyView v);
 // "value", "level (mean of the last 6 bins)", "spread (...)", "change from a day earlier", "spread robust to single
 // spikes (...)": for reports.
-std::string novelty_view_description(NoveltyView v, size_t short_bins,
-                                     size_t robust_spread_bins = SeriesNoveltyOptions{}.robust_spread_bins);
+// The bin counts named are the options' (short_bins, robust_spread_bins).
+std::string novelty_view_description(NoveltyView v, const SeriesNoveltyOptions& options);
 
 struct NoveltySpan {
   // inclusive, in the caller's bin numbering; first_bin is the bin the finding was reported from (confirmed:
