@@ -62,6 +62,10 @@ earlier row still reproduces):
                                     history instead of its min .. max (forgets a warm-up's extremes)
   forget_warm                       (not kept) once forget_warm x the warm-up has been pushed, the ranges no longer
                                     hold the warm-up's values (a start-up transient)
+Session 20 (docs/BENCHMARKS.md "Session 20"; none kept):
+  fw_views                          the views whose ranges forget the warm-up (forget_warm); all by default
+  open_thr                          findings open (and cool-downs, learning, memory run) at open_thr; the threshold
+                                    only decides which are reported (as NAB thresholds a score stream afterwards)
 """
 import math
 from collections import deque
@@ -118,11 +122,11 @@ class SortedWindow:
 
 class Novelty:
     def __init__(self, threshold=0.05, history=4000, short=6, warmup=100, cooldown=100, override=40,
-                 close_after=3, max_hold=2000, floor=0.0, season=0, season_weight=0.3, adapt=0.0, adapt_hist=2000, adapt_q=0.99, clip=10.0, w=(1, 1, 1), persist=0, spike=1e9, learn_close=None, ov_last=True, ov_clip=float('inf'), rel=1e-12, cd_extend=0, cd_dir=False, long_bins=0, long_w=1.0, g=0.0, gH=2000, cd_on_report=False, gstart=0, fix_season=True, winsor=False, relv=0.0, cd_close=-1, bw=0.0, cooldown_s=86400.0, hold_s=604800.0, hold_min=100, cap=1000.0, season_warm=None, learn_after=100, warm_season=True, yield_new=False, sg_days=0, sg_w=3, sg_agg='max', sg_views=(0, 1), season_w=2, tailq=0.0, tail_thr=1.0, tail_views=(0, 1), lc_clip=0.5, lc_views=(3,), override_abs=2.0, gpd_q=0.0, gpd_u=0.02, gpd_views=(0, 1, 2), gpd_min=10, gpd_mode='and', gpd_xi=0.5, fmem=1000, fmem_views=(0, 1, 2), fmem_s=604800.0, long_kind='mean', mad_bins=0, mad_w=1.0, mad_rel=0.0, qrange=0.0, qviews=(0, 1, 2, 5), forget_warm=0, gate_h=None, gate_hi=0.3, confirm_n=0, confirm_lag=3):
+                 close_after=3, max_hold=2000, floor=0.0, season=0, season_weight=0.3, adapt=0.0, adapt_hist=2000, adapt_q=0.99, clip=10.0, w=(1, 1, 1), persist=0, spike=1e9, learn_close=None, ov_last=True, ov_clip=float('inf'), rel=1e-12, cd_extend=0, cd_dir=False, long_bins=0, long_w=1.0, g=0.0, gH=2000, cd_on_report=False, gstart=0, fix_season=True, winsor=False, relv=0.0, cd_close=-1, bw=0.0, cooldown_s=86400.0, hold_s=604800.0, hold_min=100, cap=1000.0, season_warm=None, learn_after=100, warm_season=True, yield_new=False, sg_days=0, sg_w=3, sg_agg='max', sg_views=(0, 1), season_w=2, tailq=0.0, tail_thr=1.0, tail_views=(0, 1), lc_clip=0.5, lc_views=(3,), override_abs=2.0, gpd_q=0.0, gpd_u=0.02, gpd_views=(0, 1, 2), gpd_min=10, gpd_mode='and', gpd_xi=0.5, fmem=1000, fmem_views=(0, 1, 2), fmem_s=604800.0, long_kind='mean', mad_bins=0, mad_w=1.0, mad_rel=0.0, qrange=0.0, qviews=(0, 1, 2, 5), forget_warm=0, fw_views=(0, 1, 2, 3, 4, 5), gate_h=None, gate_hi=0.3, confirm_n=0, confirm_lag=3, open_thr=None):
         self.__dict__.update(locals()); del self.__dict__['self']
         if confirm_n:  # session 12: the confirming detector on the value minus the median of the confirm_n bins before
             kw = {k: v for k, v in self.__dict__.items() if k not in ('confirm_n',)}
-            kw.update(threshold=1e9, confirm_n=0, gate_h=None)
+            kw.update(threshold=1e9, confirm_n=0, gate_h=None, open_thr=None)
             self.confirm = Novelty(**kw); self.confirm_vals = []; self.confirm_recent = []
             if gate_h is None: self.gate_h = 0.02
         # Durations bounded in time where the bin width is known (as the C++ does with bin_seconds).
@@ -132,6 +136,7 @@ class Novelty:
         if season_warm is None: self.season_warm = warmup
         if learn_close is None: self.learn_close = season > 0  # the C++ learns the day view only, where there is one
         if warm_season and season > 0: self.warmup = max(warmup, season)
+        self.dyn = threshold if open_thr is None else open_thr  # open_thr (lab): findings open at it, the threshold only decides reports
         self.ranges = [SlidingRange() for _ in range(6)]; self.lrecent = deque()
         self.pushed = 0; self.npushed_season = 0; self.alarms = deque(); self.nb = 0; self.last_above = None; self.pending = []; self.shist = deque(); self.bar = 0; self.recent = deque(); self.past = deque(); self.pastd = {}
         self.cd = 0; self.quiet = 0; self.held = 0; self.open = None; self.last_value_bin = None; self.learning = False; self.ref = None
@@ -143,7 +148,7 @@ class Novelty:
         """The value (k 0) or level (k 1) outside the range the open finding left, once the range learns again."""
         lo, hi = self.ref[k]
         width = max(hi - lo, self.floor, self.rel * max(abs(lo), abs(hi)), 1e-300)
-        return min(self.cap, max(v - hi, lo - v, 0.0) / width) > self.threshold
+        return min(self.cap, max(v - hi, lo - v, 0.0) / width) > self.dyn
 
     def _past_level(self, lo, hi):
         s = 0; m = 0
@@ -241,12 +246,12 @@ class Novelty:
                     elif self.gpd_mode == 'replace':
                         ex = self.cap if p <= 0 else min(self.cap, max(0.0, math.log10(self.gpd_q / p)))
                         ex *= (self.season_weight if k == 3 else 1.0)
-                if k == 0 and ex > self.threshold: value_outside = True
+                if k == 0 and ex > self.dyn: value_outside = True
                 if ex > score:
                     score = ex
                     here = dict(first=b, last=b, score=ex, view=k, value=views[k], lo=lo, hi=hi, above=views[k] > hi,
                                 absorbed=False)
-        outside = score > self.threshold
+        outside = score > self.dyn
         bar = self.threshold
         self.nb += 1
         while self.alarms and self.alarms[0] + self.gH <= self.nb: self.alarms.popleft()
@@ -321,18 +326,18 @@ class Novelty:
             self.pending = []
             for k in self._extra(used):
                 if k == 3 and not season_ok: continue
-                self.ranges[k].push(self.pushed, views[k], self._cap())
+                self.ranges[k].push(self.pushed, views[k], self._cap(k))
                 if self.sorted: self.sorted[k].push(self.pushed, views[k], self.history)
                 if self.tailq and k in self.tail_views: self._tail_push(k, views[k])
             if used == 4 and season_ok: self.npushed_season += 1
             self.pushed += 1
         return score
 
-    def _cap(self):
+    def _cap(self, k=0):
         """forget_warm (session 19, lab): once forget_warm x the warm-up has been pushed, the range no longer holds the
         warm-up's values (a start-up transient)."""
         W = self.warmup
-        if self.forget_warm and self.pushed >= self.forget_warm * W:
+        if self.forget_warm and k in self.fw_views and self.pushed >= self.forget_warm * W:
             return max(1, min(self.history, self.pushed - W + 1))
         return self.history
 

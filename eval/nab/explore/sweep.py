@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """A variant at each threshold of a grid, the threshold chosen on part A (as the benchmark's protocol: chosen on A,
-reported on B and on all): explore.py's knobs, the grid in $GRID (comma-separated). Prints A's choice and, with --all,
+reported on B and on all): explore.py's knobs, the grid in $GRID (comma-separated), $JOBS processes (2). Prints A's choice and, with --all,
 every cell.
 
 usage: sweep.py [--all] "KNOBS" ...   e.g.  sweep.py "long_bins=24,long_kind='median'"
@@ -27,9 +27,11 @@ def cell(args):
 
 if __name__ == '__main__':
     show_all = '--all' in sys.argv
-    with Pool(2) as pool:
-        for knobs in [x for x in sys.argv[1:] if x != '--all'] or [""]:
-            rows = pool.map(cell, [(knobs, t) for t in GRID])
+    variants = [x for x in sys.argv[1:] if x != '--all'] or [""]
+    with Pool(int(os.environ.get("JOBS", "2"))) as pool:
+        results = pool.map(cell, [(knobs, t) for knobs in variants for t in GRID], chunksize=1)
+        for i, knobs in enumerate(variants):
+            rows = results[i * len(GRID):(i + 1) * len(GRID)]
             best = max(rows, key=lambda r: r[2])
             if show_all:
                 for r in rows: print(f"  {knobs} thr {r[0]}: all {r[1]:.1f} A {r[2]:.1f} B {r[3]:.1f} win {r[4]} FP {r[5]}")
