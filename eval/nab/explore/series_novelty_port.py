@@ -64,6 +64,8 @@ earlier row still reproduces):
                                     hold the warm-up's values (a start-up transient)
 Session 20 (docs/BENCHMARKS.md "Session 20"; none kept):
   fw_views                          the views whose ranges forget the warm-up (forget_warm); all by default
+  fw_clip                           with forget_warm, the warm-up's extremes still widen the range, up to fw_clip x
+                                    the width of the range since (0: forgotten)
   open_thr                          findings open (and cool-downs, learning, memory run) at open_thr; the threshold
                                     only decides which are reported (as NAB thresholds a score stream afterwards)
 """
@@ -122,7 +124,7 @@ class SortedWindow:
 
 class Novelty:
     def __init__(self, threshold=0.05, history=4000, short=6, warmup=100, cooldown=100, override=40,
-                 close_after=3, max_hold=2000, floor=0.0, season=0, season_weight=0.3, adapt=0.0, adapt_hist=2000, adapt_q=0.99, clip=10.0, w=(1, 1, 1), persist=0, spike=1e9, learn_close=None, ov_last=True, ov_clip=float('inf'), rel=1e-12, cd_extend=0, cd_dir=False, long_bins=0, long_w=1.0, g=0.0, gH=2000, cd_on_report=False, gstart=0, fix_season=True, winsor=False, relv=0.0, cd_close=-1, bw=0.0, cooldown_s=86400.0, hold_s=604800.0, hold_min=100, cap=1000.0, season_warm=None, learn_after=100, warm_season=True, yield_new=False, sg_days=0, sg_w=3, sg_agg='max', sg_views=(0, 1), season_w=2, tailq=0.0, tail_thr=1.0, tail_views=(0, 1), lc_clip=0.5, lc_views=(3,), override_abs=2.0, gpd_q=0.0, gpd_u=0.02, gpd_views=(0, 1, 2), gpd_min=10, gpd_mode='and', gpd_xi=0.5, fmem=1000, fmem_views=(0, 1, 2), fmem_s=604800.0, long_kind='mean', mad_bins=0, mad_w=1.0, mad_rel=0.0, qrange=0.0, qviews=(0, 1, 2, 5), forget_warm=0, fw_views=(0, 1, 2, 3, 4, 5), gate_h=None, gate_hi=0.3, confirm_n=0, confirm_lag=3, open_thr=None):
+                 close_after=3, max_hold=2000, floor=0.0, season=0, season_weight=0.3, adapt=0.0, adapt_hist=2000, adapt_q=0.99, clip=10.0, w=(1, 1, 1), persist=0, spike=1e9, learn_close=None, ov_last=True, ov_clip=float('inf'), rel=1e-12, cd_extend=0, cd_dir=False, long_bins=0, long_w=1.0, g=0.0, gH=2000, cd_on_report=False, gstart=0, fix_season=True, winsor=False, relv=0.0, cd_close=-1, bw=0.0, cooldown_s=86400.0, hold_s=604800.0, hold_min=100, cap=1000.0, season_warm=None, learn_after=100, warm_season=True, yield_new=False, sg_days=0, sg_w=3, sg_agg='max', sg_views=(0, 1), season_w=2, tailq=0.0, tail_thr=1.0, tail_views=(0, 1), lc_clip=0.5, lc_views=(3,), override_abs=2.0, gpd_q=0.0, gpd_u=0.02, gpd_views=(0, 1, 2), gpd_min=10, gpd_mode='and', gpd_xi=0.5, fmem=1000, fmem_views=(0, 1, 2), fmem_s=604800.0, long_kind='mean', mad_bins=0, mad_w=1.0, mad_rel=0.0, qrange=0.0, qviews=(0, 1, 2, 5), forget_warm=0, fw_views=(0, 1, 2, 3, 4, 5), fw_clip=0.0, gate_h=None, gate_hi=0.3, confirm_n=0, confirm_lag=3, open_thr=None):
         self.__dict__.update(locals()); del self.__dict__['self']
         if confirm_n:  # session 12: the confirming detector on the value minus the median of the confirm_n bins before
             kw = {k: v for k, v in self.__dict__.items() if k not in ('confirm_n',)}
@@ -142,7 +144,7 @@ class Novelty:
         self.cd = 0; self.quiet = 0; self.held = 0; self.open = None; self.last_value_bin = None; self.learning = False; self.ref = None
         self.last_score = 0; self.last_bin = 0; self.spans = []; self.tails = {}
         self.sorted = [SortedWindow() for _ in range(6)] if (gpd_q > 0 or qrange > 0) else None
-        self.franges = [SlidingRange() for _ in range(6)]; self.fpending = []
+        self.franges = [SlidingRange() for _ in range(6)]; self.fpending = []; self.wext = {}
 
     def _out_ref(self, k, v):
         """The value (k 0) or level (k 1) outside the range the open finding left, once the range learns again."""
@@ -228,6 +230,10 @@ class Novelty:
                     elif views[k] < lo: tex = (lo - views[k]) / max(qlo - lo, 1e-12 * abs(lo), 1e-300)
                     else: tex = 0.0
                     if tex <= self.tail_thr: continue
+                if self.fw_clip > 0 and k in self.fw_views and self.forget_warm and self.pushed >= self.forget_warm * self.warmup and k in self.wext:
+                    w0 = hi - lo; wl, wh = self.wext[k]  # the warm-up's extremes, clipped to fw_clip widths beyond the range since
+                    lo = min(lo, max(wl, lo - self.fw_clip * w0)); hi = max(hi, min(wh, hi + self.fw_clip * w0))
+                    width = max(hi - lo, width)
                 if self.sg_days and k in self.sg_views and sg is not None:
                     lo = min(lo, sg[0]); hi = max(hi, sg[1])
                 if self.fmem and k in self.fmem_views:
@@ -327,6 +333,8 @@ class Novelty:
             for k in self._extra(used):
                 if k == 3 and not season_ok: continue
                 self.ranges[k].push(self.pushed, views[k], self._cap(k))
+                if self.pushed < self.warmup:
+                    wl, wh = getattr(self, 'wext', {}).get(k, (views[k], views[k])); self.wext = getattr(self, 'wext', {}); self.wext[k] = (min(wl, views[k]), max(wh, views[k]))
                 if self.sorted: self.sorted[k].push(self.pushed, views[k], self.history)
                 if self.tailq and k in self.tail_views: self._tail_push(k, views[k])
             if used == 4 and season_ok: self.npushed_season += 1
