@@ -230,7 +230,7 @@ class Novelty:
                     elif views[k] < lo: tex = (lo - views[k]) / max(qlo - lo, 1e-12 * abs(lo), 1e-300)
                     else: tex = 0.0
                     if tex <= self.tail_thr: continue
-                if self.fw_clip > 0 and k in self.fw_views and self.forget_warm and self.pushed >= self.forget_warm * self.warmup and k in self.wext:
+                if self.fw_clip > 0 and self._forgets_warmup(k) and k in self.wext:
                     w0 = hi - lo; wl, wh = self.wext[k]  # the warm-up's extremes, clipped to fw_clip widths beyond the range since
                     lo = min(lo, max(wl, lo - self.fw_clip * w0)); hi = max(hi, min(wh, hi + self.fw_clip * w0))
                     width = max(hi - lo, width)
@@ -334,7 +334,7 @@ class Novelty:
                 if k == 3 and not season_ok: continue
                 self.ranges[k].push(self.pushed, views[k], self._cap(k))
                 if self.pushed < self.warmup:
-                    wl, wh = getattr(self, 'wext', {}).get(k, (views[k], views[k])); self.wext = getattr(self, 'wext', {}); self.wext[k] = (min(wl, views[k]), max(wh, views[k]))
+                    wl, wh = self.wext.get(k, (views[k], views[k])); self.wext[k] = (min(wl, views[k]), max(wh, views[k]))
                 if self.sorted: self.sorted[k].push(self.pushed, views[k], self.history)
                 if self.tailq and k in self.tail_views: self._tail_push(k, views[k])
             if used == 4 and season_ok: self.npushed_season += 1
@@ -344,10 +344,12 @@ class Novelty:
     def _cap(self, k=0):
         """forget_warm (session 19, lab): once forget_warm x the warm-up has been pushed, the range no longer holds the
         warm-up's values (a start-up transient)."""
-        W = self.warmup
-        if self.forget_warm and k in self.fw_views and self.pushed >= self.forget_warm * W:
-            return max(1, min(self.history, self.pushed - W + 1))
+        if self._forgets_warmup(k):
+            return max(1, min(self.history, self.pushed - self.warmup + 1))
         return self.history
+
+    def _forgets_warmup(self, k):
+        return bool(self.forget_warm) and k in self.fw_views and self.pushed >= self.forget_warm * self.warmup
 
     def _extra(self, used):
         return list(range(used)) + ([4] if self.long_bins else []) + ([5] if self.mad_bins else [])
