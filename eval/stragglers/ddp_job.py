@@ -15,6 +15,7 @@ Each step ends with loss.item() (a sync on GPU). Prints "steps N" from rank 0 at
   torchrun --nproc-per-node 2 ddp_job.py --backend nccl --steps 2000 ...        # GPU
 """
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -34,6 +35,8 @@ def parse():
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--backend", default="gloo")
     ap.add_argument("--port", type=int, default=29571)
+    ap.add_argument("--clock-log", default="", help="write each rank's own clocks over its steps to CLOCK_LOG.rankN "
+                    "(JSON: wall, process CPU and run-queue seconds), the ground truth a test compares a verdict with")
     return ap.parse_args()
 
 
@@ -94,6 +97,18 @@ def train_step(model, opt, x, slow, args, torch, extra):
     return loss.item()
 
 
+def own_clocks():
+    """This process's wall, CPU (all threads) and run-queue wait (all threads, /proc/<pid>/task/*/schedstat's
+    second field) in seconds: what the machine gave the rank, whoever else ran on it."""
+    run_delay = 0
+    for task in os.listdir("/proc/self/task"):
+        try:
+            run_delay += int(open(f"/proc/self/task/{task}/schedstat").read().split()[1])
+        except (OSError, IndexError, ValueError):
+            pass  # a thread that ended, or a kernel without schedstats
+    return {"wall_s": time.perf_counter(), "cpu_s": time.process_time(), "run_delay_s": run_delay / 1e9}
+
+
 def worker(args):
     import torch
     import torch.distributed as dist
@@ -128,8 +143,13 @@ def worker(args):
     opt = torch.optim.SGD(model.parameters(), lr=0.001)
     x = torch.randn(args.batch, w, device=dev)
     extra = torch.randn(64, 64, device=dev) * 0.01
+    clocks = own_clocks()
     for _ in range(args.steps):
         train_step(model, opt, x, slow, args, torch, extra)
+    if args.clock_log:
+        end = own_clocks()
+        with open(f"{args.clock_log}.rank{rank}", "w") as f:
+            json.dump({"rank": rank, "steps": args.steps, **{k: end[k] - clocks[k] for k in end}}, f)
     if contender:
         contender.kill()
         contender.wait()
