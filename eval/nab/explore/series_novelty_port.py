@@ -62,6 +62,14 @@ earlier row still reproduces):
                                     history instead of its min .. max (forgets a warm-up's extremes)
   forget_warm                       (not kept) once forget_warm x the warm-up has been pushed, the ranges no longer
                                     hold the warm-up's values (a start-up transient)
+Session 21 (docs/BENCHMARKS.md "Session 21"):
+  fmem_learnt                       the views a finding remembers (fmem) when it was held until the range learnt
+                                    from it (a level shift); None: fmem_views, as for any other finding
+  yield_new=3                       a held finding yields to a new departure only while its value is still
+                                    outside the range it left (its return to that range is its end, not a new finding)
+  yield_conf                        a held finding yields only to a departure that would be reported (confirmed)
+  ret_guard                         a held finding that ends with its value back in the range it left leaves the spread
+                                    views unjudged for ret_guard bins (their windows straddle its return)
 Session 20 (docs/BENCHMARKS.md "Session 20"; none kept):
   fw_views                          the views whose ranges forget the warm-up (forget_warm); all by default
   fw_clip                           with forget_warm, the warm-up's extremes still widen the range, up to fw_clip x
@@ -124,7 +132,7 @@ class SortedWindow:
 
 class Novelty:
     def __init__(self, threshold=0.05, history=4000, short=6, warmup=100, cooldown=100, override=40,
-                 close_after=3, max_hold=2000, floor=0.0, season=0, season_weight=0.3, adapt=0.0, adapt_hist=2000, adapt_q=0.99, clip=10.0, w=(1, 1, 1), persist=0, spike=1e9, learn_close=None, ov_last=True, ov_clip=float('inf'), rel=1e-12, cd_extend=0, cd_dir=False, long_bins=0, long_w=1.0, g=0.0, gH=2000, cd_on_report=False, gstart=0, fix_season=True, winsor=False, relv=0.0, cd_close=-1, bw=0.0, cooldown_s=86400.0, hold_s=604800.0, hold_min=100, cap=1000.0, season_warm=None, learn_after=100, warm_season=True, yield_new=False, sg_days=0, sg_w=3, sg_agg='max', sg_views=(0, 1), season_w=2, tailq=0.0, tail_thr=1.0, tail_views=(0, 1), lc_clip=0.5, lc_views=(3,), override_abs=2.0, gpd_q=0.0, gpd_u=0.02, gpd_views=(0, 1, 2), gpd_min=10, gpd_mode='and', gpd_xi=0.5, fmem=1000, fmem_views=(0, 1, 2), fmem_s=604800.0, long_kind='mean', mad_bins=0, mad_w=1.0, mad_rel=0.0, qrange=0.0, qviews=(0, 1, 2, 5), forget_warm=0, fw_views=(0, 1, 2, 3, 4, 5), fw_clip=0.0, gate_h=None, gate_hi=0.3, confirm_n=0, confirm_lag=3, open_thr=None):
+                 close_after=3, max_hold=2000, floor=0.0, season=0, season_weight=0.3, adapt=0.0, adapt_hist=2000, adapt_q=0.99, clip=10.0, w=(1, 1, 1), persist=0, spike=1e9, learn_close=None, ov_last=True, ov_clip=float('inf'), rel=1e-12, cd_extend=0, cd_dir=False, long_bins=0, long_w=1.0, g=0.0, gH=2000, cd_on_report=False, gstart=0, fix_season=True, winsor=False, relv=0.0, cd_close=-1, bw=0.0, cooldown_s=86400.0, hold_s=604800.0, hold_min=100, cap=1000.0, season_warm=None, learn_after=100, warm_season=True, yield_new=False, sg_days=0, sg_w=3, sg_agg='max', sg_views=(0, 1), season_w=2, tailq=0.0, tail_thr=1.0, tail_views=(0, 1), lc_clip=0.5, lc_views=(3,), override_abs=2.0, gpd_q=0.0, gpd_u=0.02, gpd_views=(0, 1, 2), gpd_min=10, gpd_mode='and', gpd_xi=0.5, fmem=1000, fmem_views=(0, 1, 2), fmem_s=604800.0, long_kind='mean', mad_bins=0, mad_w=1.0, mad_rel=0.0, qrange=0.0, qviews=(0, 1, 2, 5), forget_warm=0, fw_views=(0, 1, 2, 3, 4, 5), fw_clip=0.0, gate_h=None, gate_hi=0.3, confirm_n=0, confirm_lag=3, open_thr=None, fmem_learnt=None, yield_conf=False, ret_guard=0):
         self.__dict__.update(locals()); del self.__dict__['self']
         if confirm_n:  # session 12: the confirming detector on the value minus the median of the confirm_n bins before
             kw = {k: v for k, v in self.__dict__.items() if k not in ('confirm_n',)}
@@ -144,7 +152,7 @@ class Novelty:
         self.cd = 0; self.quiet = 0; self.held = 0; self.open = None; self.last_value_bin = None; self.learning = False; self.ref = None
         self.last_score = 0; self.last_bin = 0; self.spans = []; self.tails = {}
         self.sorted = [SortedWindow() for _ in range(6)] if (gpd_q > 0 or qrange > 0) else None
-        self.franges = [SlidingRange() for _ in range(6)]; self.fpending = []; self.wext = {}
+        self.franges = [SlidingRange() for _ in range(6)]; self.fpending = []; self.wext = {}; self.guard = 0; self.returned = False
 
     def _out_ref(self, k, v):
         """The value (k 0) or level (k 1) outside the range the open finding left, once the range learns again."""
@@ -213,10 +221,12 @@ class Novelty:
             while len(views) < 5: views.append(0.0)
             views.append(dev[len(dev) // 2])
         score = 0; here = None; value_outside = False
+        if self.guard > 0: self.guard -= 1
         sg = self._seasonal_bounds(b) if (self.sg_days and self.season > 0) else None
         if self.pushed >= self.warmup:
             for k in self._extra(used):
                 if k == 3 and (not season_ok or self.npushed_season < self.season_warm): continue
+                if self.guard > 0 and k in (2, 5): continue  # ret_guard: the spread windows straddle a held shift's return
                 lo = self.ranges[k].low[0][1]; hi = self.ranges[k].high[0][1]
                 if self.qrange > 0 and k in self.qviews and self.sorted[k].s:  # session 19 (lab): a range of quantiles
                     srt = self.sorted[k].s; nq = len(srt)
@@ -269,9 +279,12 @@ class Novelty:
             self.shist.append(min(score, self.clip))
             if len(self.shist) > self.adapt_hist: self.shist.popleft()
         if self.cd > 0: self.cd -= 1
+        self.returned = self.open is not None and self.learning and not self._out_ref(0, value)
         if self.open is not None and self.learning and self.yield_new and outside and (
                 self.cd == 0 or (score > self._override() and score > self.last_score)) and (
-                self.yield_new != 2 or not (self._out_ref(0, value) or self._out_ref(1, level))):
+                self.yield_new != 2 or not (self._out_ref(0, value) or self._out_ref(1, level))) and (
+                self.yield_new != 3 or self._out_ref(0, value)) and (
+                not self.yield_conf or (score > bar and self._confirmed(score))):
             self.close()  # yield_new: a departure from the learnt range ends the extended finding
         if self.open is None:
             overrides = score > self._override() and (not self.ov_last or score > min(self.last_score, self.ov_clip))
@@ -312,8 +325,11 @@ class Novelty:
         if self.fmem:
             if self.open is not None and not self.learning: self.fpending.append(views)
             elif self.fpending:
+                # fmem_learnt (session 21, lab): a finding held until the range learns (a level shift, the new normal)
+                # remembers only these views (None: all of fmem_views)
+                kept = self.fmem_views if (self.fmem_learnt is None or not self.learning) else self.fmem_learnt
                 for vv in self.fpending:
-                    for k in self.fmem_views: self.franges[k].push(self.nb, vv[k], self.fmem)
+                    for k in kept: self.franges[k].push(self.nb, vv[k], self.fmem)
                 self.fpending = []
         if self.open is None and self.pending:
             bounds = [(self.ranges[k].low[0][1], self.ranges[k].high[0][1]) if self.ranges[k].low else None for k in range(used)]
@@ -391,6 +407,7 @@ class Novelty:
     def close(self):
         if self.open is None: return
         if self.cd_close >= 0: self.cd = min(self.cd, self.cd_close)
+        if self.ret_guard and self.returned: self.guard = self.ret_guard
         o = self.open
         if self.season > 0 and not o['absorbed'] and not self.learning and self.last_bin + 1 >= o['first'] + self.short:
             idx = self.pastd
