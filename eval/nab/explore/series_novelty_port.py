@@ -70,6 +70,12 @@ Session 21 (docs/BENCHMARKS.md "Session 21"):
   yield_conf                        a held finding yields only to a departure that would be reported (confirmed)
   ret_guard                         a held finding that ends with its value back in the range it left leaves the spread
                                     views unjudged for ret_guard bins (their windows straddle its return)
+  yield_resume                      a held finding that yielded to a departure resumes if that departure's finding
+                                    ends unreported (noise within the shift), or if the value returns to the range the
+                                    held finding left while that finding is open and unreported
+  season_unlearn                    when the range starts learning from a held finding, the bins it held so far leave
+                                    the day view's history (replaced by a day earlier's), as a short finding's do;
+                                    'clip': its first `short` bins are clipped to the range of its bins since
 Session 20 (docs/BENCHMARKS.md "Session 20"; none kept):
   fw_views                          the views whose ranges forget the warm-up (forget_warm); all by default
   fw_clip                           with forget_warm, the warm-up's extremes still widen the range, up to fw_clip x
@@ -132,7 +138,7 @@ class SortedWindow:
 
 class Novelty:
     def __init__(self, threshold=0.05, history=4000, short=6, warmup=100, cooldown=100, override=40,
-                 close_after=3, max_hold=2000, floor=0.0, season=0, season_weight=0.3, adapt=0.0, adapt_hist=2000, adapt_q=0.99, clip=10.0, w=(1, 1, 1), persist=0, spike=1e9, learn_close=None, ov_last=True, ov_clip=float('inf'), rel=1e-12, cd_extend=0, cd_dir=False, long_bins=0, long_w=1.0, g=0.0, gH=2000, cd_on_report=False, gstart=0, fix_season=True, winsor=False, relv=0.0, cd_close=-1, bw=0.0, cooldown_s=86400.0, hold_s=604800.0, hold_min=100, cap=1000.0, season_warm=None, learn_after=100, warm_season=True, yield_new=False, sg_days=0, sg_w=3, sg_agg='max', sg_views=(0, 1), season_w=2, tailq=0.0, tail_thr=1.0, tail_views=(0, 1), lc_clip=0.5, lc_views=(3,), override_abs=2.0, gpd_q=0.0, gpd_u=0.02, gpd_views=(0, 1, 2), gpd_min=10, gpd_mode='and', gpd_xi=0.5, fmem=1000, fmem_views=(0, 1, 2), fmem_s=604800.0, long_kind='mean', mad_bins=0, mad_w=1.0, mad_rel=0.0, qrange=0.0, qviews=(0, 1, 2, 5), forget_warm=0, fw_views=(0, 1, 2, 3, 4, 5), fw_clip=0.0, gate_h=None, gate_hi=0.3, confirm_n=0, confirm_lag=3, open_thr=None, fmem_learnt=None, yield_conf=False, ret_guard=0):
+                 close_after=3, max_hold=2000, floor=0.0, season=0, season_weight=0.3, adapt=0.0, adapt_hist=2000, adapt_q=0.99, clip=10.0, w=(1, 1, 1), persist=0, spike=1e9, learn_close=None, ov_last=True, ov_clip=float('inf'), rel=1e-12, cd_extend=0, cd_dir=False, long_bins=0, long_w=1.0, g=0.0, gH=2000, cd_on_report=False, gstart=0, fix_season=True, winsor=False, relv=0.0, cd_close=-1, bw=0.0, cooldown_s=86400.0, hold_s=604800.0, hold_min=100, cap=1000.0, season_warm=None, learn_after=100, warm_season=True, yield_new=False, sg_days=0, sg_w=3, sg_agg='max', sg_views=(0, 1), season_w=2, tailq=0.0, tail_thr=1.0, tail_views=(0, 1), lc_clip=0.5, lc_views=(3,), override_abs=2.0, gpd_q=0.0, gpd_u=0.02, gpd_views=(0, 1, 2), gpd_min=10, gpd_mode='and', gpd_xi=0.5, fmem=1000, fmem_views=(0, 1, 2), fmem_s=604800.0, long_kind='mean', mad_bins=0, mad_w=1.0, mad_rel=0.0, qrange=0.0, qviews=(0, 1, 2, 5), forget_warm=0, fw_views=(0, 1, 2, 3, 4, 5), fw_clip=0.0, gate_h=None, gate_hi=0.3, confirm_n=0, confirm_lag=3, open_thr=None, fmem_learnt=None, yield_conf=False, ret_guard=0, yield_resume=False, season_unlearn=False):
         self.__dict__.update(locals()); del self.__dict__['self']
         if confirm_n:  # session 12: the confirming detector on the value minus the median of the confirm_n bins before
             kw = {k: v for k, v in self.__dict__.items() if k not in ('confirm_n',)}
@@ -152,11 +158,11 @@ class Novelty:
         self.cd = 0; self.quiet = 0; self.held = 0; self.open = None; self.last_value_bin = None; self.learning = False; self.ref = None
         self.last_score = 0; self.last_bin = 0; self.spans = []; self.tails = {}
         self.sorted = [SortedWindow() for _ in range(6)] if (gpd_q > 0 or qrange > 0) else None
-        self.franges = [SlidingRange() for _ in range(6)]; self.fpending = []; self.wext = {}; self.guard = 0; self.returned = False
+        self.franges = [SlidingRange() for _ in range(6)]; self.fpending = []; self.wext = {}; self.guard = 0; self.returned = False; self.yielded = None
 
-    def _out_ref(self, k, v):
+    def _out_ref(self, k, v, ref=None):
         """The value (k 0) or level (k 1) outside the range the open finding left, once the range learns again."""
-        lo, hi = self.ref[k]
+        lo, hi = (ref or self.ref)[k]
         width = max(hi - lo, self.floor, self.rel * max(abs(lo), abs(hi)), 1e-300)
         return min(self.cap, max(v - hi, lo - v, 0.0) / width) > self.dyn
 
@@ -279,13 +285,20 @@ class Novelty:
             self.shist.append(min(score, self.clip))
             if len(self.shist) > self.adapt_hist: self.shist.popleft()
         if self.cd > 0: self.cd -= 1
+        if (self.yield_resume and self.yielded is not None and self.open is not None and not self.learning and
+                self.open['reported'] is None and not self._out_ref(0, value, self.yielded[1])):
+            # yield_resume: the held shift returns while the departure it yielded to is open, unreported: part of it
+            held_before, self.yielded = self.yielded, None
+            self._give_back(held_before)
         self.returned = self.open is not None and self.learning and not self._out_ref(0, value)
         if self.open is not None and self.learning and self.yield_new and outside and (
                 self.cd == 0 or (score > self._override() and score > self.last_score)) and (
                 self.yield_new != 2 or not (self._out_ref(0, value) or self._out_ref(1, level))) and (
                 self.yield_new != 3 or self._out_ref(0, value)) and (
                 not self.yield_conf or (score > bar and self._confirmed(score))):
+            yielding = (self.open, self.ref, self.held, self.nb) if self.yield_resume else None
             self.close()  # yield_new: a departure from the learnt range ends the extended finding
+            self.yielded = yielding
         if self.open is None:
             overrides = score > self._override() and (not self.ov_last or score > min(self.last_score, self.ov_clip))
             if outside and self.cd > 0 and not overrides and self.cd_extend > 0:
@@ -316,8 +329,19 @@ class Novelty:
         if self.open is not None:
             self.held += 1
             if self.learn_after is not None and not self.learning and self.held > min(self.learn_after, self.max_hold):
-                self.learning = True
+                self.learning = True; self.yielded = None
                 self.ref = [(self.ranges[k].low[0][1], self.ranges[k].high[0][1]) for k in (0, 1)]
+                if self.season_unlearn == 'clip' and self.season > 0:  # its first short bins clipped to the range of its bins since
+                    f0 = self.open['first']; later = [p[1] for p in self.past if p[0] >= f0 + self.short]
+                    if later:
+                        lo, hi = min(later), max(later)
+                        for p in self.past:
+                            if f0 <= p[0] < f0 + self.short: p[1] = min(max(p[1], lo), hi)
+                elif self.season_unlearn and self.season > 0:  # its bins so far leave the day view's history, as a short finding's do
+                    for p in self.past:
+                        if p[0] < self.open['first'] or p[0] < self.season: continue
+                        q = self.pastd.get(p[0] - self.season)
+                        if q is not None: p[1] = q[1]
             if self.held > self.max_hold:
                 self.open['absorbed'] = True; self.close()
         if self.open is not None and not self.open.get('absorbed') and self.learn_close and not self.learning:
@@ -409,6 +433,11 @@ class Novelty:
         if self.cd_close >= 0: self.cd = min(self.cd, self.cd_close)
         if self.ret_guard and self.returned: self.guard = self.ret_guard
         o = self.open
+        held_before, self.yielded = self.yielded, None
+        if held_before is not None and o['reported'] is None and not o.get('absorbed') and not self.learning:
+            # yield_resume: the departure the held finding yielded to ended unreported (noise within the shift)
+            self._give_back(held_before)
+            return
         if self.season > 0 and not o['absorbed'] and not self.learning and self.last_bin + 1 >= o['first'] + self.short:
             idx = self.pastd
             for p in self.past:
@@ -418,4 +447,12 @@ class Novelty:
         if self.last_value_bin is not None and self.last_value_bin >= o['first']: o['last'] = self.last_value_bin
         self.spans.append(o); self.open = None; self.last_value_bin = None; self.learning = False
 
-    def finish(self): self.close()
+    def _give_back(self, held_before):
+        span, ref, held, at = held_before
+        assert self.spans and self.spans[-1] is span
+        self.spans.pop(); self.open = span; self.learning = True; self.ref = ref; self.held = held + (self.nb - at)
+        self.fpending = []; self.last_value_bin = None
+
+    def finish(self):
+        self.yielded = None
+        self.close()

@@ -170,9 +170,12 @@ double SeriesNoveltyDetector::add(size_t bin, double value) {
   NoveltySpan here;
   here.first_bin = here.last_bin = bin;
   bool value_outside = false;
+  constexpr size_t kSpread = static_cast<size_t>(NoveltyView::spread);
+  if (spread_guard_ > 0) --spread_guard_;
   if (pushed_ >= warmup_len_) {
     for (size_t k = 0; k < kViews; ++k) {
       if (!used[k]) continue;
+      if (spread_guard_ > 0 && (k == kSpread || k == kRobust)) continue;  // straddling a held shift's return
       // The season view is judged once its own range has as much history as the others had at their warm-up.
       if (k == kSeason && (!season_defined || season_pushed_ < opt_.warmup_bins)) continue;
       double lo = range_[k].low(), hi = range_[k].high();
@@ -216,7 +219,27 @@ double SeriesNoveltyDetector::add(size_t bin, double value) {
   // A finding the range learns from ends where a departure from the learnt range opens a new one, at its bin: a
   // level shift held open as one finding hid a second, larger step (NAB's rds_cpu_utilization_e47b3b: a 17 -> 28
   // step reported 400 bins late).
-  if (open_ && learning_ && opens && opt_.new_departure_ends_held_finding) close();
+  // Its return to the range it left ends it (held_shift_lasts_to_its_return), a departure then does not; nor does
+  // the unreported departure it yielded to, if the value returns while that one is open: it was part of the shift.
+  const bool lasts_to_return = opt_.held_shift_lasts_to_its_return;
+  if (lasts_to_return && yielded_ && open_ && !learning_ && !reported_bin_ &&
+      !(excess_over(value, yielded_->reference[0].first, yielded_->reference[0].second) > opt_.threshold)) {
+    YieldedFinding held = std::move(*yielded_);
+    yielded_.reset();
+    give_back(std::move(held));
+  }
+  value_back_ = open_ && learning_ && !(excess_over(value, reference_[0].first, reference_[0].second) > opt_.threshold);
+  if (open_ && learning_ && opens && opt_.new_departure_ends_held_finding && !(lasts_to_return && value_back_)) {
+    std::optional<YieldedFinding> held;
+    if (lasts_to_return) {
+      held = YieldedFinding{*open_, reported_bin_, {reference_[0], reference_[1]}, held_, added_, false};
+      if (last_value_bin_ && *last_value_bin_ >= held->span.first_bin) held->span.last_bin = *last_value_bin_;
+    }
+    const size_t listed = spans_.size();
+    close();
+    if (held) held->listed = spans_.size() > listed;
+    yielded_ = held;
+  }
   if (!open_) {
     if (opens) {
       open_ = here;
@@ -261,7 +284,9 @@ double SeriesNoveltyDetector::add(size_t bin, double value) {
     ++held_;
     if (!learning_ && held_ > std::min(opt_.learn_after_bins, hold_len_)) {
       learning_ = true;
+      yielded_.reset();  // a departure held this long is a shift of its own
       for (size_t k = 0; k < 2; ++k) reference_[k] = {range_[k].low(), range_[k].high()};
+      if (opt_.held_start_clipped_in_day_history && opt_.season_bins > 0) clip_held_start_in_day_history();
     }
     if (held_ > hold_len_) {
       open_->absorbed = true;
@@ -276,9 +301,12 @@ double SeriesNoveltyDetector::add(size_t bin, double value) {
       for (size_t r = 0; r < kRememberedViews; ++r) v[r] = views[kRememberedView[r]];
       remember_pending_.push_back(v);
     } else if (!remember_pending_.empty()) {
+      const bool spreads = !learning_ || opt_.remember_learnt_spreads;
       for (const auto& v : remember_pending_)
-        for (size_t r = 0; r < kRememberedViews; ++r)
-          if (used[kRememberedView[r]]) remembered_[r].push(added_, v[r], repeat_len_);
+        for (size_t r = 0; r < kRememberedViews; ++r) {
+          const size_t k = kRememberedView[r];
+          if (used[k] && (spreads || (k != kSpread && k != kRobust))) remembered_[r].push(added_, v[r], repeat_len_);
+        }
       remember_pending_.clear();
     }
   }
@@ -320,18 +348,52 @@ std::deque<std::pair<size_t, double>>::iterator SeriesNoveltyDetector::bin_at_or
                           [](const std::pair<size_t, double>& p, size_t b) { return p.first < b; });
 }
 
+void SeriesNoveltyDetector::replace_with_a_season_earlier(size_t from_bin) {
+  for (auto it = bin_at_or_after(from_bin); it != past_.end(); ++it) {
+    if (it->first < opt_.season_bins) continue;
+    auto then = bin_at_or_after(it->first - opt_.season_bins);
+    if (then != past_.end() && then->first == it->first - opt_.season_bins) it->second = then->second;
+  }
+}
+
+void SeriesNoveltyDetector::clip_held_start_in_day_history() {
+  const size_t settled = open_->first_bin + opt_.short_bins;
+  auto it = bin_at_or_after(settled);
+  if (it == past_.end()) return;
+  const auto [lo, hi] = std::minmax_element(it, past_.end(), [](auto& a, auto& b) { return a.second < b.second; });
+  const double low = lo->second, high = hi->second;
+  for (auto p = bin_at_or_after(open_->first_bin); p != past_.end() && p->first < settled; ++p)
+    p->second = std::clamp(p->second, low, high);
+}
+
+void SeriesNoveltyDetector::give_back(YieldedFinding&& held) {
+  if (held.listed) spans_.pop_back();
+  open_ = std::move(held.span);
+  reported_bin_ = held.reported_bin;
+  reference_[0] = held.reference[0];
+  reference_[1] = held.reference[1];
+  held_ = held.held + static_cast<size_t>(added_ - held.at);
+  learning_ = true;
+  last_value_bin_.reset();
+  remember_pending_.clear();
+}
+
 void SeriesNoveltyDetector::close() {
   if (!open_) return;
+  if (value_back_ && opt_.held_shift_lasts_to_its_return)
+    spread_guard_ = std::max(opt_.short_bins, opt_.robust_spread_bins);
+  // The held finding this one ended comes back where this one was never reported (noise within the shift).
+  std::optional<YieldedFinding> held = std::move(yielded_);
+  yielded_.reset();
+  if (held && !reported_bin_ && !open_->absorbed && !learning_) {
+    give_back(std::move(*held));
+    return;
+  }
   // A finding that outlasted the level view's bins is remembered for the season view as the bins a season before
   // it, so that a long episode does not come back as a ghost one season later (not one the range learnt from:
   // its level is in the baseline now). Short spikes are left: the level of a few bins barely carries them.
-  if (opt_.season_bins > 0 && !learning_ && last_bin_ + 1 >= open_->first_bin + opt_.short_bins) {
-    for (auto it = bin_at_or_after(open_->first_bin); it != past_.end(); ++it) {
-      if (it->first < opt_.season_bins) continue;
-      auto then = bin_at_or_after(it->first - opt_.season_bins);
-      if (then != past_.end() && then->first == it->first - opt_.season_bins) it->second = then->second;
-    }
-  }
+  if (opt_.season_bins > 0 && !learning_ && last_bin_ + 1 >= open_->first_bin + opt_.short_bins)
+    replace_with_a_season_earlier(open_->first_bin);
   // The level and spread views trail a step's end by short_bins: where the value itself left the range, the
   // finding ends with the value's last bin outside.
   if (last_value_bin_ && *last_value_bin_ >= open_->first_bin) open_->last_bin = *last_value_bin_;
@@ -351,6 +413,9 @@ void SeriesNoveltyDetector::close() {
   last_value_bin_.reset();
 }
 
-void SeriesNoveltyDetector::finish() { close(); }
+void SeriesNoveltyDetector::finish() {
+  yielded_.reset();
+  close();
+}
 
 }  // namespace stackscope::analyze

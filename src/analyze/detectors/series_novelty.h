@@ -52,6 +52,17 @@ struct SeriesNoveltyOptions {
   // shift held open as one finding hid a second, larger step (NAB's rds_cpu_utilization_e47b3b: a 17 -> 28 step
   // reported 400 bins late). Session 19 (docs/BENCHMARKS.md).
   bool new_departure_ends_held_finding = true;
+  // A level shift held until the range learnt from it is one finding until its value returns to the range it left
+  // (session 21, docs/BENCHMARKS.md): a new departure ends it only while its value is still outside that range
+  // (the return is its end, not a new finding); it comes back if that departure's finding ends unreported (noise
+  // within the shift: it used to end a held shift at once, and its return was then a finding of its own); and once it
+  // ended at its return, the spread views are not judged for robust_spread_bins (at least short_bins), whose windows
+  // straddle the return.
+  bool held_shift_lasts_to_its_return = true;
+  // When the range starts learning from a held finding, its first short_bins bins are clipped in the day view's
+  // history to the range of its bins since: a shift that began with a spike came back a day later as a day-view
+  // finding (NAB's rds_cpu_utilization_e47b3b). Session 21.
+  bool held_start_clipped_in_day_history = true;
   // A finding open for new_normal_seconds (a week) where the bin width is known, but at least min_hold_bins and at
   // most max_hold_bins, has become the new normal (a change of regime): its level becomes the baseline. Without
   // a bin width: max_hold_bins. Until then a level shift is one finding for as long as it lasts.
@@ -97,6 +108,12 @@ struct SeriesNoveltyOptions {
   // with the threshold (docs/BENCHMARKS.md, session 11).
   size_t repeat_memory_bins = 1000;
   double repeat_memory_max_seconds = 7 * 86400;
+  // A finding held until the range learnt from it (a level shift, now the new normal) leaves its value and level
+  // remembered (the range, which starts learning only then, would find the shift's own level new again) but not
+  // its spreads: its first bins' spreads straddle the step, and remembered they blinded both spread views for
+  // repeat_memory_bins (NAB's rds_cpu_utilization_cc0c53: a noisier stretch 400 bins after a level shift went
+  // unseen). Session 21.
+  bool remember_learnt_spreads = false;
   // Confirmation by a second view (session 12): a finding is reported only from the first of its bins where its
   // excess passes confirm_alone_excess or a second detector agrees -- the same range detector run on the value
   // minus the median of the confirm_median_bins bins before it (a departure from the local level, whatever the
@@ -203,8 +220,28 @@ class SeriesNoveltyDetector {
   std::deque<double> confirm_values_, confirm_scores_;
   std::vector<double> median_scratch_;
   std::optional<size_t> reported_bin_;
+  // held_shift_lasts_to_its_return: the held finding a departure ended, until that departure's finding closes (it
+  // comes back if that one was never reported); whether this bin's value is back in the range the held finding
+  // left; bins the spread views are left unjudged after a held finding's return.
+  struct YieldedFinding {
+    NoveltySpan span;
+    std::optional<size_t> reported_bin;
+    std::pair<double, double> reference[2];
+    size_t held = 0;
+    uint64_t at = 0;      // added_ when it yielded
+    bool listed = false;  // it went into spans_ (reported)
+  };
+  std::optional<YieldedFinding> yielded_;
+  bool value_back_ = false;
+  size_t spread_guard_ = 0;
   double confirming_excess(size_t bin, double value);
   void close();
+  // The held finding `held` open again in place of the unreported finding that ended it.
+  void give_back(YieldedFinding&& held);
+  // The day view's history from `from_bin` on replaced by the bins a season earlier (a finding's bins).
+  void replace_with_a_season_earlier(size_t from_bin);
+  // The open finding's first short_bins bins in the day view's history clipped to the range of its values since.
+  void clip_held_start_in_day_history();
   std::deque<std::pair<size_t, double>>::iterator bin_at_or_after(size_t bin);
 };
 
