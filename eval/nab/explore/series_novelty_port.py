@@ -62,12 +62,14 @@ earlier row still reproduces):
                                     history instead of its min .. max (forgets a warm-up's extremes)
   forget_warm                       (not kept) once forget_warm x the warm-up has been pushed, the ranges no longer
                                     hold the warm-up's values (a start-up transient)
-Session 21 (docs/BENCHMARKS.md "Session 21"):
+Session 21 (docs/BENCHMARKS.md "Session 21"; the C++ defaults now: session 19's plus "yield_new=3,fmem_learnt=(0,1),
+ret_guard=36,yield_resume=True,season_unlearn='clip'", checked against the CLI file by file on all 45 files):
   fmem_learnt                       the views a finding remembers (fmem) when it was held until the range learnt
                                     from it (a level shift); None: fmem_views, as for any other finding
+                                    (C++ remember_learnt_spreads = false is (0,1))
   yield_new=3                       a held finding yields to a new departure only while its value is still
                                     outside the range it left (its return to that range is its end, not a new finding)
-  yield_conf                        a held finding yields only to a departure that would be reported (confirmed)
+  yield_conf                        (not kept) a held finding yields only to a departure that would be reported
   ret_guard                         a held finding that ends with its value back in the range it left leaves the spread
                                     views unjudged for ret_guard bins (their windows straddle its return)
   yield_resume                      a held finding that yielded to a departure resumes if that departure's finding
@@ -76,6 +78,9 @@ Session 21 (docs/BENCHMARKS.md "Session 21"):
   season_unlearn                    when the range starts learning from a held finding, the bins it held so far leave
                                     the day view's history (replaced by a day earlier's), as a short finding's do;
                                     'clip': its first `short` bins are clipped to the range of its bins since
+                                    (C++ held_start_clipped_in_day_history; yield_new=3, ret_guard and yield_resume
+                                    together are C++ held_shift_lasts_to_its_return)
+  cd_after_close                    (not kept) the cool-down also runs for `cooldown` bins from a finding's close
 Session 20 (docs/BENCHMARKS.md "Session 20"; none kept):
   fw_views                          the views whose ranges forget the warm-up (forget_warm); all by default
   fw_clip                           with forget_warm, the warm-up's extremes still widen the range, up to fw_clip x
@@ -93,6 +98,9 @@ from collections import deque
 S9 = dict(threshold=0.05, history=2000, cooldown=200, season_w=0, learn_close=False, lc_clip=None, override_abs=None, fmem=0)
 # The detector of session 10 (explore.py "s10=True"): no memory of recent findings, threshold 0.08.
 S10 = dict(threshold=0.08, fmem=0)
+# The product's default since session 21 (explore.py "s21=True"; session 19's knobs plus session 21's).
+S21 = dict(threshold=0.05, confirm_n=192, gate_h=0.05, mad_bins=36, mad_w=0.5, mad_rel=0.03, fmem_views=(0, 1, 2, 5),
+           yield_new=3, fmem_learnt=(0, 1), ret_guard=36, yield_resume=True, season_unlearn='clip')
 LEGACY = dict(S9, threshold=0.065, max_hold=100, fix_season=False, cap=float('inf'), cooldown_s=0.0, hold_s=0.0, hold_min=0,
               learn_after=None, warm_season=False)
 
@@ -138,7 +146,7 @@ class SortedWindow:
 
 class Novelty:
     def __init__(self, threshold=0.05, history=4000, short=6, warmup=100, cooldown=100, override=40,
-                 close_after=3, max_hold=2000, floor=0.0, season=0, season_weight=0.3, adapt=0.0, adapt_hist=2000, adapt_q=0.99, clip=10.0, w=(1, 1, 1), persist=0, spike=1e9, learn_close=None, ov_last=True, ov_clip=float('inf'), rel=1e-12, cd_extend=0, cd_dir=False, long_bins=0, long_w=1.0, g=0.0, gH=2000, cd_on_report=False, gstart=0, fix_season=True, winsor=False, relv=0.0, cd_close=-1, bw=0.0, cooldown_s=86400.0, hold_s=604800.0, hold_min=100, cap=1000.0, season_warm=None, learn_after=100, warm_season=True, yield_new=False, sg_days=0, sg_w=3, sg_agg='max', sg_views=(0, 1), season_w=2, tailq=0.0, tail_thr=1.0, tail_views=(0, 1), lc_clip=0.5, lc_views=(3,), override_abs=2.0, gpd_q=0.0, gpd_u=0.02, gpd_views=(0, 1, 2), gpd_min=10, gpd_mode='and', gpd_xi=0.5, fmem=1000, fmem_views=(0, 1, 2), fmem_s=604800.0, long_kind='mean', mad_bins=0, mad_w=1.0, mad_rel=0.0, qrange=0.0, qviews=(0, 1, 2, 5), forget_warm=0, fw_views=(0, 1, 2, 3, 4, 5), fw_clip=0.0, gate_h=None, gate_hi=0.3, confirm_n=0, confirm_lag=3, open_thr=None, fmem_learnt=None, yield_conf=False, ret_guard=0, yield_resume=False, season_unlearn=False):
+                 close_after=3, max_hold=2000, floor=0.0, season=0, season_weight=0.3, adapt=0.0, adapt_hist=2000, adapt_q=0.99, clip=10.0, w=(1, 1, 1), persist=0, spike=1e9, learn_close=None, ov_last=True, ov_clip=float('inf'), rel=1e-12, cd_extend=0, cd_dir=False, long_bins=0, long_w=1.0, g=0.0, gH=2000, cd_on_report=False, gstart=0, fix_season=True, winsor=False, relv=0.0, cd_close=-1, bw=0.0, cooldown_s=86400.0, hold_s=604800.0, hold_min=100, cap=1000.0, season_warm=None, learn_after=100, warm_season=True, yield_new=False, sg_days=0, sg_w=3, sg_agg='max', sg_views=(0, 1), season_w=2, tailq=0.0, tail_thr=1.0, tail_views=(0, 1), lc_clip=0.5, lc_views=(3,), override_abs=2.0, gpd_q=0.0, gpd_u=0.02, gpd_views=(0, 1, 2), gpd_min=10, gpd_mode='and', gpd_xi=0.5, fmem=1000, fmem_views=(0, 1, 2), fmem_s=604800.0, long_kind='mean', mad_bins=0, mad_w=1.0, mad_rel=0.0, qrange=0.0, qviews=(0, 1, 2, 5), forget_warm=0, fw_views=(0, 1, 2, 3, 4, 5), fw_clip=0.0, gate_h=None, gate_hi=0.3, confirm_n=0, confirm_lag=3, open_thr=None, fmem_learnt=None, yield_conf=False, ret_guard=0, yield_resume=False, season_unlearn=False, cd_after_close=False):
         self.__dict__.update(locals()); del self.__dict__['self']
         if confirm_n:  # session 12: the confirming detector on the value minus the median of the confirm_n bins before
             kw = {k: v for k, v in self.__dict__.items() if k not in ('confirm_n',)}
@@ -431,6 +439,7 @@ class Novelty:
     def close(self):
         if self.open is None: return
         if self.cd_close >= 0: self.cd = min(self.cd, self.cd_close)
+        if self.cd_after_close and not (self.yielded is not None): self.cd = max(self.cd, self.cooldown)  # lab: the cool-down also runs from the close
         if self.ret_guard and self.returned: self.guard = self.ret_guard
         o = self.open
         held_before, self.yielded = self.yielded, None
