@@ -74,7 +74,10 @@ ret_guard=36,yield_resume=True,season_unlearn='clip'", checked against the CLI f
                                     views unjudged for ret_guard bins (their windows straddle its return)
   yield_resume                      a held finding that yielded to a departure resumes if that departure's finding
                                     ends unreported (noise within the shift), or if the value returns to the range the
-                                    held finding left while that finding is open and unreported
+                                    held finding left while that finding is open and unreported; 2: also after a
+                                    reported one closes, while the value is still outside that range (a spike inside
+                                    a held shift is a finding of its own, the shift goes on); 3: and a departure the
+                                    value returns from while it is open, reported or not, was the shift's return
   season_unlearn                    when the range starts learning from a held finding, the bins it held so far leave
                                     the day view's history (replaced by a day earlier's), as a short finding's do;
                                     'clip': its first `short` bins are clipped to the range of its bins since
@@ -182,6 +185,7 @@ class Novelty:
         return s / m if m else None
 
     def add(self, b, value):
+        self.cur_value = value
         if self.confirm_n:
             h = self.confirm_vals; med = sorted(h)[len(h) // 2] if h else value
             h.append(value)
@@ -294,7 +298,7 @@ class Novelty:
             if len(self.shist) > self.adapt_hist: self.shist.popleft()
         if self.cd > 0: self.cd -= 1
         if (self.yield_resume and self.yielded is not None and self.open is not None and not self.learning and
-                self.open['reported'] is None and not self._out_ref(0, value, self.yielded[1])):
+                (self.open['reported'] is None or self.yield_resume == 3) and not self._out_ref(0, value, self.yielded[1])):
             # yield_resume: the held shift returns while the departure it yielded to is open, unreported: part of it
             held_before, self.yielded = self.yielded, None
             self._give_back(held_before)
@@ -454,12 +458,24 @@ class Novelty:
                 q = idx.get(p[0] - self.season)
                 if q is not None: p[1] = q[1]
         if self.last_value_bin is not None and self.last_value_bin >= o['first']: o['last'] = self.last_value_bin
-        self.spans.append(o); self.open = None; self.last_value_bin = None; self.learning = False
+        if not o.get('listed'): self.spans.append(o)
+        self.open = None; self.last_value_bin = None; self.learning = False
+        if (held_before is not None and self.yield_resume in (2, 3) and not o.get('absorbed') and
+                self._out_ref(0, self.cur_value, held_before[1])):
+            # yield_resume=2: a reported departure inside a held shift is a finding of its own; the shift goes on
+            for vv in self.fpending:
+                for k in self.fmem_views: self.franges[k].push(self.nb, vv[k], self.fmem)
+            self.fpending = []
+            span, ref, held, at = held_before
+            span['listed'] = True
+            self.open = span; self.learning = True; self.ref = ref; self.held = held + (self.nb - at)
 
     def _give_back(self, held_before):
         span, ref, held, at = held_before
-        assert self.spans and self.spans[-1] is span
-        self.spans.pop(); self.open = span; self.learning = True; self.ref = ref; self.held = held + (self.nb - at)
+        if not span.get('listed'):  # listed: it stayed where it was when a reported departure gave it back before
+            assert self.spans and self.spans[-1] is span
+            self.spans.pop()
+        self.open = span; self.learning = True; self.ref = ref; self.held = held + (self.nb - at)
         self.fpending = []; self.last_value_bin = None
 
     def finish(self):

@@ -163,6 +163,8 @@ class SeriesNoveltyDetector {
   double add(size_t bin, double value);
   // Closes an open finding; call once after the last bin.
   void finish();
+  // The reported findings. Final after finish(): before it, the last one can be taken back and go on (a held shift
+  // whose departure's finding ends unreported: held_shift_lasts_to_its_return).
   const std::vector<NoveltySpan>& spans() const { return spans_; }
 
  private:
