@@ -84,6 +84,8 @@ ret_guard=36,yield_resume=True,season_unlearn='clip'", checked against the CLI f
                                     (C++ held_start_clipped_in_day_history; yield_new=3, ret_guard and yield_resume
                                     together are C++ held_shift_lasts_to_its_return)
   cd_after_close                    (not kept) the cool-down also runs for `cooldown` bins from a finding's close
+  back_mid                          (not kept) a held shift's value nearer the range it left than the shift's level
+                                    (the level view's when the range began to learn) counts as returned
 Session 20 (docs/BENCHMARKS.md "Session 20"; none kept):
   fw_views                          the views whose ranges forget the warm-up (forget_warm); all by default
   fw_clip                           with forget_warm, the warm-up's extremes still widen the range, up to fw_clip x
@@ -149,7 +151,7 @@ class SortedWindow:
 
 class Novelty:
     def __init__(self, threshold=0.05, history=4000, short=6, warmup=100, cooldown=100, override=40,
-                 close_after=3, max_hold=2000, floor=0.0, season=0, season_weight=0.3, adapt=0.0, adapt_hist=2000, adapt_q=0.99, clip=10.0, w=(1, 1, 1), persist=0, spike=1e9, learn_close=None, ov_last=True, ov_clip=float('inf'), rel=1e-12, cd_extend=0, cd_dir=False, long_bins=0, long_w=1.0, g=0.0, gH=2000, cd_on_report=False, gstart=0, fix_season=True, winsor=False, relv=0.0, cd_close=-1, bw=0.0, cooldown_s=86400.0, hold_s=604800.0, hold_min=100, cap=1000.0, season_warm=None, learn_after=100, warm_season=True, yield_new=False, sg_days=0, sg_w=3, sg_agg='max', sg_views=(0, 1), season_w=2, tailq=0.0, tail_thr=1.0, tail_views=(0, 1), lc_clip=0.5, lc_views=(3,), override_abs=2.0, gpd_q=0.0, gpd_u=0.02, gpd_views=(0, 1, 2), gpd_min=10, gpd_mode='and', gpd_xi=0.5, fmem=1000, fmem_views=(0, 1, 2), fmem_s=604800.0, long_kind='mean', mad_bins=0, mad_w=1.0, mad_rel=0.0, qrange=0.0, qviews=(0, 1, 2, 5), forget_warm=0, fw_views=(0, 1, 2, 3, 4, 5), fw_clip=0.0, gate_h=None, gate_hi=0.3, confirm_n=0, confirm_lag=3, open_thr=None, fmem_learnt=None, yield_conf=False, ret_guard=0, yield_resume=False, season_unlearn=False, cd_after_close=False):
+                 close_after=3, max_hold=2000, floor=0.0, season=0, season_weight=0.3, adapt=0.0, adapt_hist=2000, adapt_q=0.99, clip=10.0, w=(1, 1, 1), persist=0, spike=1e9, learn_close=None, ov_last=True, ov_clip=float('inf'), rel=1e-12, cd_extend=0, cd_dir=False, long_bins=0, long_w=1.0, g=0.0, gH=2000, cd_on_report=False, gstart=0, fix_season=True, winsor=False, relv=0.0, cd_close=-1, bw=0.0, cooldown_s=86400.0, hold_s=604800.0, hold_min=100, cap=1000.0, season_warm=None, learn_after=100, warm_season=True, yield_new=False, sg_days=0, sg_w=3, sg_agg='max', sg_views=(0, 1), season_w=2, tailq=0.0, tail_thr=1.0, tail_views=(0, 1), lc_clip=0.5, lc_views=(3,), override_abs=2.0, gpd_q=0.0, gpd_u=0.02, gpd_views=(0, 1, 2), gpd_min=10, gpd_mode='and', gpd_xi=0.5, fmem=1000, fmem_views=(0, 1, 2), fmem_s=604800.0, long_kind='mean', mad_bins=0, mad_w=1.0, mad_rel=0.0, qrange=0.0, qviews=(0, 1, 2, 5), forget_warm=0, fw_views=(0, 1, 2, 3, 4, 5), fw_clip=0.0, gate_h=None, gate_hi=0.3, confirm_n=0, confirm_lag=3, open_thr=None, fmem_learnt=None, yield_conf=False, ret_guard=0, yield_resume=False, season_unlearn=False, cd_after_close=False, back_mid=False):
         self.__dict__.update(locals()); del self.__dict__['self']
         if confirm_n:  # session 12: the confirming detector on the value minus the median of the confirm_n bins before
             kw = {k: v for k, v in self.__dict__.items() if k not in ('confirm_n',)}
@@ -303,10 +305,14 @@ class Novelty:
             held_before, self.yielded = self.yielded, None
             self._give_back(held_before)
         self.returned = self.open is not None and self.learning and not self._out_ref(0, value)
+        if self.back_mid and self.open is not None and self.learning and not self.returned:
+            # lab: a value nearer the range the shift left than the shift's level is on its way back
+            lo, hi = self.ref[0]
+            self.returned = max(lo - value, value - hi, 0.0) < abs(value - self.held_level)
         if self.open is not None and self.learning and self.yield_new and outside and (
                 self.cd == 0 or (score > self._override() and score > self.last_score)) and (
                 self.yield_new != 2 or not (self._out_ref(0, value) or self._out_ref(1, level))) and (
-                self.yield_new != 3 or self._out_ref(0, value)) and (
+                self.yield_new != 3 or (self._out_ref(0, value) and not self.returned)) and (
                 not self.yield_conf or (score > bar and self._confirmed(score))):
             yielding = (self.open, self.ref, self.held, self.nb) if self.yield_resume else None
             self.close()  # yield_new: a departure from the learnt range ends the extended finding
@@ -341,7 +347,7 @@ class Novelty:
         if self.open is not None:
             self.held += 1
             if self.learn_after is not None and not self.learning and self.held > min(self.learn_after, self.max_hold):
-                self.learning = True; self.yielded = None
+                self.learning = True; self.yielded = None; self.held_level = level
                 self.ref = [(self.ranges[k].low[0][1], self.ranges[k].high[0][1]) for k in (0, 1)]
                 if self.season_unlearn == 'clip' and self.season > 0:  # its first short bins clipped to the range of its bins since
                     f0 = self.open['first']; later = [p[1] for p in self.past if p[0] >= f0 + self.short]
