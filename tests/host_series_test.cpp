@@ -480,8 +480,8 @@ TEST(HostSeriesDetector, ANoisierStretchAfterALearntLevelShiftIsFound) {
 }
 
 // A level shift that returns (100 -> 130 -> 100, noise 1) is one finding whatever the noise does: a marginal noise
-// departure while it is held used to end it (its return was then a finding of its own, on one seed in three), and
-// without the noise the spread windows straddling its return opened one once its spreads were no longer remembered.
+// departure while it is held used to end it (its return was then a finding of its own: one of three seeds in the
+// Python port), and the spread windows straddling its return opened one once its spreads were no longer remembered.
 // Now such a departure's unreported finding gives the held one back, the return ends it, and the spread views wait
 // a robust-spread window after the return.
 TEST(HostSeriesDetector, ALevelShiftThatReturnsIsOneFindingWhateverTheNoise) {
