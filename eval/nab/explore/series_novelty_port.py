@@ -84,6 +84,11 @@ ret_guard=36,yield_resume=True,season_unlearn='clip'", checked against the CLI f
                                     (C++ held_start_clipped_in_day_history; yield_new=3, ret_guard and yield_resume
                                     together are C++ held_shift_lasts_to_its_return)
   cd_after_close                    (not kept) the cool-down also runs for `cooldown` bins from a finding's close
+  mad_q                             (lab) the robust spread's quantile of the absolute deviations (0.5: the MAD);
+                                    0.9 is high where more than a tenth of its window departs (a cluster of spikes)
+  dq_bins, dq, dq_w                 (lab) a 7th view: the dq quantile of the absolute deviations from the median of
+                                    the last dq_bins values, weight dq_w (a cluster of spikes, where single ones are
+                                    not new)
   back_mid                          (not kept) a held shift's value nearer the range it left than the shift's level
                                     (the level view's when the range began to learn) counts as returned
 Session 20 (docs/BENCHMARKS.md "Session 20"; none kept):
@@ -151,7 +156,7 @@ class SortedWindow:
 
 class Novelty:
     def __init__(self, threshold=0.05, history=4000, short=6, warmup=100, cooldown=100, override=40,
-                 close_after=3, max_hold=2000, floor=0.0, season=0, season_weight=0.3, adapt=0.0, adapt_hist=2000, adapt_q=0.99, clip=10.0, w=(1, 1, 1), persist=0, spike=1e9, learn_close=None, ov_last=True, ov_clip=float('inf'), rel=1e-12, cd_extend=0, cd_dir=False, long_bins=0, long_w=1.0, g=0.0, gH=2000, cd_on_report=False, gstart=0, fix_season=True, winsor=False, relv=0.0, cd_close=-1, bw=0.0, cooldown_s=86400.0, hold_s=604800.0, hold_min=100, cap=1000.0, season_warm=None, learn_after=100, warm_season=True, yield_new=False, sg_days=0, sg_w=3, sg_agg='max', sg_views=(0, 1), season_w=2, tailq=0.0, tail_thr=1.0, tail_views=(0, 1), lc_clip=0.5, lc_views=(3,), override_abs=2.0, gpd_q=0.0, gpd_u=0.02, gpd_views=(0, 1, 2), gpd_min=10, gpd_mode='and', gpd_xi=0.5, fmem=1000, fmem_views=(0, 1, 2), fmem_s=604800.0, long_kind='mean', mad_bins=0, mad_w=1.0, mad_rel=0.0, qrange=0.0, qviews=(0, 1, 2, 5), forget_warm=0, fw_views=(0, 1, 2, 3, 4, 5), fw_clip=0.0, gate_h=None, gate_hi=0.3, confirm_n=0, confirm_lag=3, open_thr=None, fmem_learnt=None, yield_conf=False, ret_guard=0, yield_resume=False, season_unlearn=False, cd_after_close=False, back_mid=False):
+                 close_after=3, max_hold=2000, floor=0.0, season=0, season_weight=0.3, adapt=0.0, adapt_hist=2000, adapt_q=0.99, clip=10.0, w=(1, 1, 1), persist=0, spike=1e9, learn_close=None, ov_last=True, ov_clip=float('inf'), rel=1e-12, cd_extend=0, cd_dir=False, long_bins=0, long_w=1.0, g=0.0, gH=2000, cd_on_report=False, gstart=0, fix_season=True, winsor=False, relv=0.0, cd_close=-1, bw=0.0, cooldown_s=86400.0, hold_s=604800.0, hold_min=100, cap=1000.0, season_warm=None, learn_after=100, warm_season=True, yield_new=False, sg_days=0, sg_w=3, sg_agg='max', sg_views=(0, 1), season_w=2, tailq=0.0, tail_thr=1.0, tail_views=(0, 1), lc_clip=0.5, lc_views=(3,), override_abs=2.0, gpd_q=0.0, gpd_u=0.02, gpd_views=(0, 1, 2), gpd_min=10, gpd_mode='and', gpd_xi=0.5, fmem=1000, fmem_views=(0, 1, 2), fmem_s=604800.0, long_kind='mean', mad_bins=0, mad_w=1.0, mad_rel=0.0, qrange=0.0, qviews=(0, 1, 2, 5), forget_warm=0, fw_views=(0, 1, 2, 3, 4, 5), fw_clip=0.0, gate_h=None, gate_hi=0.3, confirm_n=0, confirm_lag=3, open_thr=None, fmem_learnt=None, yield_conf=False, ret_guard=0, yield_resume=False, season_unlearn=False, cd_after_close=False, back_mid=False, mad_q=0.5, dq_bins=0, dq=0.9, dq_w=0.5):
         self.__dict__.update(locals()); del self.__dict__['self']
         if confirm_n:  # session 12: the confirming detector on the value minus the median of the confirm_n bins before
             kw = {k: v for k, v in self.__dict__.items() if k not in ('confirm_n',)}
@@ -166,12 +171,12 @@ class Novelty:
         if learn_close is None: self.learn_close = season > 0  # the C++ learns the day view only, where there is one
         if warm_season and season > 0: self.warmup = max(warmup, season)
         self.dyn = threshold if open_thr is None else open_thr  # open_thr (lab): findings open at it, the threshold only decides reports
-        self.ranges = [SlidingRange() for _ in range(6)]; self.lrecent = deque()
+        self.ranges = [SlidingRange() for _ in range(7)]; self.lrecent = deque()
         self.pushed = 0; self.npushed_season = 0; self.alarms = deque(); self.nb = 0; self.last_above = None; self.pending = []; self.shist = deque(); self.bar = 0; self.recent = deque(); self.past = deque(); self.pastd = {}
         self.cd = 0; self.quiet = 0; self.held = 0; self.open = None; self.last_value_bin = None; self.learning = False; self.ref = None
         self.last_score = 0; self.last_bin = 0; self.spans = []; self.tails = {}
         self.sorted = [SortedWindow() for _ in range(6)] if (gpd_q > 0 or qrange > 0) else None
-        self.franges = [SlidingRange() for _ in range(6)]; self.fpending = []; self.wext = {}; self.guard = 0; self.returned = False; self.yielded = None
+        self.franges = [SlidingRange() for _ in range(7)]; self.fpending = []; self.wext = {}; self.guard = 0; self.returned = False; self.yielded = None
 
     def _out_ref(self, k, v, ref=None):
         """The value (k 0) or level (k 1) outside the range the open finding left, once the range learns again."""
@@ -239,20 +244,27 @@ class Novelty:
             srt = sorted(self.mrecent); med = srt[len(srt) // 2]
             dev = sorted(abs(x - med) for x in self.mrecent)
             while len(views) < 5: views.append(0.0)
-            views.append(dev[len(dev) // 2])
+            views.append(dev[len(dev) // 2] if self.mad_q == 0.5 else dev[min(len(dev) - 1, int(self.mad_q * len(dev)))])
+        if self.dq_bins:  # lab: a 7th view, the dq quantile of the absolute deviations from the median of the last dq_bins
+            self.dqrecent = getattr(self, 'dqrecent', deque()); self.dqrecent.append(value)
+            if len(self.dqrecent) > self.dq_bins: self.dqrecent.popleft()
+            srt = sorted(self.dqrecent); med = srt[len(srt) // 2]
+            dev = sorted(abs(x - med) for x in self.dqrecent)
+            while len(views) < 6: views.append(0.0)
+            views.append(dev[min(len(dev) - 1, int(self.dq * len(dev)))])
         score = 0; here = None; value_outside = False
         if self.guard > 0: self.guard -= 1
         sg = self._seasonal_bounds(b) if (self.sg_days and self.season > 0) else None
         if self.pushed >= self.warmup:
             for k in self._extra(used):
                 if k == 3 and (not season_ok or self.npushed_season < self.season_warm): continue
-                if self.guard > 0 and k in (2, 5): continue  # ret_guard: the spread windows straddle a held shift's return
+                if self.guard > 0 and k in (2, 5, 6): continue  # ret_guard: the spread windows straddle a held shift's return
                 lo = self.ranges[k].low[0][1]; hi = self.ranges[k].high[0][1]
                 if self.qrange > 0 and k in self.qviews and self.sorted[k].s:  # session 19 (lab): a range of quantiles
                     srt = self.sorted[k].s; nq = len(srt)
                     lo = srt[min(nq - 1, int((1 - self.qrange) * nq))]; hi = srt[max(0, int(self.qrange * nq) - 1)]
                 vlo = self.ranges[0].low[0][1]; vhi = self.ranges[0].high[0][1]
-                width = max(hi - lo, self.floor, self.rel * max(abs(lo), abs(hi)), self.relv * max(vhi - vlo, abs(vhi), abs(vlo)), (self.mad_rel * (vhi - vlo) if k == 5 else 0.0), 1e-300)
+                width = max(hi - lo, self.floor, self.rel * max(abs(lo), abs(hi)), self.relv * max(vhi - vlo, abs(vhi), abs(vlo)), (self.mad_rel * (vhi - vlo) if k in (5, 6) else 0.0), 1e-300)
                 if self.tailq and k in self.tail_views and k in self.tails:
                     srt = self.tails[k][1]; nq = len(srt)
                     qhi = srt[min(nq - 1, int(self.tailq * nq))]; qlo = srt[max(0, int((1 - self.tailq) * nq))]
@@ -271,7 +283,7 @@ class Novelty:
                     while fr.low and fr.low[0][0] + self.fmem <= self.nb: fr.low.popleft()
                     while fr.high and fr.high[0][0] + self.fmem <= self.nb: fr.high.popleft()
                     if fr.low: lo = min(lo, fr.low[0][1]); hi = max(hi, fr.high[0][1])
-                ex = min(self.cap, max(views[k] - hi, lo - views[k], 0.0) / width) * (self.season_weight if k == 3 else (self.long_w if k == 4 else (self.mad_w if k == 5 else self.w[k])))
+                ex = min(self.cap, max(views[k] - hi, lo - views[k], 0.0) / width) * (self.season_weight if k == 3 else (self.long_w if k == 4 else (self.mad_w if k == 5 else (self.dq_w if k == 6 else self.w[k]))))
                 if self.gpd_q > 0 and k in self.gpd_views and (ex > 0 or self.gpd_mode == 'replace'):
                     if self.gpd_mode == 'replace':
                         p = min(self.sorted[k].tail_p(views[k], True, self.gpd_u, self.gpd_min, self.gpd_xi),
@@ -410,7 +422,7 @@ class Novelty:
         return bool(self.forget_warm) and k in self.fw_views and self.pushed >= self.forget_warm * self.warmup
 
     def _extra(self, used):
-        return list(range(used)) + ([4] if self.long_bins else []) + ([5] if self.mad_bins else [])
+        return list(range(used)) + ([4] if self.long_bins else []) + ([5] if self.mad_bins else []) + ([6] if self.dq_bins else [])
 
     def _confirmed(self, score):
         """gate_h (session 12, gate.py): a finding is reported only once its score passes gate_hi or a second view's
