@@ -90,6 +90,7 @@ ret_guard=36,yield_resume=True,season_unlearn='clip'", checked against the CLI f
                                     the last dq_bins values, weight dq_w (a cluster of spikes, where single ones are
                                     not new)
   spread_trim                       (lab) the 6-bin spread without the value farthest from the level
+  trim_view                         (lab) that as a 7th view beside the spread, its excess weighted trim_view
   back_mid                          (not kept) a held shift's value nearer the range it left than the shift's level
                                     (the level view's when the range began to learn) counts as returned
 Session 20 (docs/BENCHMARKS.md "Session 20"; none kept):
@@ -157,7 +158,7 @@ class SortedWindow:
 
 class Novelty:
     def __init__(self, threshold=0.05, history=4000, short=6, warmup=100, cooldown=100, override=40,
-                 close_after=3, max_hold=2000, floor=0.0, season=0, season_weight=0.3, adapt=0.0, adapt_hist=2000, adapt_q=0.99, clip=10.0, w=(1, 1, 1), persist=0, spike=1e9, learn_close=None, ov_last=True, ov_clip=float('inf'), rel=1e-12, cd_extend=0, cd_dir=False, long_bins=0, long_w=1.0, g=0.0, gH=2000, cd_on_report=False, gstart=0, fix_season=True, winsor=False, relv=0.0, cd_close=-1, bw=0.0, cooldown_s=86400.0, hold_s=604800.0, hold_min=100, cap=1000.0, season_warm=None, learn_after=100, warm_season=True, yield_new=False, sg_days=0, sg_w=3, sg_agg='max', sg_views=(0, 1), season_w=2, tailq=0.0, tail_thr=1.0, tail_views=(0, 1), lc_clip=0.5, lc_views=(3,), override_abs=2.0, gpd_q=0.0, gpd_u=0.02, gpd_views=(0, 1, 2), gpd_min=10, gpd_mode='and', gpd_xi=0.5, fmem=1000, fmem_views=(0, 1, 2), fmem_s=604800.0, long_kind='mean', mad_bins=0, mad_w=1.0, mad_rel=0.0, qrange=0.0, qviews=(0, 1, 2, 5), forget_warm=0, fw_views=(0, 1, 2, 3, 4, 5), fw_clip=0.0, gate_h=None, gate_hi=0.3, confirm_n=0, confirm_lag=3, open_thr=None, fmem_learnt=None, yield_conf=False, ret_guard=0, yield_resume=False, season_unlearn=False, cd_after_close=False, back_mid=False, mad_q=0.5, dq_bins=0, dq=0.9, dq_w=0.5, spread_trim=0):
+                 close_after=3, max_hold=2000, floor=0.0, season=0, season_weight=0.3, adapt=0.0, adapt_hist=2000, adapt_q=0.99, clip=10.0, w=(1, 1, 1), persist=0, spike=1e9, learn_close=None, ov_last=True, ov_clip=float('inf'), rel=1e-12, cd_extend=0, cd_dir=False, long_bins=0, long_w=1.0, g=0.0, gH=2000, cd_on_report=False, gstart=0, fix_season=True, winsor=False, relv=0.0, cd_close=-1, bw=0.0, cooldown_s=86400.0, hold_s=604800.0, hold_min=100, cap=1000.0, season_warm=None, learn_after=100, warm_season=True, yield_new=False, sg_days=0, sg_w=3, sg_agg='max', sg_views=(0, 1), season_w=2, tailq=0.0, tail_thr=1.0, tail_views=(0, 1), lc_clip=0.5, lc_views=(3,), override_abs=2.0, gpd_q=0.0, gpd_u=0.02, gpd_views=(0, 1, 2), gpd_min=10, gpd_mode='and', gpd_xi=0.5, fmem=1000, fmem_views=(0, 1, 2), fmem_s=604800.0, long_kind='mean', mad_bins=0, mad_w=1.0, mad_rel=0.0, qrange=0.0, qviews=(0, 1, 2, 5), forget_warm=0, fw_views=(0, 1, 2, 3, 4, 5), fw_clip=0.0, gate_h=None, gate_hi=0.3, confirm_n=0, confirm_lag=3, open_thr=None, fmem_learnt=None, yield_conf=False, ret_guard=0, yield_resume=False, season_unlearn=False, cd_after_close=False, back_mid=False, mad_q=0.5, dq_bins=0, dq=0.9, dq_w=0.5, spread_trim=0, trim_view=0.0):
         self.__dict__.update(locals()); del self.__dict__['self']
         if confirm_n:  # session 12: the confirming detector on the value minus the median of the confirm_n bins before
             kw = {k: v for k, v in self.__dict__.items() if k not in ('confirm_n',)}
@@ -249,6 +250,12 @@ class Novelty:
             dev = sorted(abs(x - med) for x in self.mrecent)
             while len(views) < 5: views.append(0.0)
             views.append(dev[len(dev) // 2] if self.mad_q == 0.5 else dev[min(len(dev) - 1, int(self.mad_q * len(dev)))])
+        if self.trim_view:  # lab: a 7th view, the 6-bin spread without the value farthest from the level, weight trim_view
+            rn = len(self.recent)
+            kept = sorted(self.recent, key=lambda x: abs(x - level))[:max(1, rn - 1)]
+            km = sum(kept) / len(kept)
+            while len(views) < 6: views.append(0.0)
+            views.append(math.sqrt(sum((x - km) ** 2 for x in kept) / len(kept)))
         if self.dq_bins:  # lab: a 7th view, the dq quantile of the absolute deviations from the median of the last dq_bins
             self.dqrecent = getattr(self, 'dqrecent', deque()); self.dqrecent.append(value)
             if len(self.dqrecent) > self.dq_bins: self.dqrecent.popleft()
@@ -268,7 +275,7 @@ class Novelty:
                     srt = self.sorted[k].s; nq = len(srt)
                     lo = srt[min(nq - 1, int((1 - self.qrange) * nq))]; hi = srt[max(0, int(self.qrange * nq) - 1)]
                 vlo = self.ranges[0].low[0][1]; vhi = self.ranges[0].high[0][1]
-                width = max(hi - lo, self.floor, self.rel * max(abs(lo), abs(hi)), self.relv * max(vhi - vlo, abs(vhi), abs(vlo)), (self.mad_rel * (vhi - vlo) if k in (5, 6) else 0.0), 1e-300)
+                width = max(hi - lo, self.floor, self.rel * max(abs(lo), abs(hi)), self.relv * max(vhi - vlo, abs(vhi), abs(vlo)), (self.mad_rel * (vhi - vlo) if k == 5 or (k == 6 and self.dq_bins) else 0.0), 1e-300)
                 if self.tailq and k in self.tail_views and k in self.tails:
                     srt = self.tails[k][1]; nq = len(srt)
                     qhi = srt[min(nq - 1, int(self.tailq * nq))]; qlo = srt[max(0, int((1 - self.tailq) * nq))]
@@ -287,7 +294,7 @@ class Novelty:
                     while fr.low and fr.low[0][0] + self.fmem <= self.nb: fr.low.popleft()
                     while fr.high and fr.high[0][0] + self.fmem <= self.nb: fr.high.popleft()
                     if fr.low: lo = min(lo, fr.low[0][1]); hi = max(hi, fr.high[0][1])
-                ex = min(self.cap, max(views[k] - hi, lo - views[k], 0.0) / width) * (self.season_weight if k == 3 else (self.long_w if k == 4 else (self.mad_w if k == 5 else (self.dq_w if k == 6 else self.w[k]))))
+                ex = min(self.cap, max(views[k] - hi, lo - views[k], 0.0) / width) * (self.season_weight if k == 3 else (self.long_w if k == 4 else (self.mad_w if k == 5 else ((self.trim_view or self.dq_w) if k == 6 else self.w[k]))))
                 if self.gpd_q > 0 and k in self.gpd_views and (ex > 0 or self.gpd_mode == 'replace'):
                     if self.gpd_mode == 'replace':
                         p = min(self.sorted[k].tail_p(views[k], True, self.gpd_u, self.gpd_min, self.gpd_xi),
@@ -426,7 +433,7 @@ class Novelty:
         return bool(self.forget_warm) and k in self.fw_views and self.pushed >= self.forget_warm * self.warmup
 
     def _extra(self, used):
-        return list(range(used)) + ([4] if self.long_bins else []) + ([5] if self.mad_bins else []) + ([6] if self.dq_bins else [])
+        return list(range(used)) + ([4] if self.long_bins else []) + ([5] if self.mad_bins else []) + ([6] if (self.dq_bins or self.trim_view) else [])
 
     def _confirmed(self, score):
         """gate_h (session 12, gate.py): a finding is reported only once its score passes gate_hi or a second view's
