@@ -84,13 +84,13 @@ ret_guard=36,yield_resume=True,season_unlearn='clip'", checked against the CLI f
                                     (C++ held_start_clipped_in_day_history; yield_new=3, ret_guard and yield_resume
                                     together are C++ held_shift_lasts_to_its_return)
   cd_after_close                    (not kept) the cool-down also runs for `cooldown` bins from a finding's close
-  mad_q                             (lab) the robust spread's quantile of the absolute deviations (0.5: the MAD);
+  mad_q                             (not kept) the robust spread's quantile of the absolute deviations (0.5: the MAD);
                                     0.9 is high where more than a tenth of its window departs (a cluster of spikes)
-  dq_bins, dq, dq_w                 (lab) a 7th view: the dq quantile of the absolute deviations from the median of
+  dq_bins, dq, dq_w                 (not kept) a 7th view: the dq quantile of the absolute deviations from the median of
                                     the last dq_bins values, weight dq_w (a cluster of spikes, where single ones are
                                     not new)
-  spread_trim                       (lab) the 6-bin spread without the value farthest from the level
-  trim_view                         (lab) that as a 7th view beside the spread, its excess weighted trim_view
+  spread_trim                       (not kept) the 6-bin spread without the value farthest from the level
+  trim_view                         (not kept) that as a 7th view beside the spread, its excess weighted trim_view
   back_mid                          (not kept) a held shift's value nearer the range it left than the shift's level
                                     (the level view's when the range began to learn) counts as returned
 Session 20 (docs/BENCHMARKS.md "Session 20"; none kept):
