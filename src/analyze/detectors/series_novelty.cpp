@@ -259,7 +259,7 @@ double SeriesNoveltyDetector::add(size_t bin, double value) {
     // or the level stays outside the range it left (a level shift is reported for as long as it lasts).
     bool value_out = value_outside, lasting = outside;
     if (learning_) {
-      value_out = value_out || excess_over(value, reference_[0].first, reference_[0].second) > opt_.threshold;
+      value_out = value_out || !value_back_;  // computed above against the same range, for this finding
       lasting = lasting || value_out || excess_over(level, reference_[1].first, reference_[1].second) > opt_.threshold;
     }
     if (lasting) {
