@@ -142,9 +142,13 @@ std::vector<RootCause> stage3_blame(const TimelineSet& set, const std::vector<in
             mode = Mode::ended_late;
             continue;
           }
-          // The predecessor finished on time, yet this one started late: the edge between them.
-          return Culprit{CauseKind::dependency_edge, w, p, i, double(st.start_delay) - std::max(0.f, ps.end_delay),
-                         st.z_start};
+          // The predecessor finished on time, yet this one started late: the edge between them. The edge cannot
+          // have added more than the worker's own idle gap between the two: where many same-named ops run in a
+          // step (a profiler's aten::zeros / aten::zero_ pairs), an instance matched to a peer's other instance
+          // shows a late start that an earlier long operator caused, with no gap before it.
+          const double gap = static_cast<double>(op.start_ns - ops[p].end_ns());
+          return Culprit{CauseKind::dependency_edge, w, p, i,
+                         std::min(gap, double(st.start_delay) - std::max(0.f, ps.end_delay)), st.z_start};
         }
       }
     }
