@@ -471,6 +471,9 @@ double check_budgeted_torch_counts(
                                                        "[0-9.]+ s into the recording, scale by ([0-9.e+]+) \\(error "
                                                        "about ([0-9]+)%.*wall time would say ([0-9.e+]+)"))) << notes;
     const double scale = std::stod(m[1]), stated_error = std::stod(m[2]) / 100, wall_scale = std::stod(m[3]);
+    std::smatch fit;  // what the estimate's fit found (for a reader of a failure)
+    if (std::regex_search(notes, fit, std::regex("estimator: [a-z]+; [^;]*;[^;]*")))
+      std::printf("%s\n", fit[0].str().c_str());
     // The estimate the note did not use (the CPU time's, or the synchronisations'), for comparison only.
     std::smatch o;
     const bool has_other = std::regex_search(
@@ -586,6 +589,14 @@ TEST(TraceCost, BudgetedTorchOpCountsScaleToTorchProfiler) {
     check_budgeted_torch_counts({"timed", "6"}, &notes);
   }
   EXPECT_EQ(notes.find("estimator: syncs"), std::string::npos) << "no synchronisation in this loop: " << notes;
+  // The loop's four operators split into halves and quarters by id: the entry-only windows trap half and a quarter
+  // of the calls, not every call and half (model/sampled_count.h).
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(notes, m, std::regex("entry traps only; ([0-9]+)% and ([0-9]+)% of the calls trapped")))
+      << notes;
+  EXPECT_LT(std::stoi(m[1]), 100);
+  EXPECT_LT(std::stoi(m[2]), std::stoi(m[1]));
+  EXPECT_GT(std::stoi(m[2]), 0);
 }
 
 // A GPU job's loop on the CPU: each iteration of the same tiny operators ends with a blocking cudaStreamSynchronize

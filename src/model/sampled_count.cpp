@@ -32,11 +32,17 @@ Setup make_setup(double subset_share, int traps_per_counted_call) {
   return {std::max(1, traps_per_counted_call), subset_share > 0 && subset_share < 1 ? subset_share : 0};
 }
 
+// The share of the calls whose entry an entry-only or subset window trapped (0: unknown, the window says nothing).
+double share_of(const SampledSpan& s, const Setup& u) {
+  if (s.kind == SampledSpanKind::entry_only) return s.share >= 0 ? std::min(1.0, s.share) : 1;
+  if (s.kind == SampledSpanKind::entry_subset) return s.share >= 0 ? std::min(1.0, s.share) : u.share;
+  return 0;
+}
+
 double calls_of(const SampledSpan& s, const Setup& u) {
   if (s.kind == SampledSpanKind::counted) return static_cast<double>(s.hits) / u.traps;
-  if (s.kind == SampledSpanKind::entry_only) return static_cast<double>(s.hits);
-  if (s.kind == SampledSpanKind::entry_subset) return u.share > 0 ? static_cast<double>(s.hits) / u.share : 0;
-  return 0;
+  const double share = share_of(s, u);
+  return share > 0 ? static_cast<double>(s.hits) / share : 0;
 }
 
 // What the windows say of the job: the CPU a call takes (a) and a trap (p), or, for the wall-time fallback, the
@@ -152,7 +158,7 @@ SampledCountEstimate apply_fit(std::span<const SampledSpan> spans, const Setup& 
     if (s.kind == SampledSpanKind::entry_only || s.kind == SampledSpanKind::entry_subset) e.entry_only_calls += calls;
     if (is_window(s)) {
       ++e.windows;
-      if (s.kind == SampledSpanKind::entry_subset && u.share <= 0) continue;  // no share: says nothing
+      if (s.kind != SampledSpanKind::counted && share_of(s, u) <= 0) continue;  // no share: says nothing
       // The unwatched time after a window that ran on the CPU without a call is taken as idle too; a window in
       // which the job hardly ran (a loaded machine) says nothing either way.
       if (calls > 0 || s.cpu_ns < 0 || static_cast<double>(s.cpu_ns) >= kIdleWindowCpu * static_cast<double>(s.wall_ns))

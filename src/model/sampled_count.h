@@ -13,7 +13,12 @@
 // gives the calls' own CPU a, a trap's p, and F, what a window costs whatever its calls (cold caches after the
 // attach; window lengths alternate so that F and a can be told apart). Entry traps only: a return probe costs
 // less than the entry trap (0.77 against 1.13 us on the CPU VM), and extrapolating from one and two traps a call
-// read a 30 % too high and the counts 20 % low. An unwatched span's calls are its CPU, less what the traps still
+// read a 30 % too high and the counts 20 % low. Where the operators allow it, the two kinds of entry-only window
+// trap about half and a quarter of the calls rather than all and half (SampledSpan::share): the CPU a call takes is
+// not linear in its traps over the whole range, and the nearer to none the fit's densities, the shorter its
+// extrapolation. On a VM whose traps cost 7-8 us against calls of 0.9 us, the CPU per call rose by 7.3 us a trap a
+// call up to half the calls trapped and by 5.2 us from there to every call: the fit over a half and every call
+// read a 2.2-3x too high and the counts 33-64 % low, over a quarter and every call 21-25 % low. An unwatched span's calls are its CPU, less what the traps still
 // made there cost (probes trapping while being detached), divided by a. Where the job waits for something else (a
 // GPU), the traps either cost nothing of its rate and its CPU per call does not grow with them (spinning waits:
 // p ~ 0), or their CPU comes on top of the calls' (blocking waits): either way a is the calls' CPU. Without
@@ -39,6 +44,9 @@ struct SampledSpan {
   int64_t wall_ns = 0;
   int64_t cpu_ns = -1;  // CPU time of the traced processes (all their threads) over the span
   uint64_t hits = 0;    // probe program runs over the span (entries and returns)
+  // Entry-only and subset windows: the share of the calls their entry probes saw, where the caller knows it per
+  // window; < 0: by kind (entry_only every call, entry_subset the estimate's subset_share).
+  double share = -1;
   // Blocking CUDA synchronisations (estimate_from_sync_intervals below); syncs < 0: not counted.
   int64_t syncs = -1;           // made over the span by the traced processes (their probes are never duty-cycled)
   uint64_t sync_intervals = 0;  // counted windows: complete intervals between two consecutive syncs of a process

@@ -95,15 +95,16 @@ bpf_uprobe_multi_opts uprobe_multi_opts(const std::vector<uint64_t>& offsets, co
 
 // Return probes first: a call entered between the two attachments then has a return without an entry (counted,
 // ignored) rather than an entry that no return ever closes. detach_set() removes entries first for the same reason.
-size_t UprobeTracer::attach_set(int family, ProbeSet& set, bool entry_only, bool subset,
+size_t UprobeTracer::attach_set(int family, ProbeSet& set, bool entry_only, uint32_t cookie_mod,
                                 const std::set<uint64_t>* only, bool outside) {
   const FamilyProgs progs = progs_of(family);
   const char* path = set.host_path.c_str();
-  // The probes kept: entries of even cookie only (subset), those of the hit set only or outside it only (only).
+  // The probes kept: entries whose cookie cookie_mod divides only, those of the hit set only or outside it only (only).
+  cookie_mod = std::max<uint32_t>(1, cookie_mod);
   auto in_only = [&](uint64_t cookie) { return !only || (only->count(cookie) > 0) != outside; };
-  auto kept = [&](uint64_t cookie) { return (!subset || cookie % 2 == 0) && in_only(cookie); };
+  auto kept = [&](uint64_t cookie) { return cookie % cookie_mod == 0 && in_only(cookie); };
   std::vector<uint64_t> kept_offsets, kept_cookies, kept_ret_offsets, kept_ret_cookies;
-  const bool filtered = subset || only;
+  const bool filtered = cookie_mod > 1 || only;
   if (filtered) {
     for (size_t i = 0; i < set.offsets.size(); ++i)
       if (kept(set.cookies[i])) {
@@ -200,7 +201,7 @@ bool UprobeTracer::add_probe_set(int family, ProbeSet set, bool watched) {
   auto& g = gates_[static_cast<size_t>(family)];
   if (watched) add_watching_series(family);
   const bool entry_only = g.on && g.entry_only && !set.steady;
-  if ((g.on || set.steady) && !attach_set(family, set, entry_only, entry_only && g.subset)) {
+  if ((g.on || set.steady) && !attach_set(family, set, entry_only, entry_only ? g.cookie_mod : 1)) {
     detach_set(set);  // a partial attach (return probes without their entries) must not trap calls until exit
     return false;
   }
@@ -286,6 +287,9 @@ void UprobeTracer::end_span(int family, SampledSpanKind ended, int64_t t_ns) {
     }
   }
   g.spans.push_back(s);
+  g.span_cookie_mods.push_back(ended == SampledSpanKind::entry_only || ended == SampledSpanKind::entry_subset
+                                   ? g.cookie_mod
+                                   : 1);
   g.span_wall0 = t_ns;
   g.span_cpu0 = cpu;
   g.span_hits0 = hits;
@@ -313,7 +317,8 @@ int64_t UprobeTracer::traced_cpu_ns() {
 
 // Attaches (on) or detaches (off) every probe set of a family. Calls are reported only between set_watching(true),
 // once all are attached, and set_watching(false), before any is detached. Called with gate_mu_ held.
-void UprobeTracer::switch_gate(int family, bool on, bool entry_only, bool subset, bool hits_only) {
+void UprobeTracer::switch_gate(int family, bool on, bool entry_only, bool subset, uint32_t cookie_mod,
+                               bool hits_only) {
   auto& g = gates_[static_cast<size_t>(family)];
   if (on == g.on) return;
   int64_t t0 = monotonic_ns();
@@ -329,13 +334,13 @@ void UprobeTracer::switch_gate(int family, bool on, bool entry_only, bool subset
     size_t sites = 0;
     for (auto& set : g.sets) {
       if (set.steady || !split) continue;
-      sites += attach_set(family, set, false, false, &g.hit_cookies, /*outside=*/true);
+      sites += attach_set(family, set, false, 1, &g.hit_cookies, /*outside=*/true);
       set.cold_links = set.links.size();
     }
     const uint64_t cold_attach_hits = read_counter(counters_of(family), SS_CNT_HITS) - hits0;
     for (auto& set : g.sets) {
       if (set.steady) continue;
-      sites += attach_set(family, set, entry_only, entry_only && subset,
+      sites += attach_set(family, set, entry_only, entry_only ? cookie_mod : 1,
                           hits_only || split ? &g.hit_cookies : nullptr);
       returns |= !set.ret_offsets.empty();  // an entry-only window's entries too start from empty stacks
     }
@@ -351,6 +356,7 @@ void UprobeTracer::switch_gate(int family, bool on, bool entry_only, bool subset
     }
     g.entry_only = entry_only;
     g.subset = entry_only && subset;
+    g.cookie_mod = entry_only ? std::max<uint32_t>(1, cookie_mod) : 1;
     if (family == kTorch && torch_) torch_->clear_step_windows();  // counted afresh while capture is on
     set_watching(family, true);
     const int64_t took = monotonic_ns() - t0;
@@ -413,6 +419,7 @@ void UprobeTracer::switch_gate(int family, bool on, bool entry_only, bool subset
       w.toggle_hits += hits - std::min(hits, g.window_mark);  // set_watching read it as the window closed
     }
     g.entry_only = g.subset = g.hits_only = false;
+    g.cookie_mod = 1;
     ++g.period_cycles;
     ++g.cycles;
   }
@@ -492,13 +499,26 @@ void UprobeTracer::control_loop() {
         const uint64_t k = calibrating ? g.window_index++ : 0;
         const bool entry_only = calibrating && k % 2 == 1, subset = calibrating && k % 4 == 3;
         const double stretch = calibrating ? ((k / 4) % 2 ? 1.5 : 0.5) : 1.0;
-        // The hit set only, but in every kFullSetEvery-th window (a short counted one: the operators a window found
-        // are read from its counts, and the CPU fit takes only entry-only windows, which all hold the same sites).
-        // Why a count and not a time: the toggles' price per window stays bounded, (7 restricted + 1 full) / 8, and
-        // each pair of blocks of four windows (the error's jackknife) has the same make-up; an operator first called
-        // later is found within eight periods (40 s at the default 5 s).
-        const bool hits_only = calibrating && topts_.torch_hit_set && k % kFullSetEvery != 0;
-        switch_gate(f, true, entry_only, subset, hits_only);
+        // The hit set only, but in one window of every kFullSetEvery (a long counted one: the operators a window
+        // found are read from its counts, and the CPU fit takes only entry-only windows, which all hold the same
+        // sites). Long, as an operator called once every few ms is seen only if the window outlasts that: a short
+        // one (half on_ms, 2.5-4 ms at a 1 % budget) saw the CPU VM's late relu, called every 3-4 ms under the
+        // probes, in 1 run of 3; the watching costs what the restricted window it replaces would, beside the
+        // toggles' 10 + 90 ms. Why a count and not a time: the toggles' price per window stays bounded, (7
+        // restricted + 1 full) / 8, and each pair of blocks of four windows (the error's jackknife) has the same
+        // make-up; an operator first called later is found within eight periods (40 s at the default 5 s).
+        const bool hits_only = calibrating && topts_.torch_hit_set && k % kFullSetEvery != kFullSetWindow;
+        // The entry-only windows' entries: every operator's and the even ids' (one and a half traps a call), or,
+        // where the operators counted so far split so, the even ids' and the multiples of four's (a half and a
+        // quarter): the fit then extrapolates to no trap from nearer (sampled_count.h).
+        uint32_t cookie_mod = 1;
+        if (entry_only) {
+          const bool quarters = f == kTorch && torch_ && torch_->share_of_ops_divisible_by(4) >= kMinQuarterShare &&
+                                torch_->share_of_ops_divisible_by(2) - torch_->share_of_ops_divisible_by(4) >=
+                                    kMinQuarterShare;
+          cookie_mod = (subset ? 2 : 1) * (quarters ? 2 : 1);
+        }
+        switch_gate(f, true, entry_only, subset, cookie_mod, hits_only);
         // The window is on_ms of watching, counted from when the links are attached: attaching takes 4-20 ms
         // here, and a 5 ms window timed from before it watched almost nothing (0.01 % instead of 1.7 %).
         g.next_toggle = clock::now() + std::chrono::microseconds(std::lround(g.on_ms * stretch * 1000));

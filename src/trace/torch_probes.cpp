@@ -211,13 +211,13 @@ std::vector<uint32_t> TorchProbes::ops_counted() const {
   return ops;
 }
 
-double TorchProbes::share_of_even_ops() const {
-  uint64_t even = 0, all = 0;
+double TorchProbes::share_of_ops_divisible_by(uint32_t mod) const {
+  uint64_t kept = 0, all = 0;
   for (auto& [id, os] : op_series_) {
     all += os.count;
-    if (id % 2 == 0) even += os.count;
+    if (mod <= 1 || id % mod == 0) kept += os.count;
   }
-  return all ? static_cast<double>(even) / static_cast<double>(all) : 0;
+  return all ? static_cast<double>(kept) / static_cast<double>(all) : 0;
 }
 
 }  // namespace stackscope::trace

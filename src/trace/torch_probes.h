@@ -58,9 +58,9 @@ class TorchProbes final : public SkeletonFamily<torch_bpf> {
   uint64_t calls_in_series() const;
   // The operators that the series have counted calls of so far (ids: the probes' cookies), in id order.
   std::vector<uint32_t> ops_counted() const;
-  // Of the operator calls counted so far, the share of those whose id is even (the cost budget's subset windows
-  // probe those: model/sampled_count.h); 0 before any.
-  double share_of_even_ops() const;
+  // Of the operator calls counted so far, the share of those whose id `mod` divides (the cost budget's entry-only
+  // windows probe those: model/sampled_count.h); 0 before any.
+  double share_of_ops_divisible_by(uint32_t mod) const;
 
  private:
   bool aggregate_;

@@ -316,18 +316,29 @@ void UprobeTracer::stop() {
       }
       if (g.spans_open) {  // the estimate from the synchronisations or the job's CPU time (model/sampled_count.h)
         end_span(f, SampledSpanKind::unwatched, end);
-        // The subset windows see the even operators: their share of the calls counted (torch's op ids).
-        const double share = f == kTorch && torch_ ? torch_->share_of_even_ops() : 0;
-        const SampledCallsReport r = estimate_sampled_calls(g.spans, share);
+        // The entry-only windows' share of the calls: by the operators their probes held (torch's op ids), from every
+        // call counted; elsewhere every call, and the subset windows say nothing.
+        std::vector<SampledSpan> spans = g.spans;
+        double shares[2] = {0, 0}, windows[2] = {0, 0};  // entry_only, entry_subset: mean share
+        for (size_t i = 0; i < spans.size(); ++i) {
+          const bool second = spans[i].kind == SampledSpanKind::entry_subset;
+          if (spans[i].kind != SampledSpanKind::entry_only && !second) continue;
+          if (f == kTorch && torch_)
+            spans[i].share = torch_->share_of_ops_divisible_by(i < g.span_cookie_mods.size() ? g.span_cookie_mods[i] : 1);
+          shares[second] += spans[i].share >= 0 ? spans[i].share : second ? 0 : 1;
+          ++windows[second];
+        }
+        for (int k = 0; k < 2; ++k) shares[k] = windows[k] > 0 ? shares[k] / windows[k] : 0;
+        const SampledCallsReport r = estimate_sampled_calls(spans);
         const SampledCountEstimate& e = r.cpu;
         const SyncIntervalEstimate& y = r.syncs;
         const std::string cpu_how =
             e.from_cpu ? fmt::format("from the job's CPU time: {:.2f} us of CPU a call, {:.2f} us a probe trap, "
-                                     "{:.2f} ms a window, fitted over its {} entry-only windows ({}; {:.0f}% of "
-                                     "the calls in the subset's)",
+                                     "{:.2f} ms a window, fitted over its {} entry-only windows ({}; {:.0f}% and "
+                                     "{:.0f}% of the calls trapped in their two kinds)",
                                      e.cpu_per_call_ns / 1e3, e.trap_ns / 1e3, e.window_cost_ns / 1e6, e.windows,
                                      e.entry_traps_only ? "entry traps only" : "every window, traps alike",
-                                     100 * share)
+                                     100 * shares[0], 100 * shares[1])
                        : fmt::format("from watched wall time ({}) over {} windows", e.why_wall, e.windows);
         const std::string syncs_how = fmt::format(
             "from the blocking CUDA synchronisations: {:.1f} calls per interval between two, over {} intervals in {} "

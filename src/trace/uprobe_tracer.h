@@ -156,12 +156,14 @@ class UprobeTracer final : public Collector {
     // short ones (half on_ms) with long ones (one and a half), which tell a window's own cost from its calls'.
     bool calibrate = false;
     bool entry_only = false;       // the window open now has only its entry probes (no counts, watching stays 0)
-    bool subset = false;           // ... and only those whose cookie (operator id) is even
+    bool subset = false;           // ... and it is the second kind of them (SampledSpanKind::entry_subset)
+    uint32_t cookie_mod = 1;       // ... holding the entry probes whose cookie (operator id) it divides only
     uint64_t window_index = 0;     // of the windows since the first detach: kind and length alternate
     // From the first detach on, the spans it timed (windows and the unwatched time between them) and where the
     // span in progress started: time, the traced processes' CPU time (-1: unknown), probe hits.
     bool spans_open = false;
     int64_t spans_since_ns = 0, span_wall0 = 0, span_cpu0 = -1;
+    std::vector<uint32_t> span_cookie_mods;  // per span: its window's cookie_mod (1: every probe, or not a window)
     uint64_t span_hits0 = 0;
     int64_t span_syncs0 = -1;  // the torch family's: blocking CUDA synchronisations so far (-1: not counted)
     std::vector<SampledSpan> spans;
@@ -194,8 +196,13 @@ class UprobeTracer final : public Collector {
     // Operators that a full-set window found after the first detach: (cookie, when, monotonic ns).
     std::vector<std::pair<uint64_t, int64_t>> found_late;
   };
-  // After the budget's first detach, every kFullSetEvery-th window of a family with a hit set attaches every site.
-  static constexpr uint64_t kFullSetEvery = 8;
+  // After the budget's first detach, one window in every kFullSetEvery of a family with a hit set attaches every
+  // site: the kFullSetWindow-th, the first long counted window of the eight (control_loop's window pattern).
+  static constexpr uint64_t kFullSetEvery = 8, kFullSetWindow = 4;
+  // The entry-only windows trap the even operators' and the multiples of four's calls (rather than every operator's
+  // and the even ones') where either share, and the even ones' beyond the fourth's, is at least this: enough hits
+  // a window, and two trap densities the fit can tell apart.
+  static constexpr double kMinQuarterShare = 0.1;
   // Probe families by index: the uprobe families first (one ProbeGate each), then the others.
   enum Family : int { kCuda = 0, kNccl, kTorch, kPython, kUprobeFamilies, kProc = kUprobeFamilies, kPyStack, kFamilies };
   // The loaded family of index `family`, or null.
@@ -208,10 +215,10 @@ class UprobeTracer final : public Collector {
   uint32_t* capture_flag_of(int family) const;
   bpf_map* thread_map_of(int family) const;
   // Attaches a probe set (uprobe_multi, or one uprobe per probe where that fails); false when nothing attached.
-  // entry_only: without its return probes; subset: entry probes whose cookie is even only (sampled_count.h).
+  // entry_only: without its return probes; cookie_mod: entry probes whose cookie it divides only (sampled_count.h).
   // only: the entry (and return) probes whose cookie is in it only (the hit set), or, with `outside`, those whose
   // cookie is not. Returns the entry probes attached.
-  size_t attach_set(int family, ProbeSet& set, bool entry_only = false, bool subset = false,
+  size_t attach_set(int family, ProbeSet& set, bool entry_only = false, uint32_t cookie_mod = 1,
                     const std::set<uint64_t>* only = nullptr, bool outside = false);
   void detach_set(ProbeSet& set);
   // Adds a family's probes of one library; attaches them unless the family is duty-cycled and off now.
@@ -219,7 +226,9 @@ class UprobeTracer final : public Collector {
   // family's watching series.
   bool add_probe_set(int family, ProbeSet set, bool watched = true);
   // hits_only: attach only the family's hit set (ProbeGate::hit_cookies), where it has one.
-  void switch_gate(int family, bool on, bool entry_only = false, bool subset = false, bool hits_only = false);
+  // subset: an entry-only window of the second kind (SampledSpanKind::entry_subset); cookie_mod as attach_set's.
+  void switch_gate(int family, bool on, bool entry_only = false, bool subset = false, uint32_t cookie_mod = 1,
+                   bool hits_only = false);
   // Ends the span of a family's estimate in progress (a window of kind `ended`, or unwatched time) at `t_ns`.
   void end_span(int family, SampledSpanKind ended, int64_t t_ns);
   // CPU time of the traced processes so far (all threads, ns; a process gone keeps its last reading); -1 with --all.
