@@ -11,7 +11,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from nab_data import files, groups, get, labels, normalized, null, part, score_file  # noqa: E402
-from series_novelty_port import LEGACY, S9, S10, S21, Novelty  # noqa: E402
+from series_novelty_port import LEGACY, S9, S10, S21, S22, Novelty  # noqa: E402
 
 
 def run_detector(make, f):
@@ -65,7 +65,9 @@ def make_with(**kw):
     elif kw.pop('s10', False):
         kw = {**S10, **kw}  # the detector of session 10 (no memory of recent findings)
     elif kw.pop('s21', False):
-        kw = {**S21, **kw}  # the product's default since session 21
+        kw = {**S21, **kw}  # the product's default of session 21
+    elif kw.pop('s22', False):
+        kw = {**S22, **kw}  # the product's default since session 22
     def make(d):
         day = int(86400 // d['bw'])
         hist = kw.get('history', 4000)

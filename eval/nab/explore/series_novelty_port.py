@@ -113,6 +113,8 @@ S10 = dict(threshold=0.08, fmem=0)
 # The product's default since session 21 (explore.py "s21=True"; session 19's knobs plus session 21's).
 S21 = dict(threshold=0.05, confirm_n=192, gate_h=0.05, mad_bins=36, mad_w=0.5, mad_rel=0.03, fmem_views=(0, 1, 2, 5),
            yield_new=3, fmem_learnt=(0, 1), ret_guard=36, yield_resume=True, season_unlearn='clip')
+# Session 22: the day view's weight 0.25 (was 0.3).
+S22 = dict(S21, season_weight=0.25)
 LEGACY = dict(S9, threshold=0.065, max_hold=100, fix_season=False, cap=float('inf'), cooldown_s=0.0, hold_s=0.0, hold_min=0,
               learn_after=None, warm_season=False)
 

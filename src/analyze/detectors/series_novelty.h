@@ -76,9 +76,12 @@ struct SeriesNoveltyOptions {
   double range_floor = 0;       // the smallest range width an excess is measured against
   // Bins in one season (a day) when the caller knows it (0: none): a fourth view, the level's change from the same
   // time one season earlier, catches a daily pattern that changes shape without leaving its range. Its excess
-  // counts season_weight as much as the others' (it is the noisiest view).
+  // counts season_weight as much as the others' (it is the noisiest view: one day against one day). 0.25 since
+  // session 22, chosen on NAB's part A with the threshold (0.3 before; 0.2 scored a little higher on A but sits next
+  // to a cliff: 0.15 lost two windows). Three false positives on part A were day-view excesses of 0.17-0.21 range
+  // widths (docs/BENCHMARKS.md "Session 22").
   size_t season_bins = 0;
-  double season_weight = 0.3;
+  double season_weight = 0.25;
   // The season view compares the level with the levels of the same time a day earlier shifted by up to this many
   // bins either way (a daily pattern that runs a little early or late has not changed): its value is the distance
   // to the nearest of them, 0 within them.
