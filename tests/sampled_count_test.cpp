@@ -36,7 +36,8 @@ struct Job {
     const double ret = return_ns < 0 ? trap_ns : return_ns;
     // The entry traps' CPU a call where a share d of the calls trap.
     auto entry_cpu = [&](double d) {
-      return trap_ns_past_half < 0 ? d * trap_ns : std::min(d, 0.5) * trap_ns + std::max(0.0, d - 0.5) * trap_ns_past_half;
+      if (trap_ns_past_half < 0) return d * trap_ns;
+      return std::min(d, 0.5) * trap_ns + std::max(0.0, d - 0.5) * trap_ns_past_half;
     };
     double per_call = 0, hits_per_call = 0;  // trap CPU and hits a call
     if (probes == SampledSpanKind::counted) per_call = entry_cpu(1) + ret, hits_per_call = 2;

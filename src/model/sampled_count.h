@@ -18,12 +18,12 @@
 // not linear in its traps over the whole range, and the nearer to none the fit's densities, the shorter its
 // extrapolation. On a VM whose traps cost 7-8 us against calls of 0.9 us, the CPU per call rose by 7.3 us a trap a
 // call up to half the calls trapped and by 5.2 us from there to every call: the fit over a half and every call
-// read a 2.2-3x too high and the counts 33-64 % low, over a quarter and every call 21-25 % low. An unwatched span's calls are its CPU, less what the traps still
-// made there cost (probes trapping while being detached), divided by a. Where the job waits for something else (a
-// GPU), the traps either cost nothing of its rate and its CPU per call does not grow with them (spinning waits:
-// p ~ 0), or their CPU comes on top of the calls' (blocking waits): either way a is the calls' CPU. Without
-// subset windows the fit takes every window (traps of both kinds alike); without CPU times it falls back to wall
-// time.
+// read a 2.2-3x too high and the counts 33-64 % low, over a quarter and every call 21-25 % low. An unwatched span's
+// calls are its CPU, less what the traps still made there cost (probes trapping while being detached), divided by
+// a. Where the job waits for something else (a GPU), the traps either cost nothing of its rate and its CPU per call
+// does not grow with them (spinning waits: p ~ 0), or their CPU comes on top of the calls' (blocking waits): either
+// way a is the calls' CPU. Without subset windows the fit takes every window (traps of both kinds alike); without
+// CPU times it falls back to wall time.
 #pragma once
 #include <cstdint>
 #include <span>

@@ -493,8 +493,8 @@ void UprobeTracer::control_loop() {
       } else {
         g.window_start = clock::now();
         // A family with return probes alternates counted windows with entry-only ones, on every operator and on
-        // the even half (sampled_count.h): counted, entry-only, counted, entry-only on the subset; four short
-        // windows (half on_ms), then four long ones (one and a half).
+        // the even half, or on the even half and a quarter (sampled_count.h): counted, entry-only, counted,
+        // entry-only on the subset; four short windows (half on_ms), then four long ones (one and a half).
         const bool calibrating = g.calibrate && g.spans_open;
         const uint64_t k = calibrating ? g.window_index++ : 0;
         const bool entry_only = calibrating && k % 2 == 1, subset = calibrating && k % 4 == 3;

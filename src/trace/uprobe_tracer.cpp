@@ -323,8 +323,8 @@ void UprobeTracer::stop() {
         for (size_t i = 0; i < spans.size(); ++i) {
           const bool second = spans[i].kind == SampledSpanKind::entry_subset;
           if (spans[i].kind != SampledSpanKind::entry_only && !second) continue;
-          if (f == kTorch && torch_)
-            spans[i].share = torch_->share_of_ops_divisible_by(i < g.span_cookie_mods.size() ? g.span_cookie_mods[i] : 1);
+          const uint32_t mod = i < g.span_cookie_mods.size() ? g.span_cookie_mods[i] : 1;
+          if (f == kTorch && torch_) spans[i].share = torch_->share_of_ops_divisible_by(mod);
           shares[second] += spans[i].share >= 0 ? spans[i].share : second ? 0 : 1;
           ++windows[second];
         }
