@@ -513,9 +513,9 @@ void UprobeTracer::control_loop() {
         // quarter): the fit then extrapolates to no trap from nearer (sampled_count.h).
         uint32_t cookie_mod = 1;
         if (entry_only) {
-          const bool quarters = f == kTorch && torch_ && torch_->share_of_ops_divisible_by(4) >= kMinQuarterShare &&
-                                torch_->share_of_ops_divisible_by(2) - torch_->share_of_ops_divisible_by(4) >=
-                                    kMinQuarterShare;
+          const double quarter = f == kTorch && torch_ ? torch_->share_of_ops_divisible_by(4) : 0;
+          const bool quarters = quarter >= kMinQuarterShare &&
+                                torch_->share_of_ops_divisible_by(2) - quarter >= kMinQuarterShare;
           cookie_mod = (subset ? 2 : 1) * (quarters ? 2 : 1);
         }
         switch_gate(f, true, entry_only, subset, cookie_mod, hits_only);
