@@ -1,4 +1,4 @@
-# Session 16 (branch agentcut): the node host sampler's reads beside a traced job, before and after sharing it with the job.
+# The node host sampler's reads beside a traced job, before and after sharing it with the job.
 # Run from the repo root with /tmp/agentcut-before and /tmp/agentcut-after holding the two stackscope-agent binaries (and
 # the before stackscope), LD_LIBRARY_PATH at the fake NVML (build/tests/progs/fake_nvml) so the job leaves the idle schedule.
 set -u
