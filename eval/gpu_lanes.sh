@@ -4,16 +4,16 @@
 # 16 CPUs of its own (taskset); they share the host's memory bandwidth and PCIe, as jobs on one node do.
 #   LANES="0:cost 1:ops 2:clean:transformer 3:clean:infer" OUT=$OUT SEED=151 bash eval/gpu_lanes.sh
 # Lane kinds:
-#   cost            issue 14's cost pairs with the in-run split (eval/gpu_session11_cost.sh, KEEP=1: the last
+#   cost            issue 14's cost pairs with the in-run split (eval/tracing/gpu_cost_pairs.sh, KEEP=1: the last
 #                   launch-bound default recording and its step times come back in cost_keep.tar.xz)
-#   attach          issue 14's whole-recording cost inside one job process (eval/gpu_session15_attach.sh: record --pid
+#   attach          issue 14's whole-recording cost inside one job process (eval/tracing/gpu_attach_pairs.sh: record --pid
 #                   in and out of a long-running job; DUR 14 s, GAP 4 s, caps 300 / 220 s here, so each recording
 #                   gets past the budget's start-up full attachment and both workloads fit the lanes' 9 minutes)
 #   attach:lb       issue 14's precise mode (eval/gpu_session16_attach_lb.sh): launch-bound only, default against no
 #                   recorder, ~40 alternations of DUR 8 s / GAP 3 s in LB_CAP (default 520) s, the verdict on 2 % from
 #                   a 95 % interval with the gaps' null beside it; two such lanes pool with
 #                   `attach_pairs.py --combine laneA/attach/launch_bound.attach.json laneB/... --out DIR`
-#   ops             issue 14's operator counts against torch.profiler (eval/gpu_session11_opcounts.sh)
+#   ops             issue 14's operator counts against torch.profiler (eval/tracing/gpu_op_counts.sh)
 #   clean:WORKLOAD  issue 13's clean time: eval/incidents/run_v2.sh --clean-only, two runs of CLEAN_MINUTES (default
 #                   4) under `record --detect`, seeds SEED+2g and SEED+2g+1; any incident is a false one
 #   faults:WORKLOAD issue 13's episodes: eval/incidents/run_v2.sh, two fault runs of FAULT_MINUTES (default 2.5, 4
@@ -32,10 +32,10 @@ for lane in $lanes; do
   IFS=: read -r g kind arg <<< "$lane"
   cpus=$((16 * g))-$((16 * g + 15)); d=$w/lane$g; mkdir -p "$d"
   case $kind in
-    cost) (CUDA_VISIBLE_DEVICES=$g OUT=$d KEEP=1 taskset -c "$cpus" bash eval/gpu_session11_cost.sh > "$d/run.txt" 2>&1) & ;;
+    cost) (CUDA_VISIBLE_DEVICES=$g OUT=$d KEEP=1 taskset -c "$cpus" bash eval/tracing/gpu_cost_pairs.sh > "$d/run.txt" 2>&1) & ;;
     attach) if [[ $arg == lb ]]; then (LB_CAP=${LB_CAP:-520} CUDA_VISIBLE_DEVICES=$g OUT=$d/attach taskset -c "$cpus" bash eval/gpu_session16_attach_lb.sh > "$d/run.txt" 2>&1) &
-      else (DUR=${DUR:-14} GAP=${GAP:-4} LB_CAP=${LB_CAP:-300} SB_CAP=${SB_CAP:-220} CUDA_VISIBLE_DEVICES=$g OUT=$d/attach taskset -c "$cpus" bash eval/gpu_session15_attach.sh > "$d/run.txt" 2>&1) & fi ;;
-    ops) (CUDA_VISIBLE_DEVICES=$g OUT=$d taskset -c "$cpus" bash eval/gpu_session11_opcounts.sh > "$d/run.txt" 2>&1) & ;;
+      else (DUR=${DUR:-14} GAP=${GAP:-4} LB_CAP=${LB_CAP:-300} SB_CAP=${SB_CAP:-220} CUDA_VISIBLE_DEVICES=$g OUT=$d/attach taskset -c "$cpus" bash eval/tracing/gpu_attach_pairs.sh > "$d/run.txt" 2>&1) & fi ;;
+    ops) (CUDA_VISIBLE_DEVICES=$g OUT=$d taskset -c "$cpus" bash eval/tracing/gpu_op_counts.sh > "$d/run.txt" 2>&1) & ;;
     clean) (KEEP_SDB=1 CUDA_VISIBLE_DEVICES=$g DATA_DIR=/var/tmp/stackscope-v2-$g taskset -c "$cpus" \
       bash eval/incidents/run_v2.sh .carry/stackscope "$d/v2" --gpus 1 --seeds "$((seed + 2 * g)),$((seed + 2 * g + 1))" \
       --workloads "$arg" --clean-only --clean-minutes "${CLEAN_MINUTES:-4}" --detect --budget "${BUDGET:-540}" \

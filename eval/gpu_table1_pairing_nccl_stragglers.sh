@@ -2,8 +2,8 @@
 # GPU machine with two GPUs, one call under the device tool's 10 minutes: the NCCL Table I run (eval/faults/gpu_table1.sh,
 # a second seed), the CUDA pairing check with the shared pairing code (eval/tracing/check_call_pairing.sh), and
 # real 2-rank NCCL straggler runs with the current ranking (eval/stragglers/nccl_run.sh). Everything lands in
-# OUTDIR/session5.tgz (the device tool returns at most 8 files).
-# Usage (device machine, repo root, stripped binaries in .carry/): bash eval/gpu_session5.sh OUTDIR [SEED] [STRAGGLER_RUNS]
+# OUTDIR/table1_pairing_stragglers.tgz (the device tool returns at most 8 files).
+# Usage (device machine, repo root, stripped binaries in .carry/): bash eval/gpu_table1_pairing_nccl_stragglers.sh OUTDIR [SEED] [STRAGGLER_RUNS]
 set -uo pipefail
 out=${1:?OUTDIR}; seed=${2:-11}; runs=${3:-4}
 w=/tmp/s5; rm -rf "$w"; mkdir -p "$w" "$out"
@@ -26,4 +26,4 @@ for i in $(seq 1 "$runs"); do
   rm -f "$w"/strag$i/rank*.json
 done
 echo "  ($((SECONDS - t0)) s)"
-tar -C "$w" -czf "$out/session5.tgz" . && ls -la "$out"
+tar -C "$w" -czf "$out/table1_pairing_stragglers.tgz" . && ls -la "$out"

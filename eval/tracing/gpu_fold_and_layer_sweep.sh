@@ -3,7 +3,7 @@
 #   1. the fold check on the real libcudart: runtime launches must not also be recorded as driver launches
 #   2. eval/tracing/gpu_overhead.sh: per-hit cost, launch-bound, GPT-2, small-batch inference, CUDA graphs
 # Results under OUT: fold.txt, summary.md, overhead.tgz (+ overhead_vs_calls.svg where matplotlib exists).
-# Usage (device machine, repo root, stripped binaries in .carry/, see gpu_overhead.sh): bash eval/gpu_session7.sh OUT
+# Usage (device machine, repo root, stripped binaries in .carry/, see gpu_overhead.sh): bash eval/tracing/gpu_fold_and_layer_sweep.sh OUT
 set -uo pipefail
 out=${1:?OUT}; mkdir -p "$out"
 mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true

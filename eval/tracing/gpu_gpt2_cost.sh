@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Session 10, issue 14 (one H100 or H200, about 5 minutes): GPT-2 (GPU-bound training, bench/overhead/gpt2_overhead.py's
+# Issue 14 (one H100 or H200, about 5 minutes): GPT-2 (GPU-bound training, bench/overhead/gpt2_overhead.py's
 # worker) bare against the default recording (`record -- CMD`: every layer, --detail budgeted, --budget 1), interleaved
-# rounds, fresh processes. Target: default <= 1 %. Session 7's GPT-2 rows timed only 30 steps (1.4 s) a run, shorter
+# rounds, fresh processes. Target: default <= 1 %. A run of 30 timed steps (1.4 s) is shorter
 # than the budget's first rebalance; here each run times STEPS steps (default 300, ~14 s) so the steady state
 # dominates. The table has the median and the mean step (a duty-cycled probe slows a few % of the steps, which the
 # median hides). Results under $OUT (ovh/gpt2.md, ovh/gpt2.json, gpt2.log).
 # Run (lead, from the merged tree):
 #   mkdir -p .carry && strip -o .carry/stackscope build/src/cli/stackscope
-#   device run, carry [".carry"]: OUT=$OUT bash eval/gpu_session10_gpt2.sh
+#   device run, carry [".carry"]: OUT=$OUT bash eval/tracing/gpu_gpt2_cost.sh
 set -u
 export STACKSCOPE=${STACKSCOPE:-.carry/stackscope} PYTHON=${PYTHON:-/opt/torch/.venv/bin/python3}
 mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Session 10 (lead, not yet run): incident benchmark v2 on fresh held-out seeds with the engine frozen at this
+# Incident benchmark v2 on fresh held-out seeds with the engine frozen at this
 # commit (record --detect, defaults otherwise), the recordings kept and brought back (xz, split in 15 MiB parts) so
 # that every later engine can be re-scored on them on the CPU VM (eval/incidents/rescore_local.sh).
-#   one GPU  (nvidia-h100-x1, ~10 min): SEED=31 bash eval/gpu_session10_heldout.sh 1
-#   two GPUs (nvidia-h100-x2, ~10 min): SEED=32 bash eval/gpu_session10_heldout.sh 2
+#   one GPU  (nvidia-h100-x1, ~10 min): SEED=31 bash eval/incidents/gpu_heldout.sh 1
+#   two GPUs (nvidia-h100-x2, ~10 min): SEED=32 bash eval/incidents/gpu_heldout.sh 2
 # after, on the CPU VM: mkdir -p .carry && strip -o .carry/stackscope build/src/cli/stackscope &&
 #   strip -o .carry/netfault build/eval/netfault/netfault   (carry: [".carry"]); OUT is set by the device tool.
-# Seeds 7, 11 (tuning), 13, 14, 21, 22, 23, 24 (held out before) have been seen: take new ones.
+# Seeds already used (tuning and held out) are listed in docs/benchmarks/incidents.md: take new ones.
 set -u
 gpus=${1:-1}; seed=${SEED:?SEED: a seed not used before}
 if [[ $gpus == 2 ]]; then

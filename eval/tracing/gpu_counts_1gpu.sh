@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU machine, one GPU: tracer counts vs torch.profiler, NVML against nvidia-smi, tracing overhead.
 # Usage (on the device machine, from the repo root, with the stripped binary at .carry/stackscope):
-#   bash eval/gpu_session1.sh OUTDIR
+#   bash eval/tracing/gpu_counts_1gpu.sh OUTDIR
 set -uo pipefail
 out=${1:?OUTDIR}
 S=$(pwd)/.carry/stackscope

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Session 11, issue 14 (one H100 or H200): the default recording against bare on the launch-bound and small-batch
+# Issue 14 (one H100 or H200): the default recording against bare on the launch-bound and small-batch
 # workloads with runs long enough for the budget's steady state, interleaved rounds, fresh processes. ABLATE=1
 # instead runs the 200-step layer ablation (bare, default, no nvml, no uprobes, nvml+host, kernel only).
-# Session 14: the verdict is the in-run split (overhead_rounds.py split_steps: the steps after the budget's first
+# The verdict is the in-run split (overhead_rounds.py split_steps: the steps after the budget's first
 # detach, those no duty-cycled probe touched against all, in the same process), the fresh-process pairs beside it
 # with the bare runs' spread. The budget's duty cycle is 5 s and its first detach comes seconds into the job, so the
 # timed sections are longer: launch-bound 2,500 steps (~18 s at 7 ms), small-batch 4,000 (~11 s at 2.7 ms), after
@@ -10,7 +10,7 @@
 # device command in under 9 min: LB_ROUNDS=4 (390 s cap), SB_ROUNDS=2 (140 s cap); LB_STEPS, SB_STEPS. KEEP=1 also brings back launch-bound's last default recording and its step times (OUT/ovh/*.sdb).
 # Results under $OUT/ovh/*.{md,json}; per-round medians and splits printed.
 # Run (lead): mkdir -p .carry && strip -o .carry/stackscope build/src/cli/stackscope
-#   device run, carry [".carry"]: OUT=$OUT bash eval/gpu_session11_cost.sh
+#   device run, carry [".carry"]: OUT=$OUT bash eval/tracing/gpu_cost_pairs.sh
 set -u
 export STACKSCOPE=${STACKSCOPE:-.carry/stackscope} PYTHON=${PYTHON:-/opt/torch/.venv/bin/python3}
 mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# Session 11, issue 14 (one H100 or H200, about 7 minutes): torch operator counts of a default recording (every layer,
+# Issue 14 (one H100 or H200, about 7 minutes): torch operator counts of a default recording (every layer,
 # --detail budgeted, --budget 1: the torch family duty-cycled, its counts estimated as the end note states: from the
-# blocking CUDA syncs since session 12, else the job's CPU time) against torch.profiler, on GPU jobs: small-batch
+# blocking CUDA syncs where the job has them, else the job's CPU time) against torch.profiler, on GPU jobs: small-batch
 # inference (infer: ~360 k aten calls/s on H200, launch-bound) and the launch-bound MLP training step (launch); each
 # also once with --detail full (exact counts expected). Workload: eval/tracing/op_count_check.py (profiler's calls
 # per step x the loop's steps); comparison: eval/tracing/op_count_compare.py. Results under $OUT:
 # <workload>_<mode>.{md,json}, the recordings' notes, logs.
 # Run (lead, from the merged tree):
 #   mkdir -p .carry && strip -o .carry/stackscope build/src/cli/stackscope
-#   device run, carry [".carry"]: OUT=$OUT bash eval/gpu_session11_opcounts.sh
+#   device run, carry [".carry"]: OUT=$OUT bash eval/tracing/gpu_op_counts.sh
 set -u
 STACKSCOPE=${STACKSCOPE:-.carry/stackscope}
 PYTHON=${PYTHON:-/opt/torch/.venv/bin/python3}

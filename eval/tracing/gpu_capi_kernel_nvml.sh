@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU machine, one GPU, about 8 minutes: python C-API duty-cycle overhead (with torch), NVML memory.used against
 # nvidia-smi, the kernel layer on a GPT-2 run and its overhead, and how long `record` takes to end with the torch
-# layer. Usage (device machine, repo root, stripped binary at .carry/stackscope): bash eval/gpu_session3.sh OUTDIR
+# layer. Usage (device machine, repo root, stripped binary at .carry/stackscope): bash eval/tracing/gpu_capi_kernel_nvml.sh OUTDIR
 set -uo pipefail
 out=${1:?OUTDIR}
 S=$(pwd)/.carry/stackscope

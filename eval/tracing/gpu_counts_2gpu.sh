@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU machine, two GPUs: NCCL tracing counts vs torch.profiler (torchrun, 2 ranks, DDP), then straggler runs
 # over real NCCL with a randomly chosen slowed rank and fault kind.
-# Usage (device machine, repo root, stripped binary at .carry/stackscope): bash eval/gpu_session2.sh OUTDIR [RUNS]
+# Usage (device machine, repo root, stripped binary at .carry/stackscope): bash eval/tracing/gpu_counts_2gpu.sh OUTDIR [RUNS]
 set -uo pipefail
 out=${1:?OUTDIR}; runs=${2:-6}
 S=$(pwd)/.carry/stackscope

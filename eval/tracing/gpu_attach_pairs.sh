@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Session 15, issue 14 ("default recording <= 2 % on the launch-bound workload"), one H100 or H200, ~5.5 min: the
+# Issue 14 ("default recording <= 2 % on the launch-bound workload"), one H100 or H200, ~5.5 min: the
 # whole recording's cost inside ONE job process (bench/overhead/attach_pairs.py via run_overhead.sh --attach-pairs):
 # the workload steps until stopped, and `stackscope record --pid PID --duration D` alternates with gaps of no
 # recording, K times per configuration (default; nvml,host; the uprobe layers cuda,nccl,torch,python), interleaved.
 # Fresh-process pairs spread -12..+24 % on this host (bare alone 6.45-8.16 ms a step between processes): this
 # compares attached steps with the gaps' steps of the same process instead.
-# For the verdict on the 2 % target (session 16): eval/gpu_session16_attach_lb.sh, launch-bound and default only, ~40
+# For the verdict on the 2 % target: eval/gpu_session16_attach_lb.sh, launch-bound and default only, ~40
 # short alternations a GPU and a 95 % interval (lane kind attach:lb); 3 alternations here cannot decide it.
 #   launch_bound       3 alternations x 3 configs, D 8 s, gap 4 s; first --check-probes default (record --pid and
 #                      record -- JOB with --budget 0: the same BPF links, layers and series?)   cap 260 s
@@ -16,7 +16,7 @@
 # Files in $OUT (7): run.log, launch_bound.attach.{md,json,steps.json.xz}, small_batch_infer.attach.{md,json,
 # steps.json.xz} (every held step: start ns, wall s, CPU s, to split again with other margins).
 # Run (lead): mkdir -p .carry && strip -o .carry/stackscope build/src/cli/stackscope
-#   device run, carry [".carry"]: OUT=$OUT bash eval/gpu_session15_attach.sh
+#   device run, carry [".carry"]: OUT=$OUT bash eval/tracing/gpu_attach_pairs.sh
 set -u
 : "${OUT:?OUT}"
 export STACKSCOPE=${STACKSCOPE:-.carry/stackscope} PYTHON=${PYTHON:-/opt/torch/.venv/bin/python3}

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # GPU machine, one GPU, two parts of about 4 and 9 minutes (each under the device tool's 10-minute call): the Python stack sampler on python 3.12 (offsets checked against the live
 # interpreter, a GPT-2 recording, step-time overhead), then the Table I single-GPU run with the python layer recorded
-# by stack sampling. Everything lands in OUTDIR/session4-$part.tgz (the device tool returns at most 8 files).
-# Usage (device machine, repo root, stripped binaries in .carry/): bash eval/gpu_session4.sh OUTDIR probe|table1
+# by stack sampling. Everything lands in OUTDIR/pystack-$part.tgz (the device tool returns at most 8 files).
+# Usage (device machine, repo root, stripped binaries in .carry/): bash eval/tracing/gpu_pystack.sh OUTDIR probe|table1
 set -uo pipefail
 out=${1:?OUTDIR}; part=${2:?probe or table1}
 S=$(pwd)/.carry/stackscope
@@ -36,4 +36,4 @@ PYMODE=stack timeout 540 bash eval/faults/gpu_table1.sh "$w/table1" gpu 11 90 30
 tail -30 "$w/table1.log"
 fi
 rm -f "$w"/*.sdb /tmp/ft/rec.sdb
-tar -C "$w" -czf "$out/session4-$part.tgz" . && ls -la "$out"
+tar -C "$w" -czf "$out/pystack-$part.tgz" . && ls -la "$out"
