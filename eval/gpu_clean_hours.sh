@@ -5,7 +5,7 @@
 # workloads (by default cnn, transformer, infer, cnn, one a lane) under `record --detect`, analysed with the
 # defaults, no fault injected. The lanes share the host as jobs on one node do: each recorder sees the other lanes'
 # processes on other GPUs and CPUs, none on its job's; any incident is a false one. Two 4-minute runs a lane: about
-# 30 clean minutes a command on a 4-GPU host, 15 on a 2-GPU one (session 19: three commands, 0.78 h).
+# 30 clean minutes a command on a 4-GPU host, 15 on a 2-GPU one (three commands on a 2-GPU host gave 0.78 h).
 # Run: OUT=$OUT SEED=101 [LANES=2 WORKLOADS="infer cnn"] bash eval/gpu_clean_hours.sh
 #   (carry .carry/stackscope and .carry/netfault; new seeds each command: SEED, SEED+1 per lane). Results:
 #   $OUT/clean.tar.xz (fault logs, analyses, online lines, scores) and $OUT/score.md over all lanes.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 12, stragglers from `record` (issue 15 item 7): one device command = one batch of recorded torchrun DDP jobs
+# Stragglers from `record` (issue 15 item 7): one device command = one batch of recorded torchrun DDP jobs
 # over NCCL, 5 runs of each slowed class (compute, host, gpu, cpu) in shuffled order plus 3 clean runs (23 runs, a
 # random slowed rank each), analyses in the background on CPUs the job does not use (eval/stragglers/gpu_ddp.sh).
 # The recordings of wrong verdicts come back (xz, 15 MiB parts) for re-scoring on the CPU VM.

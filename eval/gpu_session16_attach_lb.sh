@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Session 16, issue 14 ("default recording <= 2 % on the launch-bound workload"), the precise mode: one GPU, the
+# Issue 14 ("default recording <= 2 % on the launch-bound workload"), the precise mode: one GPU, the
 # launch-bound workload only, `default` against no recorder only, as many short alternations as the cap allows
 # (bench/overhead/attach_pairs.py via run_overhead.sh --attach-pairs), and the verdict from the precise estimate
 # (bench/overhead/bracketed_cost.py): each recording's steady span (from the budget's first detach, whole
 # duty-cycle periods) against the line through the gaps before and after it, a 95 % interval over the alternations,
 # and the same estimator on the gaps alone (the method's false offset).
-# Why: session 15's 3 alternations a configuration read -5.9 % / -0.5 % while the job's own step time moved 9-13 %
-# from one gap to the next; the target is only shown by averaging many alternations whose neighbours cancel drift.
+# Why: 3 alternations a configuration pooled against all gaps read -5.9 % / -0.5 % while the job's own step time moved
+# 9-13 % from one gap to the next; the target is only shown by averaging many alternations whose neighbours cancel
+# drift.
 # Sizes: DUR 8 s (the start-up look, up to ~1 s of a torch window, one 5 s budget period and the margins must fit:
 # a shorter recording holds no whole period and is left out), GAP 3 s; on the GPU a cycle is ~12.5 s (attach
 # ~0.7 s, recording, ~0.5 s to detach and read it), so ~40 alternations in 520 s; 2 lanes give ~80 together

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 9, GPU step B (H100 x2): the 2-rank harness with the NVML guard build, as is and under glibc's malloc
+# 2 GPUs (H100 x2): the 2-rank incident harness with the NVML guard build, as is and under glibc's malloc
 # checker; the notes each recording holds (an NVML overrun or entry-stride note says the driver disagreed with
 # the header); the report and Perfetto export of one recording with incidents (issue 17), brought back.
 set -u

@@ -32,7 +32,7 @@ for group in gpu nccl; do
     specs+=(--features "$layer=$f")
   done
   # Diagonal covariance: a full 47 x 47 covariance per component from ~180 clean windows overfits (results with
-  # full covariance are in docs/BENCHMARKS.md too).
+  # full covariance: docs/benchmarks/gmm.md, "Tried and rejected").
   # Departures are robust z-scores, and the both-sided rule sets most clean ones to exactly 0, so a column can
   # look far steadier in the clean period than its own baseline's spread: a GPU temperature that did not move for
   # 90 s made a 1 degree dip after a fault a 20-sigma event. So every method standardises by at least one robust

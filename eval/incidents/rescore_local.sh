@@ -5,7 +5,7 @@
 # engine, for detection and cause delays), then eval/incidents/score.py over them all.
 # Usage: eval/incidents/rescore_local.sh STACKSCOPE OUT X.sdb [Y.sdb ...]   (results: OUT/score.md, OUT/score.json)
 # A recording without a fault log of its own scores as a clean run when CLEAN_OK=1 (a meta line is written).
-# ANALYZE_ARGS: more analyze options (e.g. the hidden --episodes-v1: the episode thresholds before session 10).
+# ANALYZE_ARGS: more analyze options (e.g. the hidden --episodes-v1: the episode thresholds the engine had first).
 set -uo pipefail
 S=${1:?STACKSCOPE}; out=${2:?OUT}; shift 2
 here=$(cd "$(dirname "$0")" && pwd)

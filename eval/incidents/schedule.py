@@ -17,7 +17,7 @@ import sys
 
 # What benchmark v2 can inject, by the kind a schedule deals: the contract's cause class of the same name
 # (notes/incident_contract.md §1) unless CLASS_OF_KIND says otherwise, each with the name its injector writes as
-# "fault" in the fault log. gpu_throttling is not among them: see docs/BENCHMARKS.md.
+# "fault" in the fault log. gpu_throttling is not among them: see docs/benchmarks/incidents.md.
 FAULT_OF_CLASS = {
     "cpu_interference": "cpu_hog",            # processes spinning on every CPU (eval/incidents/hogs.py cpu)
     "gpu_contention": "gpu_second_process",   # a second process computing on the job's GPU (fault_train.SecondProcess)
@@ -28,12 +28,12 @@ FAULT_OF_CLASS = {
     "network": "loader_tcp_loss",             # loopback packet loss on the loader's TCP data path (netfault)
     "nccl_network": "nccl_socket_loss",       # loopback packet loss on NCCL's sockets, 2 ranks (netfault)
 }
-# The class an episode of a kind is scored by, where it is not the kind's own name. Packet loss on NCCL's sockets
-# was logged as collective_slowdown until session 10, but the contract defines collective_slowdown as "NCCL slower
-# with no other cause", and the issue lists "NIC contention or packet loss" as a cause of its own (network): the
-# collectives slow down because segments are lost, and the TCP retransmits the loss causes are the evidence that
+# The class an episode of a kind is scored by, where it is not the kind's own name. Packet loss on NCCL's sockets was
+# logged as collective_slowdown at first (cdc080b changed it), but the contract defines collective_slowdown as "NCCL
+# slower with no other cause", and the issue lists "NIC contention or packet loss" as a cause of its own (network):
+# the collectives slow down because segments are lost, and the TCP retransmits the loss causes are the evidence that
 # names it. The benchmark injects packet loss, so the right answer is network; it has no injector of a collective
-# slowdown without another cause (see docs/BENCHMARKS.md).
+# slowdown without another cause (see docs/benchmarks/incidents.md).
 CLASS_OF_KIND = {"nccl_network": "network"}
 CLASSES = list(FAULT_OF_CLASS)
 

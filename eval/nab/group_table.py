@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Per group and part (all / A / B) NAB standard scores of two nab_cli_eval.py runs side by side (before -> after),
-with windows found and false positives, as a markdown table for docs/BENCHMARKS.md. Each run at its own threshold
-(the one it chose on part A). Groups without label windows: the raw score (their false positives' cost).
+with windows found and false positives, as a markdown table for docs/benchmarks/host-series-nab.md. Each run at its
+own threshold (the one it chose on part A). Groups without label windows: the raw score (their false positives' cost).
 
 usage: group_table.py NAB_DIR BEFORE/nab_cli.json AFTER/nab_cli.json
 """

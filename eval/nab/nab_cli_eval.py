@@ -12,7 +12,7 @@ part A's choice. The scorer is checked against NAB's own per-file counts (rows i
 equal the published TP+FN and TN+FP of every file) and the null detector's published scores.
 
 usage: nab_cli_eval.py STACKSCOPE_BIN NAB_DIR OUT_DIR [thresholds, comma-separated]
-(default grid 0.03,0.04,0.045,0.05,0.055,0.06,0.065,0.07,0.08,0.1, as in docs/BENCHMARKS.md)
+(default grid 0.03,0.04,0.045,0.05,0.055,0.06,0.065,0.07,0.08,0.1, as in docs/benchmarks/host-series-nab.md)
 """
 import csv
 import datetime as dt
@@ -45,7 +45,7 @@ def published(nab_dir, detector):
 
 
 def markdown(r):
-    """The summary and per-file tables for docs/BENCHMARKS.md."""
+    """The summary and per-file tables for docs/benchmarks/host-series-nab.md."""
     names = ["stackscope series"] + [n for _, n in PEERS]
     out = ["| files | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
     for sname, row in r["table"].items():

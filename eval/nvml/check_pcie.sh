@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # PCIe rates of stackscope's NVML sampler against nvidia-smi's, under a host-to-device copy storm on GPU 0
-# (pinned 256 MiB buffers copied for the whole run): since session 12 the sampler reads the PCIe byte counters
+# (pinned 256 MiB buffers copied for the whole run): the sampler reads the PCIe byte counters
 # (NVML fields 197/198) where the driver has them, instead of nvmlDeviceGetPcieThroughput (20 ms a call), which
 # `nvidia-smi dmon -s t` still uses. Also prints the sampler's notes: which source it used and the time each
 # sampling round took, by query group.

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What the driver answers for the NVML fields the sampler reads (PCIe byte counters 197/198, PCIe replays 94,
 NVLink data 138/139), per GPU: each field's return code, value type and value, read twice 1 s apart (a counter
-must grow), and how long one nvmlDeviceGetFieldValues call takes. On the 4-GPU H200 host (driver 580, session 13)
+must grow), and how long one nvmlDeviceGetFieldValues call takes. On the 4-GPU H200 host (driver 580)
 the sampler fell back from the byte counters to the 20 ms nvmlDeviceGetPcieThroughput, and nothing said why.
 
   python3 eval/nvml/pcie_fields.py [LIBRARY]      (default libnvidia-ml.so.1; no GPU needed with the fake library)

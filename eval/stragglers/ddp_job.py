@@ -45,7 +45,7 @@ def spin():
     session of its own (started so) whose autogroup gets the job's nice value: in the job's autogroup, the kernel
     would hand the group's CPU share to the CPU with two of its tasks (the slowed rank and this spinner), taking it
     from the other ranks' CPUs, and on a loaded host the other ranks, not the slowed one, ended up waiting for a
-    CPU (seen in the run-queue waits of session 10's and 11's CPU runs)."""
+    CPU (seen in the run-queue waits of the gloo runs on the shared CPU VM)."""
     parent = os.getppid()
     try:
         nice = open(f"/proc/{parent}/autogroup").read().split("nice")[1].split()[0]

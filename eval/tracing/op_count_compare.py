@@ -47,7 +47,7 @@ def budgeted_counts(samples_path, info_path, lo, hi):
     m = re.search(r"scale by ([0-9.e+]+) \(error about ([0-9]+)%", note)
     w = re.search(r"wall time would say ([0-9.e+]+)", note)
     scale, error, wall = float(m.group(1)), float(m.group(2)) / 100, float(w.group(1))
-    how = re.search(r"estimator: (\w+)", note)  # absent before session 12's estimate from the syncs: the CPU time's
+    how = re.search(r"estimator: (\w+)", note)  # absent before the estimate from the syncs existed: the CPU time's
     other = re.search(r"(CPU time|synchronisations) would say ([0-9.e+]+) \(error about ([0-9]+)%", note)
     meta = {"scale": scale, "error": error, "wall_scale": wall, "note": note,
             "estimator": how.group(1) if how else ("cpu" if "from the job's CPU time" in note else "wall"),

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Fuzzy ART novelty beside the series detector (issue 18 item 5, session 17; not in the product; figures in
-docs/BENCHMARKS.md "Session 17"). Session 15's next step: novelty against prototypes that are learnt and slowly
-forgotten, as ART does (restated from the fuzzy ART literature, not ARTime's code). Each bin's window of its last m
-bin values, scaled to [0, 1] by the range seen so far (causal) and complement-coded, is matched against at most
-`maxcat` categories (choice |I ^ w| / (alpha + |w|), vigilance `rho` on |I ^ w| / m, the 20 best tried); a match
-moves its category by `beta`, no match makes a new one (replacing the least recently used), and a new category after
-the warm-up is an alarm. Modes as shape_novelty.py: `joint` (one stream with the default detector's reports, at most
-one alarm per `cd` bins) or `union`.
+"""Fuzzy ART novelty beside the series detector (issue 18 item 5; not in the product; its best cell is in
+docs/benchmarks/host-series-nab.md, "Tried and rejected"). The next step after shape_novelty.py: novelty against
+prototypes that are learnt and slowly forgotten, as ART does (restated from the fuzzy ART literature, not ARTime's
+code). Each bin's window of its last m bin values, scaled to [0, 1] by the range seen so far (causal) and
+complement-coded, is matched against at most `maxcat` categories (choice |I ^ w| / (alpha + |w|), vigilance `rho` on
+|I ^ w| / m, the 20 best tried); a match moves its category by `beta`, no match makes a new one (replacing the least
+recently used), and a new category after the warm-up is an alarm. Modes as shape_novelty.py: `joint` (one stream with
+the default detector's reports, at most one alarm per `cd` bins) or `union`.
 
 usage: /usr/bin/python3 art_novelty.py [--show-b] "mode='joint',rho=0.7,m=4" ...   (numpy; part A only unless --show-b)
 """

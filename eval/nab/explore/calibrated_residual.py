@@ -1,7 +1,8 @@
-"""A sketch of a different score for the series detector (issue 18, session 9; not in the product): per time scale s,
+"""A sketch of a different score for the series detector (issue 18; not in the product): per time scale s,
 |mean of the last s bins - median of the L bins before them|, divided by the q-quantile of that residual's own last
 H values (a per-series calibration: 1 = as large as the series' 1-in-100 residual). Alarm when the largest over the
-scales passes theta; no alarm for `suppress` bins after one. Causal. Figures in docs/BENCHMARKS.md "Session 9".
+scales passes theta; no alarm for `suppress` bins after one. Causal. It scored all 59.0 on NAB's 45 files
+(docs/benchmarks/host-series-nab.md, "Tried and rejected").
 
 usage: calibrated_residual.py "KNOB=VALUE,..." ...   e.g.  calibrated_residual.py "theta=1.5,L=288"
 """

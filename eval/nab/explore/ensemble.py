@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A second view of the series for the range detector (issue 18, session 12): the default detector on the bins as
+"""A second view of the series for the range detector (issue 18): the default detector on the bins as
 they are, united with a second detector on a transform of them (log: log1p of the value above the series' minimum
 so far; diff: the change from the previous bin), with its own threshold. A second view's detection within `gap`
 bins after any detection kept already is dropped (one incident). Scored as explore.py.

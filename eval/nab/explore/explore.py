@@ -59,15 +59,15 @@ def summary(per, label=''):
 
 def make_with(**kw):
     if kw.pop('legacy', False):
-        kw = {**LEGACY, **kw}  # the detector before the session-9 fixes, the knobs given applied over it
+        kw = {**LEGACY, **kw}  # the detector before the 0f95853 fixes, the knobs given applied over it
     elif kw.pop('s9', False):
-        kw = {**S9, **kw}  # the detector of session 9 (after its fixes)
+        kw = {**S9, **kw}  # the detector right after those fixes
     elif kw.pop('s10', False):
-        kw = {**S10, **kw}  # the detector of session 10 (no memory of recent findings)
+        kw = {**S10, **kw}  # the tolerant day view, no memory of recent findings
     elif kw.pop('s21', False):
-        kw = {**S21, **kw}  # the product's default of session 21
+        kw = {**S21, **kw}  # the product's default before the day view's weight 0.25 (e7c6d66)
     elif kw.pop('s22', False):
-        kw = {**S22, **kw}  # the product's default since session 22
+        kw = {**S22, **kw}  # the product's default (74dd30e)
     def make(d):
         day = int(86400 // d['bw'])
         hist = kw.get('history', 4000)

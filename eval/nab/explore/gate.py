@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Confirmation by a second view (issue 18, session 12): a finding of the default detector is reported at the first
+"""Confirmation by a second view (issue 18): a finding of the default detector is reported at the first
 of its bins where its score passes `hi` or the high-pass view agrees (the score of the range detector on the value
 minus the median of the `n` bins before it, the largest over the last `lag` + 1 bins, passes `h`); a finding that never
 passes either is not reported. Causal: each bin's decision uses that bin and earlier ones only.

@@ -1,10 +1,11 @@
 """A Python port of src/analyze/detectors/series_novelty.cpp, for trying detector changes on NAB in seconds rather
 than a rebuild per idea. With every knob at its default it gives the spans of the C++ detector on all 45 files' bins
-(checked span by span after the session-9 fixes) and so the CLI's NAB figures (docs/BENCHMARKS.md). LEGACY (explore.py
-"legacy=True") gives the detector before those fixes (68.6 / A 70.9 / B 66.7, the session-9 "tried" rows, which are relative to
-it). The C++ is the product; this is a lab bench.
+(checked span by span after the day-view, cool-down and level-shift fixes of 0f95853) and so the CLI's NAB figures
+(docs/benchmarks/host-series-nab.md). LEGACY (explore.py "legacy=True") gives the detector before those fixes
+(68.6 / A 70.9 / B 66.7). The C++ is the product; this is a lab bench.
 
-Knobs beyond the C++ options (each an experiment of issue 18, results in docs/BENCHMARKS.md):
+Knobs beyond the C++ options (each an experiment of issue 18; the current figures and a list of what was tried are in
+docs/benchmarks/host-series-nab.md, every earlier figure in the git history of docs/BENCHMARKS.md):
   adapt, adapt_q, adapt_hist, clip  report a finding only once its score passes adapt x the q-quantile of the
                                     series' own recent scores (HTM-likelihood-like per-series bar)
   persist, spike                    report only after `persist` bins outside, unless the score passes `spike`
@@ -27,16 +28,16 @@ Knobs beyond the C++ options (each an experiment of issue 18, results in docs/BE
                                     while value or level stay outside the range it left (None: ends at max_hold)
   cap                               the largest excess (C++ kMaxExcess)
   season_warm, warm_season          defined day-view values before it is judged; warm-up of at least a day
-Session 10 (the C++ defaults now: season_w=2, learn_close on the day view with lc_clip=0.5, override_abs=2.0,
-history=4000, cooldown=100, threshold=0.08; "s9=True" in explore.py gives session 9's detector; checked against the
-CLI on all 45 files: the same A / B / all figures, windows and false positives at every threshold of the grid):
+A tolerant day view and a longer range (C++ defaults: season_w=2, learn_close on the day view with lc_clip=0.5,
+override_abs=2.0, history=4000, cooldown=100; "s9=True" in explore.py gives the detector without them; checked against
+the CLI on all 45 files: the same A / B / all figures, windows and false positives at every threshold of the grid):
   season_w                          the day view against the levels a day earlier shifted by up to season_w bins
   learn_close, lc_clip, lc_views    a short finding's values of lc_views join those ranges when it closes, clipped to
                                     lc_clip range widths beyond them (None: the day view only, where there is one)
   override_abs                      the cool-down override in range widths (None: override x threshold, as before)
   sg_days, sg_w, sg_agg, sg_views   (not kept) views also judged against the same time of day on sg_days days before
   tailq, tail_thr, tail_views       (not kept) an excess counts only if also beyond the view's own tail
-Session 11 (docs/BENCHMARKS.md; the C++ defaults now: fmem=1000, threshold=0.05; "s10=True" gives session 10's detector):
+A memory of recent findings (C++ defaults: fmem=1000, threshold=0.05; "s10=True" gives the detector without it):
   fmem, fmem_views                  a finding's values of fmem_views are remembered for fmem bins after it ends; those
                                     views are judged against their range widened to them (C++ repeat_memory_bins;
                                     fmem_s bounds it in time as repeat_memory_max_seconds does)
@@ -44,16 +45,16 @@ Session 11 (docs/BENCHMARKS.md; the C++ defaults now: fmem=1000, threshold=0.05;
   gpd_mode, gpd_views               the view's last `history` values, SPOT-like): 'and' = an excess counts only where
                                     the tail probability of the value is below gpd_q; 'replace' = the excess is
                                     log10(gpd_q / p) instead of the range excess
-Session 12 (docs/BENCHMARKS.md; not default, as in the C++):
+A second view on the value against its local median (long_kind='hp' not kept; confirmation on since, below):
   long_kind='hp'                    the 5th view (long_bins) is the value minus the median of the long_bins bins before
   confirm_n, gate_h, gate_hi,       confirmation (C++ confirm_median_bins, confirm_excess, confirm_alone_excess,
   confirm_lag                       confirm_lag_bins): a finding is reported from the first bin where its score passes
                                     gate_hi or a second detector on the value minus the median of the confirm_n bins
                                     before it scores above gate_h within the last confirm_lag + 1 bins; the CLI with
                                     confirm_median_bins 96 gives the same figures as "confirm_n=96"
-Session 19 (docs/BENCHMARKS.md "Session 19"; the C++ defaults now: "yield_new=True,confirm_n=192,gate_h=0.05,
-mad_bins=36,mad_w=0.5,mad_rel=0.03,fmem_views=(0,1,2,5)", the port's own defaults left as they were so that every
-earlier row still reproduces):
+A spread robust to single spikes, a held shift yielding to a new departure, confirmation on (C++ defaults:
+"yield_new=True,confirm_n=192,gate_h=0.05,mad_bins=36,mad_w=0.5,mad_rel=0.03,fmem_views=(0,1,2,5)", the port's own
+defaults left as they were so that every earlier figure still reproduces):
   long_kind='median'                the 5th view is the median of the last long_bins bins (a level robust to spikes)
   mad_bins, mad_w, mad_rel          a 6th view: the median absolute deviation of the last mad_bins values (a spread
                                     robust to single spikes), its excess weighted mad_w, its range width floored at
@@ -62,7 +63,7 @@ earlier row still reproduces):
                                     history instead of its min .. max (forgets a warm-up's extremes)
   forget_warm                       (not kept) once forget_warm x the warm-up has been pushed, the ranges no longer
                                     hold the warm-up's values (a start-up transient)
-Session 21 (docs/BENCHMARKS.md "Session 21"; the C++ defaults now: session 19's plus "yield_new=3,fmem_learnt=(0,1),
+A held level shift lasting to its return (C++ defaults: the knobs above plus "yield_new=3,fmem_learnt=(0,1),
 ret_guard=36,yield_resume=True,season_unlearn='clip'", checked against the CLI file by file on all 45 files):
   fmem_learnt                       the views a finding remembers (fmem) when it was held until the range learnt
                                     from it (a level shift); None: fmem_views, as for any other finding
@@ -93,7 +94,7 @@ ret_guard=36,yield_resume=True,season_unlearn='clip'", checked against the CLI f
   trim_view                         (not kept) that as a 7th view beside the spread, its excess weighted trim_view
   back_mid                          (not kept) a held shift's value nearer the range it left than the shift's level
                                     (the level view's when the range began to learn) counts as returned
-Session 20 (docs/BENCHMARKS.md "Session 20"; none kept):
+Forgetting the warm-up and a separate report threshold (none kept):
   fw_views                          the views whose ranges forget the warm-up (forget_warm); all by default
   fw_clip                           with forget_warm, the warm-up's extremes still widen the range, up to fw_clip x
                                     the width of the range since (0: forgotten)
@@ -103,17 +104,17 @@ Session 20 (docs/BENCHMARKS.md "Session 20"; none kept):
 import math
 from collections import deque
 
-# The detector before the session-9 fixes (the rows of BENCHMARKS.md "Session 9: ... tried" are relative to it):
+# The detector before the day-view, cool-down and level-shift fixes of 0f95853:
 # explore.py "legacy=True,KNOB=..." starts from these and applies the knobs given over them.
-# The detector of session 9 (after its fixes; explore.py "s9=True"): range of 2,000 bins, the day view against the
+# The detector right after those fixes (explore.py "s9=True"): range of 2,000 bins, the day view against the
 # same bins a day earlier only, findings never learnt, the cool-down override in thresholds, threshold 0.05.
 S9 = dict(threshold=0.05, history=2000, cooldown=200, season_w=0, learn_close=False, lc_clip=None, override_abs=None, fmem=0)
-# The detector of session 10 (explore.py "s10=True"): no memory of recent findings, threshold 0.08.
+# The detector with the tolerant day view and no memory of recent findings (explore.py "s10=True"), threshold 0.08.
 S10 = dict(threshold=0.08, fmem=0)
-# The product's default since session 21 (explore.py "s21=True"; session 19's knobs plus session 21's).
+# The product's default before the day view's weight changed (explore.py "s21=True"; e7c6d66).
 S21 = dict(threshold=0.05, confirm_n=192, gate_h=0.05, mad_bins=36, mad_w=0.5, mad_rel=0.03, fmem_views=(0, 1, 2, 5),
            yield_new=3, fmem_learnt=(0, 1), ret_guard=36, yield_resume=True, season_unlearn='clip')
-# Session 22: the day view's weight 0.25 (was 0.3).
+# The product's default (explore.py "s22=True"; 74dd30e): the day view's weight 0.25 (was 0.3).
 S22 = dict(S21, season_weight=0.25)
 LEGACY = dict(S9, threshold=0.065, max_hold=100, fix_season=False, cap=float('inf'), cooldown_s=0.0, hold_s=0.0, hold_min=0,
               learn_after=None, warm_season=False)
@@ -130,7 +131,7 @@ class SlidingRange:
 
 class SortedWindow:
     """The last `cap` pushed values, sorted: an extreme-value (GPD) tail fitted to the top `u` share of them
-    (gpd_q knobs, session 11)."""
+    (gpd_q knobs, not kept)."""
     def __init__(self): self.q = deque(); self.s = []
     def push(self, idx, v, cap):
         import bisect
@@ -162,7 +163,7 @@ class Novelty:
     def __init__(self, threshold=0.05, history=4000, short=6, warmup=100, cooldown=100, override=40,
                  close_after=3, max_hold=2000, floor=0.0, season=0, season_weight=0.3, adapt=0.0, adapt_hist=2000, adapt_q=0.99, clip=10.0, w=(1, 1, 1), persist=0, spike=1e9, learn_close=None, ov_last=True, ov_clip=float('inf'), rel=1e-12, cd_extend=0, cd_dir=False, long_bins=0, long_w=1.0, g=0.0, gH=2000, cd_on_report=False, gstart=0, fix_season=True, winsor=False, relv=0.0, cd_close=-1, bw=0.0, cooldown_s=86400.0, hold_s=604800.0, hold_min=100, cap=1000.0, season_warm=None, learn_after=100, warm_season=True, yield_new=False, sg_days=0, sg_w=3, sg_agg='max', sg_views=(0, 1), season_w=2, tailq=0.0, tail_thr=1.0, tail_views=(0, 1), lc_clip=0.5, lc_views=(3,), override_abs=2.0, gpd_q=0.0, gpd_u=0.02, gpd_views=(0, 1, 2), gpd_min=10, gpd_mode='and', gpd_xi=0.5, fmem=1000, fmem_views=(0, 1, 2), fmem_s=604800.0, long_kind='mean', mad_bins=0, mad_w=1.0, mad_rel=0.0, qrange=0.0, qviews=(0, 1, 2, 5), forget_warm=0, fw_views=(0, 1, 2, 3, 4, 5), fw_clip=0.0, gate_h=None, gate_hi=0.3, confirm_n=0, confirm_lag=3, open_thr=None, fmem_learnt=None, yield_conf=False, ret_guard=0, yield_resume=False, season_unlearn=False, cd_after_close=False, back_mid=False, mad_q=0.5, dq_bins=0, dq=0.9, dq_w=0.5, spread_trim=0, trim_view=0.0):
         self.__dict__.update(locals()); del self.__dict__['self']
-        if confirm_n:  # session 12: the confirming detector on the value minus the median of the confirm_n bins before
+        if confirm_n:  # the confirming detector on the value minus the median of the confirm_n bins before
             kw = {k: v for k, v in self.__dict__.items() if k not in ('confirm_n',)}
             kw.update(threshold=1e9, confirm_n=0, gate_h=None, open_thr=None)
             self.confirm = Novelty(**kw); self.confirm_vals = []; self.confirm_recent = []
@@ -232,12 +233,12 @@ class Novelty:
                     if then is not None: season = level - then; season_ok = True
         views = [value, level, spread, season]
         used = 4 if self.season > 0 else 3
-        if self.long_bins and self.long_kind == 'hp':  # session 12: the value against the median of the bins before
+        if self.long_bins and self.long_kind == 'hp':  # the value against the median of the bins before
             med = sorted(self.lrecent)[len(self.lrecent) // 2] if self.lrecent else value
             self.lrecent.append(value)
             if len(self.lrecent) > self.long_bins: self.lrecent.popleft()
             views.append(value - med)
-        elif self.long_bins and self.long_kind == 'median':  # session 19: a level robust to single spikes
+        elif self.long_bins and self.long_kind == 'median':  # a level robust to single spikes
             self.lrecent.append(value)
             if len(self.lrecent) > self.long_bins: self.lrecent.popleft()
             srt = sorted(self.lrecent); views.append(srt[len(srt) // 2])
@@ -245,7 +246,7 @@ class Novelty:
             self.lrecent.append(value)
             if len(self.lrecent) > self.long_bins: self.lrecent.popleft()
             views.append(sum(self.lrecent) / len(self.lrecent))
-        if self.mad_bins:  # session 19: spread robust to single spikes (median absolute deviation)
+        if self.mad_bins:  # spread robust to single spikes (median absolute deviation)
             self.mrecent = getattr(self, 'mrecent', deque()); self.mrecent.append(value)
             if len(self.mrecent) > self.mad_bins: self.mrecent.popleft()
             srt = sorted(self.mrecent); med = srt[len(srt) // 2]
@@ -273,7 +274,7 @@ class Novelty:
                 if k == 3 and (not season_ok or self.npushed_season < self.season_warm): continue
                 if self.guard > 0 and k in (2, 5, 6): continue  # ret_guard: the spread windows straddle a held shift's return
                 lo = self.ranges[k].low[0][1]; hi = self.ranges[k].high[0][1]
-                if self.qrange > 0 and k in self.qviews and self.sorted[k].s:  # session 19 (lab): a range of quantiles
+                if self.qrange > 0 and k in self.qviews and self.sorted[k].s:  # (lab) a range of quantiles
                     srt = self.sorted[k].s; nq = len(srt)
                     lo = srt[min(nq - 1, int((1 - self.qrange) * nq))]; hi = srt[max(0, int(self.qrange * nq) - 1)]
                 vlo = self.ranges[0].low[0][1]; vhi = self.ranges[0].high[0][1]
@@ -392,7 +393,7 @@ class Novelty:
         if self.fmem:
             if self.open is not None and not self.learning: self.fpending.append(views)
             elif self.fpending:
-                # fmem_learnt (session 21, lab): a finding held until the range learns (a level shift, the new normal)
+                # fmem_learnt (lab): a finding held until the range learns (a level shift, the new normal)
                 # remembers only these views (None: all of fmem_views)
                 kept = self.fmem_views if (self.fmem_learnt is None or not self.learning) else self.fmem_learnt
                 for vv in self.fpending:
@@ -425,7 +426,7 @@ class Novelty:
         return score
 
     def _cap(self, k=0):
-        """forget_warm (session 19, lab): once forget_warm x the warm-up has been pushed, the range no longer holds the
+        """forget_warm (lab): once forget_warm x the warm-up has been pushed, the range no longer holds the
         warm-up's values (a start-up transient)."""
         if self._forgets_warmup(k):
             return max(1, min(self.history, self.pushed - self.warmup + 1))
@@ -438,13 +439,13 @@ class Novelty:
         return list(range(used)) + ([4] if self.long_bins else []) + ([5] if self.mad_bins else []) + ([6] if (self.dq_bins or self.trim_view) else [])
 
     def _confirmed(self, score):
-        """gate_h (session 12, gate.py): a finding is reported only once its score passes gate_hi or a second view's
+        """gate_h (gate.py): a finding is reported only once its score passes gate_hi or a second view's
         recent score (self.ext, set by the caller before add) passes gate_h."""
         return self.gate_h is None or score > self.gate_hi or getattr(self, 'ext', 0.0) > self.gate_h
 
     def _override(self):
         """The excess that opens a finding during a cool-down: override_abs range widths (the C++), or, where None
-        (the detector before session 10), override thresholds."""
+        (the detector before the tolerant day view), override thresholds."""
         return self.override_abs if self.override_abs is not None else self.override * self.threshold
 
     def _tail_push(self, k, v):

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Shape novelty and an HTM-style anomaly likelihood beside the series detector (issue 18 item 5, session 15; not in
-the product). Figures in docs/BENCHMARKS.md "Session 15".
+"""Shape novelty and an HTM-style anomaly likelihood beside the series detector (issue 18 item 5; not in
+the product). Its figures are in docs/benchmarks/host-series-nab.md, "Tried and rejected".
 
 Shape novelty (the mechanism behind ARTime, restated as a nearest neighbour, not ARTime's code): each bin's window of
 its last m bin values is compared with the windows ending in the H bins before it (none overlapping it); its distance

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Where a variant's NAB points go, per window (issue 18, session 12): for each label window the best detection's
+"""Where a variant's NAB points go, per window (issue 18): for each label window the best detection's
 weight (1.0 at the window's first row, ~0.86 at its middle, 0 at its end; -1 = missed) and where in the window it
 fell, and per file the false positives' cost; totals per part: missed windows, late-detection loss (1 - weight of
 found windows) and FP cost, in raw points (a raw point is 100/90 normalised points on part B, 100/76 on A).
