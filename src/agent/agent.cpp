@@ -291,7 +291,7 @@ void Agent::scan(int64_t now) {
     if (failed_jobs_.count(id) || remnants.count(id)) continue;
     if (config_.command_matcher && !config_.command_matcher->matches(job.command))
       continue;  // not one the operator asked for
-    if (!config_.users.empty() && !config_.users.count(job.uid)) continue;  // nor this
+    if (!config_.users.empty() && !config_.users.count(job.uid)) continue;  // nor a user it named
     std::string full;
     if (jobs_.size() >= static_cast<size_t>(config_.max_jobs))
       full = fmt::format("discovery.max_jobs ({}) are traced", config_.max_jobs);
