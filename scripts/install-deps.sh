@@ -15,6 +15,7 @@ PKGS=(
   python3 python3-torch python3-numpy python3-sklearn python3-xgboost python3-matplotlib             # real CPU workloads and peers (Debian's, not PyPI)
   procps util-linux ccache
   prometheus-cpp-dev libcivetweb-dev libtomlplusplus-dev prometheus curl   # node agent: /metrics, HTTP, config; its tests scrape with a real Prometheus
+  libre2-dev libutfcpp-dev                                          # agent: command filter; valid UTF-8 from /proc
   chromium                                                          # headless render check of the HTML reports
   libcurl4-openssl-dev clickhouse-server clickhouse-client          # agent's ClickHouse sink; its tests start a real server
 )

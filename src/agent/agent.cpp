@@ -6,7 +6,6 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
-#include <regex>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -280,6 +279,9 @@ void Agent::scan(int64_t now) {
     ::malloc_trim(0);
   }
   std::erase_if(failed_jobs_, [&](const std::string& id) { return !found.count(id); });
+  std::erase_if(untraced_jobs_, [&](const std::string& id) { return !found.count(id); });
+  std::map<uint32_t, int> per_user;  // traced jobs by user
+  for (const auto& [id, t] : jobs_) ++per_user[t->job().uid];
   size_t untraced = 0;
   for (auto& [id, job] : found) {
     if (auto it = jobs_.find(id); it != jobs_.end()) {
@@ -287,12 +289,21 @@ void Agent::scan(int64_t now) {
       continue;
     }
     if (failed_jobs_.count(id) || remnants.count(id)) continue;
-    if (!config_.command_filter.empty() && !std::regex_search(job.command, std::regex(config_.command_filter)))
+    if (config_.command_matcher && !config_.command_matcher->matches(job.command))
       continue;  // not one the operator asked for
-    if (jobs_.size() >= static_cast<size_t>(config_.max_jobs)) {
+    if (!config_.users.empty() && !config_.users.count(job.uid)) continue;  // nor a user it named
+    std::string full;
+    if (jobs_.size() >= static_cast<size_t>(config_.max_jobs))
+      full = fmt::format("discovery.max_jobs ({}) are traced", config_.max_jobs);
+    else if (per_user[job.uid] >= config_.max_jobs_per_user)
+      full = fmt::format("uid {} has discovery.max_jobs_per_user ({}) traced", job.uid, config_.max_jobs_per_user);
+    if (!full.empty()) {  // traced once a slot is free; said once
       ++untraced;
+      if (untraced_jobs_.insert(id).second)
+        log_line(fmt::format("not tracing job {} (pid {}, uid {}) for now: {}", job.name, job.leader, job.uid, full));
       continue;
     }
+    untraced_jobs_.erase(id);
     metrics_->job_discovered();
     try {
       auto t = std::make_unique<JobTrace>(job, config_, host_meta_, *metrics_, node_nvml_.get(), node_host_.get());
@@ -301,6 +312,7 @@ void Agent::scan(int64_t now) {
                            job.labels.container_id.empty() ? "" : ", container " + job.labels.container_id.substr(0, 12),
                            t->status().empty() ? "" : ": " + t->status()));
       jobs_[id] = std::move(t);
+      ++per_user[job.uid];
     } catch (const std::exception& e) {
       failed_jobs_.insert(id);
       log_line(fmt::format("cannot trace job {}: {}", job.name, e.what()));

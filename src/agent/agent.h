@@ -64,6 +64,7 @@ class Agent {
   std::unique_ptr<NodeTelemetry> node_;
   std::map<std::string, std::unique_ptr<JobTrace>> jobs_;  // by job id
   std::set<std::string> failed_jobs_;                      // could not be traced: not retried while they live
+  std::set<std::string> untraced_jobs_;  // beyond max_jobs or max_jobs_per_user when found: logged once
   std::unique_ptr<HttpEndpoint> http_;
   mutable std::mutex mu_;  // what the HTTP threads read: incidents_, health
   std::deque<nlohmann::json> incidents_;  // newest last; each incident's latest report

@@ -4,13 +4,15 @@
 #define TOML_HEADER_ONLY 1
 #include <toml++/toml.h>
 
+#include <pwd.h>
+
 #include <cmath>
 #include <functional>
-#include <regex>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
+#include "agent/job_discovery.h"
 #include "analyze/reveal/windows.h"
 #include "model/layer.h"
 
@@ -96,7 +98,8 @@ const std::map<std::string, KeySpec>& specs() {
                                    [](AgentConfig& c, const std::string& k, const std::string& v) {
                                      c.scan_interval_ns = duration_ns(k, v, 100'000'000);
                                    }}},
-      {"discovery.libraries", {"a process mapping one of these is a job: cuda, nccl, torch (default all three)",
+      {"discovery.libraries", {"a process mapping one of these (as its ELF says, not its name alone) is a job: cuda, "
+                               "nccl, torch (default all three)",
                                [](AgentConfig& c, const std::string& k, const std::string& v) {
                                  auto list = split_list(v);
                                  if (list.empty()) throw std::invalid_argument(k + ": name at least one library");
@@ -109,15 +112,39 @@ const std::map<std::string, KeySpec>& specs() {
                               [](AgentConfig& c, const std::string& k, const std::string& v) {
                                 c.max_jobs = static_cast<int>(integer(k, v, 1, 256));
                               }}},
-      {"discovery.command_filter", {"only jobs whose leader's command line matches this regex (default: every job)",
-                                    [](AgentConfig& c, const std::string& k, const std::string& v) {
-                                      try {
-                                        std::regex check(v);
-                                      } catch (const std::regex_error& e) {
-                                        throw std::invalid_argument(k + ": '" + v + "' is not a regular expression");
-                                      }
-                                      c.command_filter = v;
-                                    }}},
+      {"discovery.max_jobs_per_user",
+       {"jobs of one user (root too) traced at once (default 4); more are counted and left alone",
+        [](AgentConfig& c, const std::string& k, const std::string& v) {
+          c.max_jobs_per_user = static_cast<int>(integer(k, v, 1, 256));
+        }}},
+      {"discovery.users",
+       {"only jobs of these users, uids or names of the agent's user database (default: every user's)",
+        [](AgentConfig& c, const std::string& k, const std::string& v) {
+          std::set<uint32_t> uids;
+          for (const auto& u : split_list(v)) {
+            if (u.find_first_not_of("0123456789") == std::string::npos) {
+              uids.insert(static_cast<uint32_t>(integer(k, u, 0, 4294967294)));
+              continue;
+            }
+            passwd pw{}, *found = nullptr;
+            char buf[4096];
+            if (::getpwnam_r(u.c_str(), &pw, buf, sizeof buf, &found) != 0 || !found)
+              throw std::invalid_argument(k + ": no user '" + u + "' in this system's user database (give its uid)");
+            uids.insert(found->pw_uid);
+          }
+          c.users = std::move(uids);
+        }}},
+      {"discovery.command_filter",
+       {"only jobs whose leader's command line matches this RE2 regular expression, searched anywhere in it (RE2 "
+        "syntax: no backreferences or lookaround) (default: every job)",
+        [](AgentConfig& c, const std::string& k, const std::string& v) {
+          try {
+            c.command_matcher = v.empty() ? nullptr : std::make_shared<const CommandFilter>(v);
+          } catch (const std::invalid_argument& e) {
+            throw std::invalid_argument(k + ": '" + v + "' is not an RE2 regular expression: " + e.what());
+          }
+          c.command_filter = v;
+        }}},
       {"trace.layers", {"layers traced in each job, as record --layers (default all)",
                         [](AgentConfig& c, const std::string&, const std::string& v) {
                           parse_layer_list(v);  // throws on an unknown layer

@@ -4,10 +4,14 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
 namespace stackscope::agent {
+
+class CommandFilter;
 
 // The fleet store (deploy/clickhouse/): host samples, per-interval event aggregates and incidents, batched and
 // spooled on disk before they are sent (clickhouse_sink.h). Off while url is empty.
@@ -30,7 +34,12 @@ struct AgentConfig {
   int64_t scan_interval_ns = 2'000'000'000;
   std::vector<std::string> job_libraries = {"cuda", "nccl", "torch"};  // a process mapping one of these is a job
   int max_jobs = 8;  // traced at once; more are counted (stackscope_jobs_untraced) and left alone
-  std::string command_filter;  // ECMAScript regex a job's leader command line must match ("": every job)
+  // Jobs of one user (root too) traced at once: any user can start processes that look like jobs, and they must not
+  // take every slot. More are counted as untraced, as beyond max_jobs.
+  int max_jobs_per_user = 4;
+  std::set<uint32_t> users;  // only jobs of these users (uids) are traced (empty: every user's)
+  std::string command_filter;  // RE2 expression a job's leader command line must match ("": every job)
+  std::shared_ptr<const CommandFilter> command_matcher;  // command_filter compiled (null when it is "")
   // tracing of each job (what `record` does, with its budgeted defaults)
   std::string layers = "all";
   int interval_ms = 100;

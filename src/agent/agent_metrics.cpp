@@ -33,7 +33,7 @@ struct AgentMetrics::Families {
         rss(prometheus::BuildGauge().Name("process_resident_memory_bytes").Help("Resident memory of the agent").Register(r)),
         thread_cpu(prometheus::BuildGauge().Name("stackscope_agent_thread_cpu_seconds").Help("CPU time of the agent's live threads, summed by thread name (ss-nvml, ss-drain, ...): where the agent's cost goes; a gauge, since a job's threads leave with it").Register(r)),
         jobs_traced(prometheus::BuildGauge().Name("stackscope_jobs_traced").Help("Jobs the agent traces now").Register(r)),
-        jobs_untraced(prometheus::BuildGauge().Name("stackscope_jobs_untraced").Help("Jobs found but not traced (discovery.max_jobs reached)").Register(r)),
+        jobs_untraced(prometheus::BuildGauge().Name("stackscope_jobs_untraced").Help("Jobs found but not traced (discovery.max_jobs or max_jobs_per_user reached)").Register(r)),
         discovered(prometheus::BuildCounter().Name("stackscope_jobs_discovered_total").Help("Jobs found since the agent started").Register(r)),
         segments(prometheus::BuildGauge().Name("stackscope_store_segments").Help("Recording segments kept on disk").Register(r)),
         store_bytes(prometheus::BuildGauge().Name("stackscope_store_size_bytes").Help("Bytes of the recording segments kept on disk").Register(r)),

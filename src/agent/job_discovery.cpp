@@ -2,6 +2,9 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,11 +14,14 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 
 #include <fmt/format.h>
+#include <re2/re2.h>
 
 #include "model/clock.h"
 #include "model/process.h"
+#include "model/text.h"
 #include "sample/procfs_parsers.h"
 #include "trace/proc_maps.h"
 
@@ -77,10 +83,18 @@ RankEnvironment rank_of(uint32_t pid) {
   std::istringstream in(env);
   RankEnvironment r;
   for (std::string kv; in >> kv;) {
-    if (kv.starts_with("RANK=")) r.rank = kv.substr(5);
+    if (kv.starts_with("RANK=")) r.rank = printable_text(kv.substr(5));
     if (kv.starts_with("WORLD_SIZE=")) r.world = std::strtol(kv.c_str() + 11, nullptr, 10);
   }
   return r;
+}
+
+// The real user id on /proc/PID/status's "Uid:" line (real, effective, saved, filesystem). Not the owner of
+// /proc/PID: a process that makes itself non-dumpable shows as root's there.
+uint32_t real_uid(const std::string& status) {
+  const size_t at = status.find("\nUid:");
+  if (at == std::string::npos) return UINT32_MAX;
+  return static_cast<uint32_t>(std::strtoul(status.c_str() + at + 5, nullptr, 10));
 }
 
 }  // namespace
@@ -100,7 +114,7 @@ CgroupLabels parse_cgroup_labels(std::string_view text) {
     if (c2 == std::string_view::npos) continue;
     std::string_view path = line.substr(c2 + 1);
     if (line.substr(0, c2) == "0:") {
-      out.cgroup = std::string(path);
+      out.cgroup = printable_text(path);
       best = path;
       break;
     }
@@ -126,22 +140,65 @@ unsigned job_library_mask(const std::vector<std::string>& names) {
   return m;
 }
 
-unsigned job_libraries_in_maps(const std::string& maps_text) {
-  unsigned m = 0;
-  for (const auto& e : trace::parse_proc_maps(maps_text)) {
-    if (!e.exec || e.path.empty()) continue;
-    auto kind = trace::classify_library(e.path);
-    if (!kind) continue;
-    switch (*kind) {
-      case trace::LibraryKind::cudart:
-      case trace::LibraryKind::cuda_driver: m |= kJobCuda; break;
-      case trace::LibraryKind::nccl: m |= kJobNccl; break;
-      case trace::LibraryKind::torch_cpu:
-      case trace::LibraryKind::torch_cuda: m |= kJobTorch; break;
-      default: break;
+CommandFilter::CommandFilter(const std::string& pattern) {
+  RE2::Options opt;
+  opt.set_log_errors(false);  // the error is the exception's, said once by whoever loads the setting
+  // The compiled program and its DFA cache stay within this (a DFA out of room falls back to RE2's NFA: slower,
+  // still linear); a pattern that does not fit is refused at load.
+  opt.set_max_mem(2 << 20);
+  re_ = std::make_unique<re2::RE2>(pattern, opt);
+  if (!re_->ok()) throw std::invalid_argument(re_->error());
+}
+
+CommandFilter::~CommandFilter() = default;
+
+bool CommandFilter::matches(std::string_view command) const { return RE2::PartialMatch(command, *re_); }
+
+bool is_job_library(int fd, trace::LibraryKind kind) {
+  std::string_view soname_prefix, entry;  // an entry ending in '*' is a prefix
+  switch (kind) {
+    case trace::LibraryKind::cudart: soname_prefix = "libcudart.so", entry = "cudaLaunchKernel"; break;
+    case trace::LibraryKind::cuda_driver: soname_prefix = "libcuda.so", entry = "cuLaunchKernel"; break;
+    case trace::LibraryKind::nccl: soname_prefix = "libnccl.so", entry = "ncclAllReduce"; break;
+    case trace::LibraryKind::torch_cpu: soname_prefix = "libtorch_cpu.so", entry = "_ZN2at*"; break;
+    case trace::LibraryKind::torch_cuda: soname_prefix = "libtorch_cuda.so", entry = "_ZN2at*"; break;
+    default: return false;
+  }
+  const bool prefix = entry.ends_with('*');
+  if (prefix) entry.remove_suffix(1);
+  static const bool libelf_ready = elf_version(EV_CURRENT) != EV_NONE;
+  if (!libelf_ready) return false;
+  Elf* elf = elf_begin(fd, ELF_C_READ_MMAP, nullptr);
+  if (!elf) return false;
+  std::string soname;
+  bool exported = false;
+  GElf_Ehdr eh;
+  if (elf_kind(elf) == ELF_K_ELF && gelf_getehdr(elf, &eh) && eh.e_type == ET_DYN) {
+    for (Elf_Scn* scn = nullptr; (scn = elf_nextscn(elf, scn)) != nullptr;) {
+      GElf_Shdr sh;
+      if (!gelf_getshdr(scn, &sh)) continue;
+      Elf_Data* data = sh.sh_type == SHT_DYNAMIC || sh.sh_type == SHT_DYNSYM ? elf_getdata(scn, nullptr) : nullptr;
+      if (!data) continue;
+      if (sh.sh_type == SHT_DYNAMIC) {
+        GElf_Dyn dyn;
+        for (int i = 0; gelf_getdyn(data, i, &dyn) && dyn.d_tag != DT_NULL; ++i)
+          if (dyn.d_tag == DT_SONAME)
+            if (const char* name = elf_strptr(elf, sh.sh_link, dyn.d_un.d_val)) soname = name;
+        continue;
+      }
+      GElf_Sym sym;
+      for (int i = 0; !exported && gelf_getsym(data, i, &sym); ++i) {
+        const int bind = GELF_ST_BIND(sym.st_info);
+        if (sym.st_shndx == SHN_UNDEF || GELF_ST_TYPE(sym.st_info) != STT_FUNC ||
+            (bind != STB_GLOBAL && bind != STB_WEAK))
+          continue;
+        const char* name = elf_strptr(elf, sh.sh_link, sym.st_name);
+        exported = name && (prefix ? std::string_view(name).starts_with(entry) : std::string_view(name) == entry);
+      }
     }
   }
-  return m;
+  elf_end(elf);
+  return exported && (soname.empty() || soname.starts_with(soname_prefix));
 }
 
 std::set<std::string> remnants_of(const Job& traced, const std::map<std::string, Job>& found) {
@@ -161,6 +218,56 @@ std::set<std::string> remnants_of(const Job& traced, const std::map<std::string,
 }
 
 JobScanner::JobScanner(unsigned library_mask, std::string proc_root) : mask_(library_mask), root_(std::move(proc_root)) {}
+
+unsigned JobScanner::libraries_of(const std::string& dir, const std::string& maps_text) {
+  unsigned m = 0;
+  for (const auto& e : trace::parse_proc_maps(maps_text)) {
+    if (!e.exec || e.path.empty() || e.path[0] != '/') continue;
+    const auto kind = trace::classify_library(e.path);
+    if (!kind) continue;
+    unsigned bit = 0;
+    switch (*kind) {
+      case trace::LibraryKind::cudart:
+      case trace::LibraryKind::cuda_driver: bit = kJobCuda; break;
+      case trace::LibraryKind::nccl: bit = kJobNccl; break;
+      case trace::LibraryKind::torch_cpu:
+      case trace::LibraryKind::torch_cuda: bit = kJobTorch; break;
+      default: break;
+    }
+    if ((bit & mask_) && !(m & bit) && verified(dir, e, *kind)) m |= bit;
+  }
+  return m;
+}
+
+bool JobScanner::verified(const std::string& dir, const trace::MapEntry& e, trace::LibraryKind kind) {
+  // The mapped file itself (map_files: root may open it, also once deleted or renamed); else its path in the
+  // process's mount namespace while that is still the mapped file.
+  int fd = ::open(fmt::format("{}/map_files/{:x}-{:x}", dir, e.start, e.end).c_str(), O_RDONLY | O_CLOEXEC);
+  bool by_path = false;
+  if (fd < 0) {
+    fd = ::open((dir + "/root" + e.path).c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    by_path = true;
+  }
+  if (fd < 0) return false;
+  struct stat st{};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (by_path && st.st_ino != e.inode)) {
+    ::close(fd);
+    return false;
+  }
+  const auto id = std::make_tuple(static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
+                                  static_cast<int64_t>(st.st_size),
+                                  static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec,
+                                  static_cast<int>(kind));
+  if (auto it = verified_.find(id); it != verified_.end()) {
+    ::close(fd);
+    return it->second;
+  }
+  if (verified_.size() >= 4096) verified_.clear();  // files made to fill it: read again, never unbounded
+  const bool ok = is_job_library(fd, kind);
+  ::close(fd);
+  verified_[id] = ok;
+  return ok;
+}
 
 std::map<std::string, Job> JobScanner::scan() {
   struct Proc {
@@ -206,7 +313,7 @@ std::map<std::string, Job> JobScanner::scan() {
         const bool known = (s.libraries & mask_) && s.comm == procs[pid].comm && now - s.maps_read_ns < kMapsReread;
         if (!known) {
           s.maps_read_ns = now;
-          s.libraries = job_libraries_in_maps(slurp(dir + "/maps"));
+          s.libraries = libraries_of(dir, slurp(dir + "/maps"));
           // Read with the maps: an exec (a new environment) changes the mapped size too.
           const RankEnvironment env = (s.libraries & mask_) ? rank_of(pid) : RankEnvironment{};
           s.rank = env.rank;
@@ -274,10 +381,21 @@ std::map<std::string, Job> JobScanner::scan() {
   }
   for (auto& [id, job] : jobs) {
     job.labels = parse_cgroup_labels(slurp(root_ + "/" + std::to_string(job.leader) + "/cgroup"));
-    job.command = slurp(root_ + "/" + std::to_string(job.leader) + "/cmdline");
-    while (!job.command.empty() && job.command.back() == '\0') job.command.pop_back();
-    for (char& ch : job.command)
+    std::string command = slurp(root_ + "/" + std::to_string(job.leader) + "/cmdline");
+    while (!command.empty() && command.back() == '\0') command.pop_back();
+    for (char& ch : command)
       if (ch == '\0') ch = ' ';
+    job.command = printable_text(command);
+    // Whose job: the user of its leader, or of its first process that maps a job library when the leader is a
+    // launcher that maps none (one started under `sudo -u`, say, whose parent is root's).
+    uint32_t owner = job.leader;
+    if (!job.processes.at(job.leader).libraries)
+      for (const auto& [pid, p] : job.processes)
+        if (p.libraries) {
+          owner = pid;
+          break;
+        }
+    job.uid = real_uid(slurp(root_ + "/" + std::to_string(owner) + "/status"));
   }
   return jobs;
 }

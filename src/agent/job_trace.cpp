@@ -118,9 +118,12 @@ std::map<uint32_t, std::string> ranks_of(const Job& job) {
 JobTrace::JobTrace(const Job& job, const AgentConfig& config, const std::map<std::string, std::string>& host_meta,
                    AgentMetrics& metrics, SampleFanOut* node_nvml, HostSamplerShare* node_host)
     : job_(job), labels_{job.name, job.labels.pod_uid, job.labels.container_id}, metrics_(metrics) {
-  // Named as first seen ("torchrun-1766-20508"): the leader may rename itself later, the job stays the same.
+  // Named as first seen ("torchrun-1766-20508"): the leader may rename itself later, the job stays the same. A
+  // name is any bytes its process chose: a '/' in it would make a path out of data_dir/jobs ("../../x").
   const auto leader = job.processes.find(job.leader);
-  dir_ = config.data_dir + "/jobs/" + job.name + "-" +
+  std::string folder = job.name;
+  std::replace(folder.begin(), folder.end(), '/', '_');
+  dir_ = config.data_dir + "/jobs/" + folder + "-" +
          (leader != job.processes.end() ? std::to_string(leader->second.start_ticks) : job.id);
   SegmentOptions so;
   so.dir = dir_;
@@ -130,9 +133,10 @@ JobTrace::JobTrace(const Job& job, const AgentConfig& config, const std::map<std
   so.meta = host_meta;
   so.meta["pid"] = std::to_string(job.leader);
   so.meta["command"] = job.processes.at(job.leader).comm;  // the name only: no arguments (they may hold secrets)
+  // Discovery made these valid UTF-8; replace, not throw, should anything else come through.
   so.meta["agent_job"] = nlohmann::json{{"id", job.id}, {"job", labels_.job}, {"pod", labels_.pod},
                                         {"container", labels_.container}, {"cgroup", job.labels.cgroup}}
-                             .dump();
+                             .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   const auto choice = online::choose_layers(parse_layer_list(config.layers));
   if (choice.layers.empty()) throw std::runtime_error("no layer of '" + config.layers + "' can be traced here");
   so.meta["config"] = nlohmann::json{{"layers", online::layer_names(choice.layers)}, {"interval_ms", config.interval_ms},

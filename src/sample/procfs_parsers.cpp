@@ -4,6 +4,8 @@
 #include <cstring>
 #include <string>
 
+#include "model/text.h"
+
 namespace stackscope::procfs {
 
 namespace {
@@ -502,8 +504,7 @@ std::optional<uint64_t> parse_schedstat_on_cpu(std::string_view text) {
 }
 
 std::string printable_comm(std::string_view comm) {
-  std::string out;
-  for (char c : comm) out.push_back(static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? '?' : c);
+  std::string out = printable_text(comm, '?');
   if (out.empty()) out = "?";
   return out;
 }

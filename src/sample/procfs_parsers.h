@@ -133,7 +133,8 @@ std::optional<uint64_t> parse_schedstat_run_delay(std::string_view text);
 // The first field of the same: ns the task ran on a CPU (exact, where stat's utime+stime are clock ticks).
 std::optional<uint64_t> parse_schedstat_on_cpu(std::string_view text);
 
-// A process name fit for a series' device: control characters (a name is any 15 bytes) become '?'; "?" for empty.
+// A process name fit for a series' device: control characters (a name is any 15 bytes) become '?', invalid UTF-8
+// U+FFFD (model/text.h); "?" for empty.
 std::string printable_comm(std::string_view comm);
 
 }  // namespace stackscope::procfs

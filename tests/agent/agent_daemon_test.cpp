@@ -27,6 +27,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "agent/agent_test_util.h"
 #include "store/recording_reader.h"
 #include "test_util.h"
 
@@ -451,5 +452,112 @@ TEST(AgentDaemon, TracesALauncherAndItsRanksWithOneTracer) {
   kill_ranks();
   EXPECT_TRUE(wait_for([&] { return agent.count("job " + name + " ended") == 1; }, 30s)) << read_file(agent.log);
   EXPECT_EQ(agent.count("tracing job "), 1u) << read_file(agent.log);
+  EXPECT_EQ(agent.proc.stop(SIGTERM, 60s), 0) << read_file(agent.log);
+}
+
+// What any user of the node can do to the root agent's discovery, done as nobody (setpriv): a job whose command line
+// is 1.5 MB under a command filter, jobs whose names are invalid UTF-8 or hold "../", and jobs enough to take every
+// tracing slot, real or made by renaming another library.
+namespace {
+namespace agent_testing = stackscope::agent::testing;
+constexpr uint32_t kNobody = 65534;
+
+nlohmann::json healthz(int port) {
+  std::string body;
+  return http_get(port, "/healthz", &body) == 200 ? nlohmann::json::parse(body) : nlohmann::json();
+}
+
+bool valid_utf8(const std::string& text) {
+  try {
+    (void)nlohmann::json(text).dump();
+    return true;
+  } catch (const nlohmann::json::type_error&) {
+    return false;
+  }
+}
+}  // namespace
+
+TEST(AgentDaemon, SurvivesAMegabyteCommandLineUnderItsCommandFilter) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (eBPF)";
+  STACKSCOPE_REQUIRE(run_command("command -v setpriv") == 0, "setpriv (util-linux) missing");
+  TempDir dir;
+  const auto cuda = agent_testing::fake_cuda_in(dir.path());
+  // As an operator would write it: `.*` between two words, over a command line of 15 arguments of 100 KB.
+  Agent agent(dir, {"--set", "discovery.command_filter=python3.*" + dir.path() + ".*train"});
+  ASSERT_GT(agent.port, 0) << read_file(agent.log);
+  std::vector<std::string> padding(15, std::string(100'000, 'x'));
+  padding.push_back("train");
+  agent_testing::MappingProcess job(kNobody, cuda, "", padding);
+  const std::string name = "python3-" + std::to_string(job.pid);
+  EXPECT_TRUE(wait_for([&] { return agent.count("tracing job " + name) == 1 || agent.proc.exited(); }, 60s))
+      << read_file(agent.log);
+  ASSERT_FALSE(agent.proc.exited()) << "the agent died: " << read_file(agent.log).substr(0, 4000);
+  EXPECT_EQ(healthz(agent.port).value("jobs_traced", 0), 1);
+  EXPECT_EQ(agent.proc.stop(SIGTERM, 60s), 0) << read_file(agent.log);
+}
+
+TEST(AgentDaemon, TracesJobsWhoseNamesAreInvalidUtf8OrPaths) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (eBPF)";
+  STACKSCOPE_REQUIRE(run_command("command -v setpriv") == 0, "setpriv (util-linux) missing");
+  TempDir dir;
+  const auto cuda = agent_testing::fake_cuda_in(dir.path());
+  Agent agent(dir, {"--set", "discovery.command_filter=" + dir.path()});
+  ASSERT_GT(agent.port, 0) << read_file(agent.log);
+  agent_testing::MappingProcess bytes(kNobody, cuda, "\xff\xfe\x1b[2Jjob");
+  agent_testing::MappingProcess path(kNobody, cuda, "../../evil");
+  // Their names as labels: invalid UTF-8 as U+FFFD, the terminal escape written out.
+  const std::string bytes_name = "\xEF\xBF\xBD\xEF\xBF\xBD?[2Jjob-" + std::to_string(bytes.pid);
+  const std::string path_name = "../../evil-" + std::to_string(path.pid);
+  ASSERT_TRUE(wait_for([&] { return healthz(agent.port).value("jobs_traced", 0) == 2 || agent.proc.exited(); }, 60s))
+      << read_file(agent.log);
+  const std::string log = read_file(agent.log);
+  EXPECT_EQ(agent.count("tracing job " + bytes_name + " "), 1u) << log;
+  EXPECT_EQ(agent.count("tracing job " + path_name + " "), 1u) << log;
+  EXPECT_EQ(agent.count("cannot trace"), 0u) << log;
+  EXPECT_TRUE(valid_utf8(log)) << "raw bytes in the log";
+  std::string metrics;
+  ASSERT_EQ(http_get(agent.port, "/metrics", &metrics), 200);
+  EXPECT_TRUE(valid_utf8(metrics));
+  EXPECT_NE(metrics.find("job_name=\"" + bytes_name + "\""), std::string::npos) << metrics.substr(0, 3000);
+  // Each job's segments are in a folder of data_dir/jobs, none elsewhere ("../../evil" is not a path).
+  size_t folders = 0;
+  for (const auto& e : fs::directory_iterator(dir.file("data/jobs"))) folders += e.is_directory();
+  EXPECT_EQ(folders, 2u);
+  for (const auto& e : fs::directory_iterator(dir.path()))
+    EXPECT_EQ(e.path().filename().string().rfind("evil", 0), std::string::npos) << e.path();
+  EXPECT_EQ(agent.proc.stop(SIGTERM, 60s), 0) << read_file(agent.log);
+}
+
+TEST(AgentDaemon, OneUserCannotTakeEveryTracingSlot) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (eBPF)";
+  STACKSCOPE_REQUIRE(run_command("command -v setpriv") == 0, "setpriv (util-linux) missing");
+  TempDir dir;
+  const auto cuda = agent_testing::fake_cuda_in(dir.path());
+  fs::copy_file(STACKSCOPE_FAKE_NVML, dir.file("libcudart.so.12"));  // another library, named as the CUDA runtime
+  // The defaults: 8 jobs at most, 4 of one user.
+  Agent agent(dir, {"--set", "discovery.command_filter=" + dir.path()});
+  ASSERT_GT(agent.port, 0) << read_file(agent.log);
+  // Nine of nobody's processes mapping the renamed library, then five mapping the fake CUDA runtime, then root's.
+  std::vector<std::unique_ptr<agent_testing::MappingProcess>> procs;
+  for (int i = 0; i < 9; ++i)
+    procs.push_back(std::make_unique<agent_testing::MappingProcess>(
+        kNobody, std::vector<std::string>{dir.file("libcudart.so.12")}));
+  for (int i = 0; i < 5; ++i) procs.push_back(std::make_unique<agent_testing::MappingProcess>(kNobody, cuda));
+  agent_testing::MappingProcess root_job(0, cuda);
+  const std::string root_name = "python3-" + std::to_string(root_job.pid);
+  ASSERT_TRUE(wait_for([&] {
+    const auto h = healthz(agent.port);
+    return (h.value("jobs_traced", 0) == 5 && h.value("jobs_untraced", 0) == 1) || agent.proc.exited();
+  }, 60s)) << healthz(agent.port).dump() << "\n" << read_file(agent.log);
+  EXPECT_EQ(agent.count("tracing job " + root_name + " "), 1u) << read_file(agent.log);
+  for (int i = 0; i < 9; ++i)
+    EXPECT_EQ(agent.count("job python3-" + std::to_string(procs[i]->pid) + " "), 0u) << "a renamed library's job";
+  // The one left out is said once, not at every scan (500 ms here), and counted.
+  std::this_thread::sleep_for(2s);
+  EXPECT_EQ(agent.count("for now: uid 65534 has discovery.max_jobs_per_user (4) traced"), 1u) << read_file(agent.log);
+  std::string metrics;
+  ASSERT_EQ(http_get(agent.port, "/metrics", &metrics), 200);
+  EXPECT_NE(metrics.find("stackscope_jobs_untraced 1"), std::string::npos);
+  EXPECT_EQ(healthz(agent.port).value("jobs_traced", 0), 5);
   EXPECT_EQ(agent.proc.stop(SIGTERM, 60s), 0) << read_file(agent.log);
 }

@@ -1,6 +1,9 @@
 // Shared by the agent's tests: a node's sink that counts samples by series key, this test process as a traced job,
-// and the samples of a series in a job's segments.
+// the samples of a series in a job's segments, and processes of another user that map libraries (jobs, or not).
 #pragma once
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -68,5 +71,53 @@ inline size_t samples_in(const std::string& dir, const std::string& key, std::ve
     }
   return n;
 }
+
+// The fake CUDA runtime and driver (tests/progs/trace_fake: real SONAMEs and entry points), copied into `dir`,
+// which every user may read: libcudart.so.13 and the libcuda.so.1 it needs, in the order to load them. `dir` is
+// made readable by all (a user such as nobody maps them from there, whatever the build folder's permissions).
+inline std::vector<std::string> fake_cuda_in(const std::string& dir) {
+  ::chmod(dir.c_str(), 0755);
+  std::filesystem::copy_file(STACKSCOPE_FAKE_CUDA, dir + "/libcuda.so.1");
+  std::filesystem::copy_file(STACKSCOPE_FAKE_CUDART, dir + "/libcudart.so.13");
+  return {dir + "/libcuda.so.1", dir + "/libcudart.so.13"};
+}
+
+// A python3 process of user `uid` (0, or another through setpriv: 65534 is nobody) that loads `libraries` in order
+// (dlopen), names itself `comm` when given (PR_SET_NAME: any bytes but NUL), and sleeps; `padding`: more arguments
+// it ignores (a long command line). Killed when this goes.
+struct MappingProcess {
+  pid_t pid = -1;
+  MappingProcess(uint32_t uid, const std::vector<std::string>& libraries, const std::string& comm = "",
+                 const std::vector<std::string>& padding = {}) {
+    // One line: a command line such as a user's, with no newline to stop a pattern's `.*`.
+    static const std::string script =
+        "import ctypes, sys, time; a = sys.argv[1:]; "
+        "a[0] and ctypes.CDLL(None).prctl(15, bytes.fromhex(a[0]), 0, 0, 0); "
+        "[ctypes.CDLL(p, mode=ctypes.RTLD_GLOBAL) for p in a[1:] if p.startswith('/')]; time.sleep(120)";
+    std::string hex;
+    for (unsigned char c : comm) hex += "0123456789abcdef"[c >> 4], hex += "0123456789abcdef"[c & 15];
+    std::vector<std::string> argv;
+    if (uid != 0)
+      argv = {"/usr/bin/setpriv", "--reuid=" + std::to_string(uid), "--regid=" + std::to_string(uid), "--clear-groups"};
+    argv.insert(argv.end(), {"/usr/bin/python3", "-c", script, hex});
+    argv.insert(argv.end(), libraries.begin(), libraries.end());
+    argv.insert(argv.end(), padding.begin(), padding.end());
+    pid = ::fork();
+    if (pid == 0) {
+      std::vector<char*> args;
+      for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+      args.push_back(nullptr);
+      ::execv(args[0], args.data());
+      ::_exit(127);
+    }
+  }
+  MappingProcess(const MappingProcess&) = delete;
+  MappingProcess& operator=(const MappingProcess&) = delete;
+  ~MappingProcess() {
+    if (pid <= 0) return;
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+  }
+};
 
 }  // namespace stackscope::agent::testing

@@ -1,5 +1,6 @@
 // The agent's parts on their own: configuration (TOML and overrides), cgroup labels, job discovery of a real torch
-// process tree, rolling segments read back as recordings, retention, Prometheus names and the exposition.
+// process tree and of processes of any user, text from /proc made printable, rolling segments read back as
+// recordings, retention, Prometheus names and the exposition.
 #include <gtest/gtest.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -11,16 +12,21 @@
 #include <set>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "agent/agent_config.h"
 #include "agent/agent_metrics.h"
+#include "agent/agent_test_util.h"
 #include "agent/job_discovery.h"
 #include "agent/segment_store.h"
 #include "model/clock.h"
+#include "model/text.h"
 #include "store/recording_reader.h"
 #include "test_util.h"
 
 using namespace stackscope;
 using namespace stackscope::agent;
+namespace agent_testing = stackscope::agent::testing;
 
 TEST(AgentConfig, TomlFileThenFlagsWin) {
   TempDir dir;
@@ -261,6 +267,119 @@ TEST(JobDiscovery, RanksThatOutliveTheirLauncherAreStillItsJob) {
   // The traced job itself, still found, is not its own remnant.
   found[traced.id] = traced;
   EXPECT_EQ(remnants_of(traced, found), (std::set<std::string>{"102-7"}));
+}
+
+TEST(AgentText, ForeignBytesBecomeValidUtf8WithControlsEscaped) {
+  EXPECT_EQ(printable_text("train.py --lr 0.1 é"), "train.py --lr 0.1 é");  // valid text is kept
+  EXPECT_EQ(printable_text("\xff\xfejob"), "\xEF\xBF\xBD\xEF\xBF\xBDjob");      // each invalid byte: U+FFFD
+  EXPECT_EQ(printable_text("a\xe2\x82"), "a\xEF\xBF\xBD");                       // a sequence cut short
+  EXPECT_EQ(printable_text("\xed\xa0\x80x"), "\xEF\xBF\xBDx");                   // a surrogate is no character
+  EXPECT_EQ(printable_text("\x1b[31mred\n"), "\\x1b[31mred\\x0a");              // no terminal escapes in a log
+  EXPECT_EQ(printable_text("\xc2\x9b" "2J\x7f"), "\\u009b2J\\x7f");             // C1 controls and DEL too
+  EXPECT_EQ(printable_text("a\nb\xff", '?'), "a?b\xEF\xBF\xBD");
+  // What JSON dumps and Prometheus labels then take without a throw.
+  EXPECT_NO_THROW(nlohmann::json(printable_text("\xff\xc3(\xf0\x28\x8c\xbc")).dump());
+}
+
+TEST(AgentConfig, CommandFilterIsRe2CompiledOnce) {
+  AgentConfig c = load_agent_config("", {{"discovery.command_filter", "python.*train"}});
+  ASSERT_TRUE(c.command_matcher);
+  // 15 arguments of 100 KB (1.5 MB, under ARG_MAX: any user's process may have it): a backtracking engine
+  // recurses per character of `.*` and overflows the stack; RE2 matches in linear time.
+  std::string command = "/usr/bin/python3";
+  for (int i = 0; i < 15; ++i) command += " " + std::string(100'000, 'x');
+  EXPECT_FALSE(c.command_matcher->matches(command));
+  EXPECT_TRUE(c.command_matcher->matches(command + " train"));
+  EXPECT_FALSE(load_agent_config("", {}).command_matcher);  // none: every job
+  // A bad pattern is refused at load with RE2's reason; RE2 has no lookaround, so the help says RE2.
+  for (const std::string bad : {"train(.py", "(?=train)", "x{2,1001}"}) {
+    try {
+      load_agent_config("", {{"discovery.command_filter", bad}});
+      FAIL() << "accepted " << bad;
+    } catch (const std::invalid_argument& e) {
+      const std::string said = e.what();
+      EXPECT_NE(said.find("discovery.command_filter: '" + bad + "' is not an RE2 regular expression: "),
+                std::string::npos) << said;
+    }
+  }
+  EXPECT_NE(agent_config_keys().at("discovery.command_filter").find("RE2"), std::string::npos);
+}
+
+TEST(AgentConfig, UsersAndPerUserLimit) {
+  const AgentConfig d = load_agent_config("", {});
+  EXPECT_TRUE(d.users.empty());  // every user's jobs
+  EXPECT_EQ(d.max_jobs_per_user, 4);
+  EXPECT_LT(d.max_jobs_per_user, d.max_jobs);  // one user cannot take every slot
+  const AgentConfig c = load_agent_config("", {{"discovery.users", "root,1000"}, {"discovery.max_jobs_per_user", "2"}});
+  EXPECT_EQ(c.users, (std::set<uint32_t>{0, 1000}));
+  EXPECT_EQ(c.max_jobs_per_user, 2);
+  try {
+    load_agent_config("", {{"discovery.users", "no-such-user-here"}});
+    FAIL() << "accepted an unknown user";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("no user 'no-such-user-here'"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(load_agent_config("", {{"discovery.max_jobs_per_user", "0"}}), std::invalid_argument);
+}
+
+TEST(JobDiscovery, AJobLibraryIsWhatItsElfSaysNotItsName) {
+  TempDir dir;
+  const auto cuda = agent_testing::fake_cuda_in(dir.path());
+  auto is = [](const std::string& path, trace::LibraryKind kind) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    EXPECT_GE(fd, 0) << path;
+    const bool yes = is_job_library(fd, kind);
+    ::close(fd);
+    return yes;
+  };
+  EXPECT_TRUE(is(cuda[1], trace::LibraryKind::cudart));  // SONAME libcudart.so.13, exports cudaLaunchKernel
+  EXPECT_TRUE(is(cuda[0], trace::LibraryKind::cuda_driver));
+  EXPECT_FALSE(is(cuda[1], trace::LibraryKind::nccl));  // renamed libnccl.so.2, it would still be the runtime
+  // Another library under a job library's name: its SONAME and exports say otherwise.
+  std::filesystem::copy_file(STACKSCOPE_FAKE_NVML, dir.file("libcudart.so.12"));
+  EXPECT_FALSE(is(dir.file("libcudart.so.12"), trace::LibraryKind::cudart));
+  // Not an ELF file, or one cut short: no, and no crash.
+  write_file(dir.file("libnccl.so.2"), "#!/bin/sh\n");
+  EXPECT_FALSE(is(dir.file("libnccl.so.2"), trace::LibraryKind::nccl));
+  write_file(dir.file("libcuda.so.1"), read_file(cuda[1]).substr(0, 200));
+  EXPECT_FALSE(is(dir.file("libcuda.so.1"), trace::LibraryKind::cuda_driver));
+}
+
+// Any user can start processes that map a file named like a job library: nine of nobody's that map another library
+// renamed libcudart.so.12 are no jobs (they would fill every tracing slot); nobody's that maps the real one is, and
+// one whose name is invalid UTF-8 and holds '/' is found under a name fit for labels, logs and JSON.
+TEST(JobDiscovery, ProcessesOfAnyUserAreJobsOnlyForARealJobLibrary) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (processes of another user; map_files)";
+  STACKSCOPE_REQUIRE(run_command("command -v setpriv") == 0, "setpriv (util-linux) missing");
+  TempDir dir;
+  const auto cuda = agent_testing::fake_cuda_in(dir.path());
+  std::filesystem::copy_file(STACKSCOPE_FAKE_NVML, dir.file("libcudart.so.12"));
+  std::vector<std::unique_ptr<agent_testing::MappingProcess>> renamed;
+  for (int i = 0; i < 9; ++i)
+    renamed.push_back(
+        std::make_unique<agent_testing::MappingProcess>(65534, std::vector<std::string>{dir.file("libcudart.so.12")}));
+  agent_testing::MappingProcess real(65534, cuda, "\xff\xfe../x");
+  ASSERT_TRUE(wait_for([&] {
+    for (auto& p : renamed)
+      if (read_file("/proc/" + std::to_string(p->pid) + "/maps").find(dir.file("libcudart.so.12")) == std::string::npos)
+        return false;
+    return true;
+  }, std::chrono::seconds(30))) << "the renamed library was not mapped";
+  JobScanner scanner(job_library_mask({"cuda", "nccl", "torch"}));
+  std::map<std::string, Job> jobs;
+  const Job* found = nullptr;
+  for (int i = 0; i < 100 && !found; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    jobs = scanner.scan();
+    for (auto& [id, j] : jobs)
+      if (j.leader == static_cast<uint32_t>(real.pid)) found = &j;
+  }
+  ASSERT_NE(found, nullptr) << "nobody's process mapping the fake CUDA runtime is no job";
+  EXPECT_EQ(found->uid, 65534u);
+  EXPECT_TRUE(found->libraries & kJobCuda);
+  EXPECT_EQ(found->name, "\xEF\xBF\xBD\xEF\xBF\xBD../x-" + std::to_string(real.pid));
+  for (auto& p : renamed)
+    for (auto& [id, j] : jobs) EXPECT_FALSE(j.processes.count(static_cast<uint32_t>(p->pid))) << "pid " << p->pid;
 }
 
 TEST(SegmentStore, RotatesBySizeAndKeepsSeriesAcrossSegments) {
