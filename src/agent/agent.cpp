@@ -295,7 +295,8 @@ void Agent::scan(int64_t now) {
     std::string full;
     if (jobs_.size() >= static_cast<size_t>(config_.max_jobs))
       full = fmt::format("discovery.max_jobs ({}) are traced", config_.max_jobs);
-    else if (per_user[job.uid] >= config_.max_jobs_per_user)
+    // Root is exempt: it could stop the agent anyway, and pods often run every job as root.
+    else if (job.uid != 0 && per_user[job.uid] >= config_.max_jobs_per_user)
       full = fmt::format("uid {} has discovery.max_jobs_per_user ({}) traced", job.uid, config_.max_jobs_per_user);
     if (!full.empty()) {  // traced once a slot is free; said once
       ++untraced;

@@ -113,7 +113,7 @@ const std::map<std::string, KeySpec>& specs() {
                                 c.max_jobs = static_cast<int>(integer(k, v, 1, 256));
                               }}},
       {"discovery.max_jobs_per_user",
-       {"jobs of one user (root too) traced at once (default 4); more are counted and left alone",
+       {"jobs of one user other than root traced at once (default 4); more are counted and left alone",
         [](AgentConfig& c, const std::string& k, const std::string& v) {
           c.max_jobs_per_user = static_cast<int>(integer(k, v, 1, 256));
         }}},

@@ -65,7 +65,7 @@ RegisterCommand reg("agent", 90, [](CLI::App& app, int& exit_code) {
   setting("--listen", "listen", "HOST:PORT of /metrics, /healthz, /api/incidents (default 127.0.0.1:9477)");
   setting("--scan-interval", "discovery.scan_interval", "How often /proc is scanned for jobs (default 2s)");
   setting("--max-jobs", "discovery.max_jobs", "Jobs traced at once (default 8)");
-  setting("--max-jobs-per-user", "discovery.max_jobs_per_user", "Jobs of one user traced at once (default 4)");
+  setting("--max-jobs-per-user", "discovery.max_jobs_per_user", "Jobs of one user other than root traced at once (default 4)");
   setting("--layers", "trace.layers", "Layers traced in each job, as record --layers (default all)");
   setting("--budget", "trace.budget_pct", "Probe cost budget in % of a job's CPU time (default 1)");
   setting("--host-interval", "host.interval", "Sampling interval of the node's host and GPU series (default 1s)");
