@@ -6,6 +6,7 @@
 #include <cmath>
 #include <fstream>
 #include <limits>
+#include <unordered_map>
 
 #include "model/clock.h"
 #include "store/recording_writer.h"
@@ -233,15 +234,20 @@ RowOrder scan_series_csv(const std::string& path, const SeriesCsvOptions& opt, H
   if (header.empty()) throw SeriesCsvError(path + ": empty file (need a header: timestamp,series...)");
   if (header.size() < 2) throw SeriesCsvError(path + ":" + std::to_string(line_no) + ": header has no value column");
   for (auto& h : header) h = std::string(trim(h));
+  // Column names by position, for the duplicate check and --column (a hash set: a million columns stay linear).
+  std::unordered_map<std::string_view, size_t> column_of;
+  column_of.reserve(header.size());
   for (size_t c = 1; c < header.size(); ++c) {
     if (header[c].empty())
       throw SeriesCsvError(path + ":" + std::to_string(line_no) + ": column " + std::to_string(c + 1) + " has no name");
-    for (size_t k = 1; k < c; ++k)
-      if (header[k] == header[c])
-        throw SeriesCsvError(path + ":" + std::to_string(line_no) + ": column name '" + header[c] + "' appears twice");
+    const auto [it, fresh] = column_of.emplace(header[c], c);
+    if (!fresh)
+      throw SeriesCsvError(path + ":" + std::to_string(line_no) + ": column name '" + header[c] +
+                           "' appears twice (columns " + std::to_string(it->second + 1) + " and " +
+                           std::to_string(c + 1) + ")");
   }
   for (const auto& [name, spec] : opt.columns)
-    if (std::find(header.begin() + 1, header.end(), name) == header.end())
+    if (!column_of.contains(name))
       throw SeriesCsvError(path + ": --column names '" + name + "', which is not a column of the header");
   header_fn(header);
   std::vector<double> values(header.size() - 1);
