@@ -1,11 +1,15 @@
-// Hostile input to the offline commands: a wide CSV costs time in proportion to what it holds.
+// Hostile input to the offline commands: a wide or huge CSV costs memory and time in proportion to what it
+// holds, and a message quotes only an excerpt of the input.
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 
+#include "store/bounded_csv.h"
+#include "store/numeric_csv.h"
 #include "store/series_csv.h"
 #include "test_util.h"
 
@@ -45,6 +49,22 @@ Measured run_measured(const TempDir& dir, const std::string& cmd) {
   return m;
 }
 
+// A file of `prefix`, then `bytes` digits, then `suffix`, written in pieces (this process stays small).
+void write_with_long_field(const std::string& path, const std::string& prefix, size_t bytes,
+                           const std::string& suffix) {
+  FILE* f = std::fopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  std::fputs(prefix.c_str(), f);
+  const std::string chunk(size_t{1} << 20, '7');
+  for (size_t left = bytes; left > 0;) {
+    const size_t n = std::min(left, chunk.size());
+    std::fwrite(chunk.data(), 1, n, f);
+    left -= n;
+  }
+  std::fputs(suffix.c_str(), f);
+  std::fclose(f);
+}
+
 // A series table: a time column and `columns` value columns named c1, c2, ..., `rows` rows.
 std::string wide_series_csv(size_t columns, size_t rows, const std::string& last_name = "") {
   std::string s = "time";
@@ -78,4 +98,69 @@ TEST(InputLimits, ImportOfTwoHundredThousandColumnsIsLinear) {
   EXPECT_NE(dup.out.find("column name 'c7' appears twice (columns 8 and 200002)"), std::string::npos) << dup.out;
   EXPECT_LT(dup.seconds, 20);
   EXPECT_FALSE(std::filesystem::exists(dir.file("dup.sdb")));
+}
+
+TEST(InputLimits, TooManyColumnsAreRefusedNamingTheLimit) {
+  TempDir dir;
+  std::string header = "time";
+  header.reserve(kMaxCsvColumns * 2 + 16);
+  for (size_t c = 0; c < kMaxCsvColumns; ++c) header += ",";  // a million empty names: no memory per column
+  write_file(dir.file("many.csv"), header + "\n1" + std::string(kMaxCsvColumns, ',') + "\n");
+  try {
+    read_series_csv(dir.file("many.csv"));
+    FAIL() << "a million and one columns accepted";
+  } catch (const SeriesCsvError& e) {
+    EXPECT_NE(std::string(e.what()).find("the header has 1000001 columns, more than the limit of 1000000"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(InputLimits, AHugeFieldIsRefusedAtItsBoundWithAShortMessage) {
+  // Read whole, a 100 MB field costs 400+ MB and fills the error; cut at 64 KiB, it costs nothing.
+  TempDir dir;
+  constexpr size_t kField = size_t{100} << 20;
+  struct Case {
+    const char* what;
+    std::string prefix;
+    std::string command;
+  };
+  const std::string f = dir.file("big.csv");
+  const std::vector<Case> cases{
+      {"import", "time,a\n1,", kBin + " import --format csv " + f + " -o " + dir.file("o.sdb") + " -q"},
+      {"import header", "time,", kBin + " import --format csv " + f + " -o " + dir.file("o.sdb") + " -q"},
+      {"detect", "a,b\n1,", kBin + " detect --method zscore --input " + f + " --output " + dir.file("s.csv")},
+      {"stragglers", "worker,step,time\n0,1,2\n1,", kBin + " stragglers " + f},
+  };
+  for (const Case& c : cases) {
+    write_with_long_field(f, c.prefix, kField, "\n");
+    const Measured m = run_measured(dir, c.command);
+    EXPECT_NE(m.rc, 0) << c.what << ": " << m.out;
+    EXPECT_NE(m.out.find("longer than 65536 bytes (it starts '7777"), std::string::npos) << c.what << ": " << m.out;
+    EXPECT_LT(m.out.size(), 1000u) << c.what;
+    EXPECT_LT(m.max_rss_mb, 100) << c.what;
+    std::filesystem::remove(f);
+  }
+}
+
+TEST(InputLimits, MessagesQuoteAnExcerptOfABadCell) {
+  const std::string cell(5000, 'x');
+  try {
+    parse_numeric_csv("a,b\n1," + cell + "\n", "x.csv");
+    FAIL() << "accepted";
+  } catch (const NumericCsvError& e) {
+    EXPECT_EQ(std::string(e.what()), "x.csv:2, column 'b': '" + std::string(80, 'x') + "...' (5000 bytes) is not a number");
+  }
+  TempDir dir;
+  write_file(dir.file("s.csv"), "time," + cell + "\n1,oops\n");
+  try {
+    read_series_csv(dir.file("s.csv"));
+    FAIL() << "accepted";
+  } catch (const SeriesCsvError& e) {
+    EXPECT_LT(std::string(e.what()).size(), 300u) << e.what();
+    EXPECT_NE(std::string(e.what()).find("...' (5000 bytes): 'oops' is not a number"), std::string::npos) << e.what();
+  }
+  // A character is never cut in two, control bytes never reach the terminal.
+  EXPECT_EQ(quote_excerpt(std::string(79, 'a') + "\xC3\xA9" + "b", 80), "'" + std::string(79, 'a') + "...' (82 bytes)");
+  EXPECT_EQ(quote_excerpt("a\x1b[31mb"), "'a?[31mb'");
 }
