@@ -1,5 +1,6 @@
 // Hostile input to the offline commands: a wide or huge CSV costs memory and time in proportion to what it
-// holds, and a message quotes only an excerpt of the input.
+// holds, a message quotes only an excerpt of the input, and a wide table fits a diagonal mixture without d x d
+// matrices.
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -7,7 +8,9 @@
 
 #include <chrono>
 #include <cstdio>
+#include <random>
 
+#include "analyze/detectors/em_fitter.h"
 #include "store/bounded_csv.h"
 #include "store/numeric_csv.h"
 #include "store/series_csv.h"
@@ -163,4 +166,61 @@ TEST(InputLimits, MessagesQuoteAnExcerptOfABadCell) {
   // A character is never cut in two, control bytes never reach the terminal.
   EXPECT_EQ(quote_excerpt(std::string(79, 'a') + "\xC3\xA9" + "b", 80), "'" + std::string(79, 'a') + "...' (82 bytes)");
   EXPECT_EQ(quote_excerpt("a\x1b[31mb"), "'a?[31mb'");
+}
+
+TEST(InputLimits, WideDiagonalGmmNeedsNoSquareMatrix) {
+  // A d x d matrix of 10,000 columns is 800 MB; the diagonal model's data is 16 MB.
+  TempDir dir;
+  constexpr int kCols = 10'000, kRows = 200;
+  {
+    std::mt19937 rng(7);
+    std::normal_distribution<double> n01(0, 1);
+    std::string csv;
+    for (int c = 0; c < kCols; ++c) csv += (c ? ",c" : "c") + std::to_string(c);
+    csv += "\n";
+    char buf[32];
+    for (int r = 0; r < kRows; ++r) {
+      for (int c = 0; c < kCols; ++c) {
+        std::snprintf(buf, sizeof buf, c ? ",%.3f" : "%.3f", n01(rng));
+        csv += buf;
+      }
+      csv += "\n";
+    }
+    write_file(dir.file("wide.csv"), csv);
+  }
+  const Measured diag = run_measured(dir, kBin + " detect --method gmm --covariance diag --components 2 --input " +
+                                              dir.file("wide.csv") + " --output " + dir.file("s.csv"));
+  ASSERT_EQ(diag.rc, 0) << diag.out;
+  EXPECT_LT(diag.max_rss_mb, 400) << "200 x 10,000 doubles are 16 MB";
+  // A full covariance is refused in a short message: the counts and the first few columns, not all 10,000.
+  const Measured full = run_measured(dir, kBin + " detect --method gmm --covariance full --components 1 --input " +
+                                              dir.file("wide.csv") + " --output " + dir.file("f.csv"));
+  EXPECT_EQ(full.rc, 1) << full.out.substr(0, 2000);
+  EXPECT_NE(full.out.find("200 rows for 10000 columns"), std::string::npos) << full.out.substr(0, 2000);
+  EXPECT_NE(full.out.find("and 9992 more"), std::string::npos) << full.out.substr(0, 2000);
+  EXPECT_LT(full.out.size(), 1000u);
+}
+
+TEST(InputLimits, DiagonalEmIterationIsTheTextbookUpdate) {
+  // The one-pass EM iteration gives what an E-step then an M-step over all rows give, for a diagonal covariance.
+  std::mt19937 rng(11);
+  std::normal_distribution<double> n01(0, 1);
+  Eigen::MatrixXd x(600, 5);
+  for (Eigen::Index i = 0; i < x.rows(); ++i)
+    for (Eigen::Index c = 0; c < x.cols(); ++c) x(i, c) = n01(rng) + (i % 3 == 0 ? 4.0 * (c % 2) : 0.0);
+  const analyze::EmFitter fitter({.components = 3,
+                                  .covariance = analyze::CovarianceType::diagonal,
+                                  .max_iterations = 1,
+                                  .tolerance = 0});
+  const analyze::GaussianMixture start = fitter.initial_model(x, 5);
+  const analyze::GaussianMixture one_pass = fitter.run(x, start).model;
+  Eigen::MatrixXd resp;
+  analyze::EmFitter::expect(start, x, resp);
+  const analyze::GaussianMixture textbook = fitter.maximize(x, resp);
+  EXPECT_TRUE(one_pass.weights().isApprox(textbook.weights(), 1e-10));
+  EXPECT_TRUE(one_pass.means().isApprox(textbook.means(), 1e-10));
+  for (Eigen::Index c = 0; c < 3; ++c) {
+    EXPECT_EQ(one_pass.covariances()[static_cast<size_t>(c)].cols(), 1);
+    EXPECT_TRUE(one_pass.variances(c).isApprox(textbook.variances(c), 1e-10)) << c;
+  }
 }
