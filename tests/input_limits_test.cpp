@@ -1,6 +1,6 @@
 // Hostile input to the offline commands: a wide or huge CSV costs memory and time in proportion to what it
-// holds, a message quotes only an excerpt of the input, and a wide table fits a diagonal mixture without d x d
-// matrices.
+// holds, a message quotes only an excerpt of the input, a wide table fits a diagonal mixture without d x d
+// matrices, and a recorded command line keeps no secret in clear.
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -12,6 +12,7 @@
 
 #include "analyze/detectors/em_fitter.h"
 #include "store/bounded_csv.h"
+#include "store/command_redaction.h"
 #include "store/numeric_csv.h"
 #include "store/series_csv.h"
 #include "test_util.h"
@@ -223,4 +224,62 @@ TEST(InputLimits, DiagonalEmIterationIsTheTextbookUpdate) {
     EXPECT_EQ(one_pass.covariances()[static_cast<size_t>(c)].cols(), 1);
     EXPECT_TRUE(one_pass.variances(c).isApprox(textbook.variances(c), 1e-10)) << c;
   }
+}
+
+TEST(InputLimits, SecretsInCommandLinesAreRedacted) {
+  struct Case {
+    std::vector<std::string> in, want;
+  };
+  const std::vector<Case> cases{
+      // Headers, an authentication scheme kept.
+      {{"curl", "-H", "Authorization: Bearer abc.def", "https://x"},
+       {"curl", "-H", "Authorization: Bearer ***", "https://x"}},
+      {{"curl", "--header=X-Api-Key: k3y", "-H", "Cookie: a=1; b=2"},
+       {"curl", "--header=X-Api-Key: ***", "-H", "Cookie: ***"}},
+      {{"python3", "t.py", "TOKEN: abc"}, {"python3", "t.py", "TOKEN: ***"}},
+      {{"python3", "t.py", "--msg", "sent with bearer abc123 ok"}, {"python3", "t.py", "--msg", "sent with bearer *** ok"}},
+      // Long options of a secret-looking name, the value after '=' or next.
+      {{"app", "--pass", "p1", "--passwd=p2", "--pw", "p3", "--db-pwd", "p4", "--secret-file", "/s"},
+       {"app", "--pass", "***", "--passwd=***", "--pw", "***", "--db-pwd", "***", "--secret-file", "***"}},
+      {{"app", "--api-key", "k", "--auth-header=h", "--credentials", "c", "--token-file=/t"},
+       {"app", "--api-key", "***", "--auth-header=***", "--credentials", "***", "--token-file=***"}},
+      // Environment-style and URL userinfo.
+      {{"env", "FOO_TOKEN=x", "AWS_SECRET_ACCESS_KEY=y", "DB_PASS=z", "git", "clone", "https://u:pw@h/r"},
+       {"env", "FOO_TOKEN=***", "AWS_SECRET_ACCESS_KEY=***", "DB_PASS=***", "git", "clone", "https://u:***@h/r"}},
+      // Short options of known clients only.
+      {{"mysql", "-u", "root", "-pS3cret", "-p", "dbname"}, {"mysql", "-u", "root", "-p***", "-p", "dbname"}},
+      {{"/usr/bin/sshpass", "-p", "pw", "ssh", "h"}, {"/usr/bin/sshpass", "-p", "***", "ssh", "h"}},
+      {{"redis-cli", "-h", "r", "-a", "pw"}, {"redis-cli", "-h", "r", "-a", "***"}},
+      {{"openssl", "enc", "-k", "pw", "-passin", "pass:x"}, {"openssl", "enc", "-k", "***", "-passin", "***"}},
+      {{"curl", "-u", "bob:pw", "--user=al:pw2", "-ubo:pw3"}, {"curl", "-u", "bob:***", "--user=al:***", "-ubo:***"}},
+      {{"timeout", "9", "mongosh", "-p", "pw"}, {"timeout", "9", "mongosh", "-p", "***"}},
+      // A shell command in one argument, word by word, quotes kept.
+      {{"sh", "-c", "mysql -pS3cret db && curl -H 'Authorization: Basic dXNlcg==' --token t0k x"},
+       {"sh", "-c", "mysql -p*** db && curl -H 'Authorization: Basic ***' --token *** x"}},
+      // Not secrets: another program's -p, -k and -P, names that only hold a secret word's letters.
+      {{"python3", "train.py", "--lr", "0.1", "-k", "5", "-p", "8080", "-P", "4", "--passes", "3", "--upward", "1"},
+       {"python3", "train.py", "--lr", "0.1", "-k", "5", "-p", "8080", "-P", "4", "--passes", "3", "--upward", "1"}},
+      {{"curl", "-k", "-u", "bob", "https://h/x?a=1"}, {"curl", "-k", "-u", "bob", "https://h/x?a=1"}},
+      {{"python3", "-c", "print('time: 12:30')"}, {"python3", "-c", "print('time: 12:30')"}},
+  };
+  for (const Case& c : cases) EXPECT_EQ(redact_command_line(c.in), c.want) << ::testing::PrintToString(c.in);
+}
+
+TEST(InputLimits, RecordStoresTheCommandLineRedacted) {
+  TempDir dir;
+  const std::string rec = dir.file("p.sdb");
+  std::string out;
+  // sh runs the script; the other arguments are the script's $0, $1...: stored, never used.
+  ASSERT_EQ(run_command(kBin + " record -q --layers host -o " + rec +
+                            " -- sh -c 'sleep 0.2' mysql -pS3cretA -H 'Authorization: Bearer S3cretB' "
+                            "--pass S3cretC 'TOKEN: S3cretD' MY_API_TOKEN=S3cretE --lr 0.1",
+                        &out),
+            0)
+      << out;
+  ASSERT_EQ(run_command(kBin + " info --json " + rec + " 2>/dev/null", &out), 0) << out;
+  const std::string command = nlohmann::json::parse(out)["meta"]["command"].get<std::string>();
+  EXPECT_EQ(command.find("S3cret"), std::string::npos) << command;
+  for (const char* kept : {"-p***", "Authorization: Bearer ***", "--pass ***", "TOKEN: ***", "MY_API_TOKEN=***",
+                           "--lr 0.1"})
+    EXPECT_NE(command.find(kept), std::string::npos) << kept << " in " << command;
 }
