@@ -14,6 +14,7 @@
 #include "analyze/detectors/online_scorer.h"
 #include "analyze/detectors/thresholds.h"
 #include "cli/registry.h"
+#include "store/bounded_csv.h"
 #include "store/numeric_csv.h"
 #include "store/output_file.h"
 
@@ -73,7 +74,7 @@ void require_varying(const Eigen::MatrixXd& x, const NumericTable& t, const std:
   if (constant.empty()) return;
   std::string names;
   for (size_t i = 0; i < constant.size() && i < 8; ++i)
-    names += fmt::format("{}'{}'", i ? ", " : "", t.columns[static_cast<size_t>(constant[i])]);
+    names += fmt::format("{}{}", i ? ", " : "", quote_excerpt(t.columns[static_cast<size_t>(constant[i])], 40));
   if (constant.size() > 8) names += fmt::format(" and {} more", constant.size() - 8);
   const double v = x(0, constant[0]);
   throw std::invalid_argument(fmt::format(
@@ -84,11 +85,23 @@ void require_varying(const Eigen::MatrixXd& x, const NumericTable& t, const std:
       constant.size() > 1 ? "them" : "it", floor.relative, floor.absolute, constant.size() > 1 ? "one" : "it"));
 }
 
-// Detector errors name a 0-based row and column of the matrix; say it in the CSV's terms.
+// Detector errors name a 0-based row and column of the matrix; say it in the CSV's terms. The first few columns
+// only: a message listing 10,000 of them would bury the error.
 std::string describe_columns(const std::vector<std::string>& cols) {
+  constexpr size_t kShown = 8;
   std::string s;
-  for (size_t i = 0; i < cols.size(); ++i) s += fmt::format("{}{}={}", i ? ", " : "", i, cols[i]);
+  for (size_t i = 0; i < cols.size() && i < kShown; ++i)
+    s += fmt::format("{}{}={}", i ? ", " : "", i, quote_excerpt(cols[i], 40));
+  if (cols.size() > kShown) s += fmt::format(" and {} more", cols.size() - kShown);
   return s;
+}
+
+// Where two tables' columns part: their counts and the first column that differs.
+std::string column_difference(const std::vector<std::string>& a, const std::vector<std::string>& b) {
+  size_t i = 0;
+  while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
+  auto at = [&](const std::vector<std::string>& cols) { return i < cols.size() ? quote_excerpt(cols[i], 40) : "none"; };
+  return fmt::format("{} columns vs {}; column {} is {} vs {}", a.size(), b.size(), i + 1, at(a), at(b));
 }
 
 nlohmann::json model_summary(const analyze::AnomalyDetector& d) {
@@ -172,8 +185,8 @@ int run_detect_online(DetectCliOptions& opt) {
   const std::vector<int64_t> test_t =
       row_times(test, opt, opt.input, train ? static_cast<int64_t>(train->rows()) : 0);
   if (train && train->columns != test.columns)
-    throw std::invalid_argument(fmt::format("{} and {} have different columns ({} vs {})", opt.train, opt.input,
-                                            describe_columns(train->columns), describe_columns(test.columns)));
+    throw std::invalid_argument(fmt::format("{} and {} have different columns ({})", opt.train, opt.input,
+                                            column_difference(train->columns, test.columns)));
 
   analyze::OnlineScorerOptions so;
   so.horizon_ns = static_cast<int64_t>(opt.horizon_s * 1e9);
@@ -286,8 +299,8 @@ int run_detect(DetectCliOptions& opt) {
   if (!opt.train.empty()) {
     train = without_columns(read_numeric_csv(opt.train), opt.ignore_columns, opt.train);
     if (train->columns != test.columns)
-      throw std::invalid_argument(fmt::format("{} and {} have different columns ({} vs {})", opt.train, opt.input,
-                                              describe_columns(train->columns), describe_columns(test.columns)));
+      throw std::invalid_argument(fmt::format("{} and {} have different columns ({})", opt.train, opt.input,
+                                              column_difference(train->columns, test.columns)));
   }
   const NumericTable& fit_on = train ? *train : test;
   const std::string fit_name = train ? opt.train : opt.input;

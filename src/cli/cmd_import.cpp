@@ -68,7 +68,9 @@ RegisterCommand reg("import", 25, [](CLI::App& app, int& exit_code) {
   auto opt = std::make_shared<ImportOptions>();
   auto* cmd = app.add_subcommand("import", "Turn telemetry from elsewhere (a CSV table of series) into a recording");
   cmd->add_option("--format", opt->format, "Input format (csv)")->check(CLI::IsMember({"csv"}));
-  cmd->add_option("input", opt->input, "Table: first column a time (seconds or ISO 8601), one column per series")
+  cmd->add_option("input", opt->input,
+                  "Table: first column a time (seconds or ISO 8601), one column per series (at most 1,000,000 "
+                  "columns, 64 KiB a field)")
       ->required()
       ->check(CLI::ExistingFile);
   cmd->add_option("-o,--out", opt->out, "Recording to write (replaced once the import succeeded; never the input)")->required();

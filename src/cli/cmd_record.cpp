@@ -445,7 +445,9 @@ RegisterCommand reg("record", 10, [](CLI::App& app, int& exit_code) {
       ->group("");
   cmd->add_flag("--keep-cmdline,--keep-argv", opt->keep_cmdline,
                 "Store the command line as given (default: values of secret-looking arguments -- names holding "
-                "token, passw, secret, key, credential, auth, cookie; URL passwords -- are stored as ***)");
+                "token, passw, secret, key, credential, auth, cookie or a part pass, pw, pwd; headers such as "
+                "'Authorization: Bearer X'; URL passwords; -p/-a/-k/-P/-u of known clients such as mysql, sshpass, "
+                "redis-cli, openssl, curl -- are stored as ***; docs/FEATURES.md has the whole rule)");
   cmd->add_option("--mode", opt->file_mode,
                   "Permissions of the recording file (default 0600: only its owner reads it; 0640 shares it with "
                   "the group)");

@@ -14,6 +14,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "store/bounded_csv.h"
 #include "store/step_table_reader.h"
 
 namespace stackscope {
@@ -197,7 +198,14 @@ void read_kineto_trace(const std::string& path, TimelineSet& set) {
   try {
     doc = nlohmann::json::parse(read_maybe_compressed(path));
   } catch (const nlohmann::json::exception& e) {
-    throw std::runtime_error(path + ": not valid JSON: " + e.what());
+    // A parse error ends with the token last read, which may be the whole of a huge string: an excerpt of it.
+    const std::string_view what = e.what();
+    const size_t last = what.find("last read: '");
+    const std::string shown = last == std::string_view::npos
+                                  ? std::string(what.substr(0, 400))
+                                  : std::string(what.substr(0, last + 11)) +
+                                        quote_excerpt(what.substr(last + 12, what.size() - last - 13));
+    throw std::runtime_error(path + ": not valid JSON: " + shown);
   }
   // The legacy autograd profiler (PyTorch builds without Kineto, e.g. Debian's) writes a bare array of
   // events without categories, timestamps relative to its own start: clock offsets are estimated later.

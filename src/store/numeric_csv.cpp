@@ -5,6 +5,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "store/bounded_csv.h"
+
 namespace stackscope {
 
 namespace {
@@ -17,72 +19,67 @@ std::string_view unquote(std::string_view s) {
   if (s.size() >= 2 && s.front() == '"' && s.back() == '"') return s.substr(1, s.size() - 2);
   return s;
 }
-// Splits one line on commas (no quoted commas: the numeric format has none).
-void split(std::string_view line, std::vector<std::string_view>& out) {
-  out.clear();
-  size_t start = 0;
-  for (;;) {
-    const size_t comma = line.find(',', start);
-    out.push_back(trim(line.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start)));
-    if (comma == std::string_view::npos) break;
-    start = comma + 1;
-  }
-}
-}  // namespace
 
-NumericTable parse_numeric_csv(std::string_view text, const std::string& source) {
+// Lines split on commas (no quoted commas: the numeric format has none), each field and line bounded.
+NumericTable read_numeric_stream(std::istream& in, const std::string& source) {
   NumericTable t;
-  std::vector<std::string_view> cells;
-  size_t pos = 0, line_no = 0;
+  CsvLineReader reader(in, {.delimiter = ',', .quotes = false});
+  std::vector<std::string> cells;
   bool header = true;
-  while (pos < text.size()) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string_view::npos) end = text.size();
-    const std::string_view line = trim(text.substr(pos, end - pos));
-    pos = end + 1;
-    ++line_no;
-    if (line.empty()) continue;  // blank lines (a trailing newline) carry nothing
-    split(line, cells);
-    const std::string where = source + ":" + std::to_string(line_no);
+  for (;;) {
+    const auto result = reader.next(cells, header ? kMaxCsvColumns + 1 : t.columns.size());
+    if (result == CsvLineReader::Result::end) break;
+    const std::string where = source + ":" + std::to_string(reader.line_no());
+    if (result != CsvLineReader::Result::line) throw NumericCsvError(where + ": " + reader.problem());
+    if (reader.blank()) continue;  // blank lines (a trailing newline) carry nothing
     if (header) {
+      if (reader.field_count() > kMaxCsvColumns)
+        throw NumericCsvError(where + ": the header has " + std::to_string(reader.field_count()) +
+                              " columns, more than the limit of " + std::to_string(kMaxCsvColumns));
       for (size_t c = 0; c < cells.size(); ++c) {
-        const std::string_view name = trim(unquote(cells[c]));
+        const std::string_view name = trim(unquote(trim(cells[c])));
         if (name.empty()) throw NumericCsvError(where + ": header column " + std::to_string(c + 1) + " has no name");
         t.columns.emplace_back(name);
       }
       header = false;
       continue;
     }
-    if (cells.size() != t.columns.size())
-      throw NumericCsvError(where + ": " + std::to_string(cells.size()) + " cells, the header has " +
+    if (reader.field_count() != t.columns.size())
+      throw NumericCsvError(where + ": " + std::to_string(reader.field_count()) + " cells, the header has " +
                             std::to_string(t.columns.size()));
     for (size_t c = 0; c < cells.size(); ++c) {
-      const std::string_view cell = cells[c];
+      const std::string_view cell = trim(cells[c]);
       double v = 0;
       const char* b = cell.data();
       const char* e = cell.data() + cell.size();
       if (!cell.empty() && *b == '+') ++b;  // from_chars rejects a leading '+'
       const auto r = std::from_chars(b, e, v);
-      const std::string col = "column '" + t.columns[c] + "'";
-      if (cell.empty()) throw NumericCsvError(where + ", " + col + ": empty cell");
-      if (r.ec != std::errc() || r.ptr != e)
-        throw NumericCsvError(where + ", " + col + ": '" + std::string(cell) + "' is not a number");
-      if (!std::isfinite(v))
-        throw NumericCsvError(where + ", " + col + ": '" + std::string(cell) + "' is not finite");
+      const bool parsed = !cell.empty() && r.ec == std::errc() && r.ptr == e;
+      if (!parsed || !std::isfinite(v)) {
+        const std::string col = "column " + quote_excerpt(t.columns[c]);
+        if (cell.empty()) throw NumericCsvError(where + ", " + col + ": empty cell");
+        throw NumericCsvError(where + ", " + col + ": " + quote_excerpt(cell) +
+                              (parsed ? " is not finite" : " is not a number"));
+      }
       t.values.push_back(v);
     }
   }
+  if (in.bad()) throw NumericCsvError(source + ": read error");
   if (header) throw NumericCsvError(source + ": empty file (expected a header row of column names)");
   if (t.values.empty()) throw NumericCsvError(source + ": no data rows after the header");
   return t;
+}
+}  // namespace
+
+NumericTable parse_numeric_csv(std::string_view text, const std::string& source) {
+  std::istringstream in{std::string(text)};
+  return read_numeric_stream(in, source);
 }
 
 NumericTable read_numeric_csv(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw NumericCsvError(path + ": cannot open");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_numeric_csv(ss.str(), path);
+  return read_numeric_stream(in, path);
 }
 
 }  // namespace stackscope

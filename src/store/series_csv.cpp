@@ -6,8 +6,10 @@
 #include <cmath>
 #include <fstream>
 #include <limits>
+#include <unordered_map>
 
 #include "model/clock.h"
+#include "store/bounded_csv.h"
 #include "store/recording_writer.h"
 #include "store/sqlite_db.h"
 
@@ -212,62 +214,76 @@ struct RowOrder {
   size_t out_of_order = 0, repeating = 0, dropped = 0;
 };
 
+// An empty cell's spellings (any case): read as a missing value.
+bool missing_value_word(std::string_view f) {
+  for (std::string_view w : {"nan", "null", "na"})
+    if (f.size() == w.size() && std::equal(f.begin(), f.end(), w.begin(), [](char a, char b) {
+          return std::tolower(static_cast<unsigned char>(a)) == b;
+        }))
+      return true;
+  return false;
+}
+
 template <typename HeaderFn, typename RowFn>
 RowOrder scan_series_csv(const std::string& path, const SeriesCsvOptions& opt, HeaderFn header_fn, RowFn row_fn) {
   RowOrder order;
   std::ifstream in(path, std::ios::binary);
   if (!in) throw SeriesCsvError(path + ": cannot open for reading");
-  std::string line;
-  size_t line_no = 0;
+  CsvLineReader reader(in, {.delimiter = opt.delimiter, .quotes = true, .skip_bom = true});
+  auto where = [&] { return path + ":" + std::to_string(reader.line_no()); };
+  // The next line that is not blank; false at the end of the file.
+  auto next_line = [&](std::vector<std::string>& out, size_t max_fields, const char* what) {
+    for (;;) {
+      const auto result = reader.next(out, max_fields);
+      if (result == CsvLineReader::Result::end) return false;
+      if (result != CsvLineReader::Result::line) throw SeriesCsvError(where() + ": " + reader.problem() + what);
+      if (!reader.blank()) return true;
+    }
+  };
   std::vector<std::string> fields, header;
-  // Header: the first non-empty line.
-  while (std::getline(in, line)) {
-    ++line_no;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line_no == 1 && line.starts_with("\xEF\xBB\xBF")) line.erase(0, 3);  // UTF-8 byte order mark
-    if (trim(line).empty()) continue;
-    if (!split_csv_line(line, opt.delimiter, header))
-      throw SeriesCsvError(path + ":" + std::to_string(line_no) + ": unterminated quote in the header");
-    break;
-  }
-  if (header.empty()) throw SeriesCsvError(path + ": empty file (need a header: timestamp,series...)");
-  if (header.size() < 2) throw SeriesCsvError(path + ":" + std::to_string(line_no) + ": header has no value column");
+  if (!next_line(header, kMaxCsvColumns + 1, " in the header"))
+    throw SeriesCsvError(path + ": empty file (need a header: timestamp,series...)");
+  if (reader.field_count() > kMaxCsvColumns)
+    throw SeriesCsvError(where() + ": the header has " + std::to_string(reader.field_count()) +
+                         " columns, more than the limit of " + std::to_string(kMaxCsvColumns) +
+                         ": split the table into files of fewer columns (each keeps the time column)");
+  if (header.size() < 2) throw SeriesCsvError(where() + ": header has no value column");
   for (auto& h : header) h = std::string(trim(h));
+  // Column names by position, for the duplicate check and --column (a hash set: a million columns stay linear).
+  std::unordered_map<std::string_view, size_t> column_of;
+  column_of.reserve(header.size());
   for (size_t c = 1; c < header.size(); ++c) {
     if (header[c].empty())
-      throw SeriesCsvError(path + ":" + std::to_string(line_no) + ": column " + std::to_string(c + 1) + " has no name");
-    for (size_t k = 1; k < c; ++k)
-      if (header[k] == header[c])
-        throw SeriesCsvError(path + ":" + std::to_string(line_no) + ": column name '" + header[c] + "' appears twice");
+      throw SeriesCsvError(where() + ": column " + std::to_string(c + 1) + " has no name");
+    const auto [it, fresh] = column_of.emplace(header[c], c);
+    if (!fresh)
+      throw SeriesCsvError(where() + ": column name " + quote_excerpt(header[c]) + " appears twice (columns " +
+                           std::to_string(it->second + 1) + " and " + std::to_string(c + 1) + ")");
   }
   for (const auto& [name, spec] : opt.columns)
-    if (std::find(header.begin() + 1, header.end(), name) == header.end())
-      throw SeriesCsvError(path + ": --column names '" + name + "', which is not a column of the header");
+    if (!column_of.contains(name))
+      throw SeriesCsvError(path + ": --column names " + quote_excerpt(name) + ", which is not a column of the header");
   header_fn(header);
   std::vector<double> values(header.size() - 1);
   int64_t prev_t = std::numeric_limits<int64_t>::min();  // the latest time so far
   std::string prev_text;
   size_t prev_line = 0;
-  while (std::getline(in, line)) {
-    ++line_no;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (trim(line).empty()) continue;
-    const std::string where = path + ":" + std::to_string(line_no);
-    if (!split_csv_line(line, opt.delimiter, fields)) throw SeriesCsvError(where + ": unterminated quote");
-    if (fields.size() != header.size())
-      throw SeriesCsvError(where + ": expected " + std::to_string(header.size()) + " fields, got " +
-                           std::to_string(fields.size()));
+  while (next_line(fields, header.size(), "")) {
+    const std::string where_row = where();
+    if (reader.field_count() != header.size())
+      throw SeriesCsvError(where_row + ": expected " + std::to_string(header.size()) + " fields, got " +
+                           std::to_string(reader.field_count()));
     auto t = parse_csv_timestamp_ns(fields[0]);
     if (!t)
-      throw SeriesCsvError(where + ": column '" + header[0] + "': '" + fields[0] +
-                           "' is neither seconds nor an ISO 8601 time");
+      throw SeriesCsvError(where_row + ": column " + quote_excerpt(header[0]) + ": " + quote_excerpt(fields[0]) +
+                           " is neither seconds nor an ISO 8601 time");
     // Rows out of time order: refused, dropped, or counted and passed on for the caller to sort.
     if (*t <= prev_t) {
       const bool back = *t < prev_t;
       if (opt.on_disorder == CsvDisorder::error)
-        throw SeriesCsvError(where + ": time " + (back ? "goes backwards" : "repeats") + " ('" + fields[0] +
-                             "' after '" + prev_text + "' on line " + std::to_string(prev_line) +
-                             "); --on-disorder sort or drop accepts such rows");
+        throw SeriesCsvError(where_row + ": time " + (back ? "goes backwards" : "repeats") + " (" +
+                             quote_excerpt(fields[0]) + " after " + quote_excerpt(prev_text) + " on line " +
+                             std::to_string(prev_line) + "); --on-disorder sort or drop accepts such rows");
       if (opt.on_disorder == CsvDisorder::drop) {
         ++order.dropped;
         continue;
@@ -277,19 +293,21 @@ RowOrder scan_series_csv(const std::string& path, const SeriesCsvOptions& opt, H
     if (*t >= prev_t) {
       prev_t = *t;
       prev_text = fields[0];
-      prev_line = line_no;
+      prev_line = reader.line_no();
     }
     for (size_t c = 1; c < fields.size(); ++c) {
-      std::string_view f = trim(fields[c]);
-      std::string lf = lower(f);
-      if (f.empty() || lf == "nan" || lf == "null" || lf == "na") {
-        values[c - 1] = std::numeric_limits<double>::quiet_NaN();
-        continue;
-      }
+      const std::string_view f = trim(fields[c]);
       double v;
-      if (!parse_double(f, v) || !std::isfinite(v))
-        throw SeriesCsvError(where + ": column '" + header[c] + "': '" + std::string(f) + "' is not a number");
-      values[c - 1] = v;
+      if (f.empty()) {
+        values[c - 1] = std::numeric_limits<double>::quiet_NaN();
+      } else if (parse_double(f, v) && std::isfinite(v)) {
+        values[c - 1] = v;
+      } else if (missing_value_word(f)) {
+        values[c - 1] = std::numeric_limits<double>::quiet_NaN();
+      } else {
+        throw SeriesCsvError(where_row + ": column " + quote_excerpt(header[c]) + ": " + quote_excerpt(f) +
+                             " is not a number");
+      }
     }
     row_fn(*t, values);
   }

@@ -1,7 +1,9 @@
 // A table of series from elsewhere (CloudWatch exports, Prometheus dumps, NAB files): first column a timestamp
 // (seconds since the epoch, possibly fractional, or ISO 8601 such as "2014-02-14 14:30:00" or
 // "2014-02-14T14:30:00.5Z" / "+02:00"), one column per series. Read into memory or imported as a recording.
-// Every defect is a SeriesCsvError naming the file, the row (1-based line) and the column.
+// Every defect is a SeriesCsvError naming the file, the row (1-based line) and the column, quoting at most a short
+// excerpt of the cell. A hostile file costs bounded memory and time: a field of more than 64 KiB, a line of more
+// than 64 MiB and a header of more than kMaxCsvColumns (store/bounded_csv.h) columns are refused as soon as they are read.
 #pragma once
 #include <cstdint>
 #include <map>

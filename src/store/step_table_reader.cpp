@@ -5,24 +5,26 @@
 #include <fstream>
 #include <limits>
 #include <map>
-#include <sstream>
 #include <stdexcept>
 #include <vector>
+
+#include "store/bounded_csv.h"
 
 namespace stackscope {
 
 namespace {
 
-std::vector<std::string> split_csv(const std::string& line) {
-  std::vector<std::string> out;
-  std::string cell;
-  std::stringstream ss(line);
-  while (std::getline(ss, cell, ',')) {
+// Cells split on commas, white space around them dropped.
+void trim_cells(std::vector<std::string>& cells) {
+  for (std::string& cell : cells) {
     cell.erase(0, cell.find_first_not_of(" \t\r"));
     cell.erase(cell.find_last_not_of(" \t\r") + 1);
-    out.push_back(cell);
   }
-  if (!line.empty() && line.back() == ',') out.emplace_back();
+}
+
+std::string joined(const std::vector<std::string>& cells) {
+  std::string out;
+  for (size_t i = 0; i < cells.size() && out.size() <= 80; ++i) out += (i ? "," : "") + cells[i];
   return out;
 }
 
@@ -36,19 +38,30 @@ int column(const std::vector<std::string>& header, std::initializer_list<const c
 }  // namespace
 
 bool looks_like_step_table(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  if (!in || !std::getline(in, line)) return false;
-  auto h = split_csv(line);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  CsvLineReader reader(in, {});
+  std::vector<std::string> h;
+  if (reader.next(h, kMaxCsvColumns) != CsvLineReader::Result::line) return false;
+  trim_cells(h);
   return column(h, {"worker", "rank"}) >= 0 && column(h, {"time", "step_time", "batch_time_norm"}) >= 0;
 }
 
 StepTimeTable read_step_table(const std::string& path) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error(path + ": cannot open");
-  std::string line;
-  if (!std::getline(in, line)) throw std::runtime_error(path + ": empty file (expected a header worker,step,time)");
-  const auto header = split_csv(line);
+  CsvLineReader reader(in, {});
+  auto next_line = [&](std::vector<std::string>& cells, size_t max_cells) {
+    const auto result = reader.next(cells, max_cells);
+    if (result == CsvLineReader::Result::end) return false;
+    if (result != CsvLineReader::Result::line)
+      throw std::runtime_error(path + ": row " + std::to_string(reader.line_no()) + ": " + reader.problem());
+    trim_cells(cells);
+    return true;
+  };
+  std::vector<std::string> header, cells;
+  if (!next_line(header, kMaxCsvColumns))
+    throw std::runtime_error(path + ": empty file (expected a header worker,step,time)");
   const int worker_col = column(header, {"worker", "rank"});
   int step_col, value_col;
   if (column(header, {"batch_time_norm"}) >= 0) {  // Alibaba PAI mini-batch-time layout
@@ -59,13 +72,14 @@ StepTimeTable read_step_table(const std::string& path) {
     value_col = column(header, {"time", "step_time", "duration"});
   }
   if (worker_col < 0 || step_col < 0 || value_col < 0)
-    throw std::runtime_error(path + ": row 1: header needs columns worker, step and time (got '" + line + "')");
+    throw std::runtime_error(path + ": row 1: header needs columns worker, step and time (got " +
+                             quote_excerpt(joined(header)) + ")");
   std::map<std::string, std::map<int64_t, std::pair<double, int>>> values;
-  int64_t row = 1;
-  while (std::getline(in, line)) {
-    ++row;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const auto cells = split_csv(line);
+  // Only the cells up to the last column read are kept.
+  const size_t cells_used = static_cast<size_t>(std::max({worker_col, step_col, value_col})) + 1;
+  while (next_line(cells, cells_used)) {
+    const int64_t row = static_cast<int64_t>(reader.line_no());
+    if (reader.blank()) continue;
     auto cell = [&](int c, const char* what) -> const std::string& {
       if (c >= static_cast<int>(cells.size()) || cells[c].empty())
         throw std::runtime_error(path + ": row " + std::to_string(row) + ": column " + std::to_string(c + 1) + " (" +
@@ -84,7 +98,9 @@ StepTimeTable read_step_table(const std::string& path) {
     } catch (const std::logic_error&) {
       throw std::runtime_error(path + ": row " + std::to_string(row) + ": step (column " + std::to_string(step_col + 1) +
                                ") must be an integer and time (column " + std::to_string(value_col + 1) +
-                               ") a number: '" + line + "'");
+                               ") a number (got " + quote_excerpt(cells[step_col]) + " and " +
+                               quote_excerpt(static_cast<size_t>(value_col) < cells.size() ? cells[value_col] : "") +
+                               ")");
     }
     if (!std::isfinite(value) || value < 0)
       throw std::runtime_error(path + ": row " + std::to_string(row) + ": column " + std::to_string(value_col + 1) +

@@ -20,7 +20,7 @@ GaussianMixture maximize_with(const Eigen::MatrixXd& x, const Eigen::MatrixXd& r
   Eigen::MatrixXd means = resp.transpose() * x;
   means = means.array().colwise() / nk.array();
   std::vector<Eigen::MatrixXd> covs(static_cast<size_t>(k));
-  Eigen::MatrixXd w(x.rows(), d);
+  Eigen::MatrixXd w;  // the weighted rows of a full covariance's update; a diagonal one needs none
   for (Eigen::Index c = 0; c < k; ++c) {
     Eigen::MatrixXd& cov = covs[static_cast<size_t>(c)];
     if constexpr (Constraint::type == CovarianceType::diagonal) {
@@ -51,10 +51,16 @@ GaussianMixture em_iteration(const GaussianMixture& model, const Eigen::MatrixXd
   const Eigen::MatrixXd& mu = model.means();
   Eigen::VectorXd s0 = Eigen::VectorXd::Zero(k);
   Eigen::MatrixXd s1 = Eigen::MatrixXd::Zero(k, d);
-  // The d x d sums only for a full covariance: a diagonal one needs d per component.
-  std::vector<Eigen::MatrixXd> s2(Constraint::type == CovarianceType::full ? static_cast<size_t>(k) : 0,
-                                  Eigen::MatrixXd::Zero(d, d));
-  Eigen::MatrixXd s2_diag = Eigen::MatrixXd::Zero(k, d);
+  // The d x d sums only for a full covariance (no d x d value is built at all for a diagonal one: 20,000
+  // columns would cost 3.2 GB), the d sums per component only for a diagonal one.
+  std::vector<Eigen::MatrixXd> s2;
+  Eigen::MatrixXd s2_diag;
+  if constexpr (Constraint::type == CovarianceType::full) {
+    s2.resize(static_cast<size_t>(k));
+    for (Eigen::MatrixXd& m : s2) m.setZero(d, d);
+  } else {
+    s2_diag.setZero(k, d);
+  }
   Eigen::MatrixXd resp, diff(kBlock, d);
   Eigen::VectorXd mx, total;
   double ll = 0;
