@@ -108,6 +108,8 @@ TEST(SafeOutputs, AnOutputThatIsAnInputIsRefused) {
       " features " + rec + " --layer host -o " + rec,
       " stragglers " + rec + " " + rec2 + " --html " + rec,
       " detect --method zscore --input " + dir.file("in.csv") + " --output " + dir.file("in.csv"),
+      " report " + rec + " -o " + rec,
+      " report " + rec2 + " " + rec + " -o " + dir.file("hard.sdb"),
   };
   for (const std::string& c : commands) {
     std::string out;
@@ -134,6 +136,7 @@ TEST(SafeOutputs, ASymlinkAtTheOutputPathIsNeverFollowed) {
       " stragglers " + rec + " " + rec2 + " --html " + link,
       " import --format csv " + dir.file("in.csv") + " -o " + link,
       " record -q --force --layers host -o " + link + " -- true",
+      " report " + rec + " -o " + link,
   };
   for (const std::string& c : commands) {
     std::string out;
