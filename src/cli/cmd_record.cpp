@@ -440,7 +440,9 @@ RegisterCommand reg("record", 10, [](CLI::App& app, int& exit_code) {
   cmd->add_flag("--detect", opt->detect,
                 "Find incidents while recording (the engine of `analyze`, every second): a line on stderr as each "
                 "opens, changes cause and closes; stored in the recording as findings (detector incident-online)");
-  cmd->add_option("--detect-log", opt->detect_log, "With --detect: its incidents as JSON lines to FILE ('-': stderr)");
+  cmd->add_option("--detect-log", opt->detect_log,
+                  "With --detect: its incidents as JSON lines, appended to FILE (created 0600; never truncated; "
+                  "incident numbers follow those already in it); '-': stderr");
   cmd->add_option("--detect-horizon", opt->detect_horizon_s, "With --detect: seconds of windows it looks back over")
       ->group("");
   cmd->add_flag("--keep-cmdline,--keep-argv", opt->keep_cmdline,
