@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -154,6 +155,33 @@ std::pair<int, int> parse_python_duty(const std::string& text) {
   return {on, period};
 }
 
+// The folder of a path, as the user named it ("." for a bare file name).
+std::string folder_of(const std::string& path) {
+  const auto slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+std::string no_space_message(const std::string& out) {
+  return fmt::format("no space left on {}: free some space or choose another -o", folder_of(out));
+}
+
+// A record that never started (a command that cannot run, a full disk, a refused --detect-log) leaves nothing it
+// created: the recording (and its -wal, -shm, -reserve) and a --detect-log it created, still empty. What existed
+// before stays as it was.
+struct UnstartedCleanup {
+  OutputFile& out;
+  std::string created_log{};
+  bool started = false;
+  ~UnstartedCleanup() {
+    if (started) return;
+    out.discard();
+    struct stat st{};
+    if (!created_log.empty() && ::lstat(created_log.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 0)
+      ::unlink(created_log.c_str());
+  }
+};
+
 // Detaches the probes once the recording is closed. A family's probes of one library are one uprobe_multi link,
 // so this takes well under a second (docs/BENCHMARKS.md); the progress line is for kernels without uprobe_multi,
 // where each probe is its own link and one RCU wait.
@@ -231,7 +259,21 @@ int run_record(const RecordOptions& opt) {
                             .sqlite = true,
                             .keep_unfinished = true,
                             .what = "recording"});
-  RecordingWriter writer(out_file.write_path());
+  UnstartedCleanup cleanup{out_file};
+  if (!opt.detect_log.empty() && opt.detect_log != "-") {
+    check_output_path(opt.detect_log, {out_file.path(), out_file.write_path()}, "--detect-log");
+    struct stat st{};
+    if (::lstat(opt.detect_log.c_str(), &st) != 0) cleanup.created_log = opt.detect_log;
+  }
+  std::unique_ptr<RecordingWriter> writer_owner;
+  try {
+    writer_owner = std::make_unique<RecordingWriter>(out_file.write_path());
+  } catch (const sql::SqliteError& e) {
+    if (!e.disk_full()) throw;
+    std::cerr << "stackscope: " << no_space_message(out) << "\n";
+    return 3;
+  }
+  RecordingWriter& writer = *writer_owner;
   set_crash_note(("the recording so far is in " + out_file.write_path() + " (it opens as it is)").c_str());
   HostInfo host = read_host_info();
   for (const auto& [key, value] : host_meta(host)) writer.set_meta(key, value);
@@ -292,6 +334,7 @@ int run_record(const RecordOptions& opt) {
   } else if (opt.pid > 0) {
     writer.set_meta("pid", std::to_string(opt.pid));
   }
+  cleanup.started = true;
 
   const int64_t t0 = monotonic_ns();
   const bool tty = ::isatty(STDERR_FILENO);
