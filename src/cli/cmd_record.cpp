@@ -350,7 +350,7 @@ int run_record(const RecordOptions& opt) {
     if (!opt.quiet || failed)
       std::cerr << fmt::format("stackscope: {}: {} events, {} samples of {} series, {} dropped -> {}\n", stop_reason,
                                s.flushed_events, s.flushed_samples, s.series, s.dropped, out);
-    if (failed)
+    if (failed && out_file.in_place() && (s.flushed_events || s.flushed_samples))
       std::cerr << "stackscope: recording stopped early; " << out << " keeps everything written before the failure\n";
   };
   auto stop_collectors = [&](const std::string& why) {
@@ -418,7 +418,20 @@ int run_record(const RecordOptions& opt) {
     }
   }
   if (!released) release_collectors(running, out, opt.quiet, tty);
-  out_file.commit();
+  const RecordingWriterStats written = writer.stats();
+  if (writer.failed() && written.flushed_events == 0 && written.flushed_samples == 0) {
+    out_file.discard();  // nothing recorded: no empty recording left, an existing one stays as it was
+    std::cerr << "stackscope: nothing was recorded"
+              << (out_file.in_place() ? "" : "; " + out + " is as it was") << ": "
+              << (writer.error().find("full") != std::string::npos ? no_space_message(out) : writer.error()) << "\n";
+  } else if (writer.failed() && !out_file.in_place()) {
+    // --force: a recording cut short by a failed write never replaces the one at the path; it stays beside it.
+    std::cerr << fmt::format("stackscope: {} is as it was (a recording whose writing failed does not replace it); "
+                             "what was recorded is in {}\n",
+                             out, out_file.write_path());
+  } else {
+    out_file.commit();
+  }
   // A failed write (a full disk) is the recorder's status 3, with or without -- CMD (as --help says); the
   // job's own status is in the summary line above.
   if (writer.failed()) {
@@ -434,7 +447,8 @@ RegisterCommand reg("record", 10, [](CLI::App& app, int& exit_code) {
   cmd->add_option("-o,--out", opt->out, "Recording file (default stackscope-DATE-TIME.sdb); an existing one is refused");
   cmd->add_flag("--force", opt->force,
                 "Replace an existing recording file: the new one is written beside it (FILE.partial-XXXXXX) and "
-                "renamed over it when the recording ends; a recording another recorder is writing is never replaced");
+                "renamed over it when the recording ends; if writing fails (disk full) the old one stays and the new "
+                "one is left beside it; a recording another recorder is writing is never replaced");
   cmd->add_option("-d,--duration", opt->duration_s,
                   "How long to record: seconds, or a duration such as 90s, 10m, 2h (default: until the job exits or "
                   "Ctrl-C)")
