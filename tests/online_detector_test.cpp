@@ -1,7 +1,9 @@
 // OnlineDetector (record --detect, the agent): what it tells while the job runs, replayed pass by pass.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -72,4 +74,45 @@ TEST(OnlineDetector, AStretchJudgedAnIncidentOnlyAfterItEndedIsNotToldOnline) {
     ++live;
   }
   EXPECT_EQ(live, 1u);
+}
+
+// The incidents log is appended to, never truncated: a second run on the same log (a job traced again after the
+// agent was killed, or a second `record --detect-log` of it) keeps the first run's lines and numbers its incidents
+// after them; a last line cut short (a kill -9 mid-write) is ended before the next one.
+TEST(OnlineDetector, ALogKeepsEarlierRunsAndNumbersAfterThem) {
+  TempDir dir;
+  const std::string log = dir.file("incidents.jsonl");
+  auto run = [&] {
+    stackscope::testing::MemorySink sink;
+    online::OnlineDetectOptions o;
+    o.replay_start_ns = 0;
+    o.log_path = log;
+    o.log_fields = {{"job", "train-7"}};
+    online::OnlineDetector det(sink, {7}, o);
+    for (size_t w = 0; w < 40; ++w) {
+      operators(det, w, w >= 25 && w < 31 ? 200 : 400);  // a deep drop at 25-31 s
+      det.replay_pass(static_cast<int64_t>(w + 1) * kSec + kSec / 2);
+    }
+    det.finish();
+  };
+  run();
+  const auto first = lines(log);
+  ASSERT_FALSE(first.empty());
+  int first_max = 0;
+  for (const auto& l : first) {
+    first_max = std::max(first_max, l["id"].get<int>());
+    EXPECT_EQ(l["job"], "train-7");
+  }
+  const std::string cut = "{\"id\": 1, \"online\": \"cau";
+  write_file(log, read_file(log) + cut);
+  run();
+  const std::string text = read_file(log);
+  std::vector<std::string> all;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) all.push_back(l);
+  ASSERT_GT(all.size(), first.size() + 1) << text;
+  for (size_t i = 0; i < first.size(); ++i) EXPECT_EQ(nlohmann::json::parse(all[i]), first[i]);
+  EXPECT_EQ(all[first.size()], cut) << "the cut line is ended, alone";
+  for (size_t i = first.size() + 1; i < all.size(); ++i)
+    EXPECT_GT(nlohmann::json::parse(all[i])["id"].get<int>(), first_max) << all[i];
 }

@@ -108,6 +108,8 @@ TEST(SafeOutputs, AnOutputThatIsAnInputIsRefused) {
       " features " + rec + " --layer host -o " + rec,
       " stragglers " + rec + " " + rec2 + " --html " + rec,
       " detect --method zscore --input " + dir.file("in.csv") + " --output " + dir.file("in.csv"),
+      " report " + rec + " -o " + rec,
+      " report " + rec2 + " " + rec + " -o " + dir.file("hard.sdb"),
   };
   for (const std::string& c : commands) {
     std::string out;
@@ -134,6 +136,7 @@ TEST(SafeOutputs, ASymlinkAtTheOutputPathIsNeverFollowed) {
       " stragglers " + rec + " " + rec2 + " --html " + link,
       " import --format csv " + dir.file("in.csv") + " -o " + link,
       " record -q --force --layers host -o " + link + " -- true",
+      " report " + rec + " -o " + link,
   };
   for (const std::string& c : commands) {
     std::string out;
@@ -173,5 +176,47 @@ TEST(SafeOutputs, OutputFileWritesBesideAndRenamesOnCommit) {
   }
   struct stat st{};
   ASSERT_EQ(::stat(dir.file("p.sdb").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
+// --detect-log is appended to. A record that cannot start its command leaves an existing log as it was (it was
+// emptied) and creates none; a log named like the recording is refused; one the record creates is 0600; one that
+// runs keeps what the log held.
+TEST(SafeOutputs, ADetectLogIsAppendedNeverEmptied) {
+  TempDir dir;
+  const std::string log = dir.file("log.txt"), rec = dir.file("r.sdb");
+  const std::string earlier = "{\"id\": 4, \"online\": \"close\", \"summary\": \"an earlier run's\"}\n";
+  write_file(log, earlier);
+  std::string out;
+  EXPECT_EQ(run_command(kBin + " record -q --detect --detect-log " + log + " --layers host -o " + rec +
+                            " -- /nonexistent/prog",
+                        &out),
+            127)
+      << out;
+  EXPECT_EQ(read_file(log), earlier);
+  EXPECT_EQ(run_command(kBin + " record -q --detect --detect-log " + dir.file("new.jsonl") + " --layers host -o " +
+                            rec + " -- /nonexistent/prog",
+                        &out),
+            127)
+      << out;
+  EXPECT_EQ(leftovers(dir, {"log.txt"}), std::vector<std::string>{});
+  EXPECT_EQ(run_command(kBin + " record -q --detect --detect-log " + rec + " --layers host -o " + rec + " -- true", &out),
+            1)
+      << out;
+  EXPECT_NE(out.find("also an input"), std::string::npos) << out;
+  EXPECT_EQ(leftovers(dir, {"log.txt"}), std::vector<std::string>{});
+
+  ASSERT_EQ(run_command(kBin + " record -q --detect --detect-log " + log + " --layers host -o " + rec + " -- sleep 0.3",
+                        &out),
+            0)
+      << out;
+  EXPECT_EQ(read_file(log).substr(0, earlier.size()), earlier);
+  ASSERT_EQ(run_command(kBin + " record -q --force --detect --detect-log " + dir.file("new.jsonl") +
+                            " --layers host -o " + rec + " -- true",
+                        &out),
+            0)
+      << out;
+  struct stat st{};
+  ASSERT_EQ(::stat(dir.file("new.jsonl").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
 }

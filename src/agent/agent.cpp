@@ -3,6 +3,7 @@
 #include <malloc.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <functional>
@@ -203,6 +204,55 @@ nlohmann::json Agent::incidents_json() const {
   return {{"host", host_meta_.count("host") ? host_meta_.at("host") : ""}, {"incidents", std::move(list)}};
 }
 
+void Agent::restore_incidents() {
+  namespace fs = std::filesystem;
+  constexpr std::streamoff kMaxLogBytes = 16 << 20;  // a log's last 16 MiB: far more incidents than are kept
+  std::vector<std::pair<fs::file_time_type, fs::path>> logs;
+  std::error_code ec;
+  for (auto it = fs::directory_iterator(config_.data_dir + "/jobs", ec); !ec && it != fs::directory_iterator();
+       it.increment(ec)) {
+    fs::path log = it->path() / "incidents.jsonl";
+    std::error_code file_ec;
+    if (!fs::is_regular_file(fs::symlink_status(log, file_ec))) continue;
+    const auto when = fs::last_write_time(log, file_ec);
+    if (!file_ec) logs.emplace_back(when, std::move(log));
+  }
+  std::sort(logs.begin(), logs.end());  // oldest first: the list keeps the newest last
+  std::deque<nlohmann::json> restored;
+  for (const auto& [when, log] : logs) {
+    std::ifstream in(log, std::ios::binary | std::ios::ate);
+    const std::streamoff size = in.tellg();
+    in.seekg(std::max<std::streamoff>(0, size - kMaxLogBytes));
+    if (size > kMaxLogBytes) in.ignore(kMaxLogBytes, '\n');  // the first line read whole
+    std::vector<nlohmann::json> reports;  // each incident's last report, in the order they were first told
+    std::map<int64_t, size_t> by_id;
+    for (std::string line; std::getline(in, line);) {
+      auto j = nlohmann::json::parse(line, nullptr, false);
+      if (!j.is_object() || !j.contains("id") || !j["id"].is_number_integer()) continue;
+      const auto [at, added] = by_id.emplace(j["id"].get<int64_t>(), reports.size());
+      if (added)
+        reports.push_back(std::move(j));
+      else
+        reports[at->second] = std::move(j);
+    }
+    // A log written before the lines named the job: its folder does ("<job>-<start ticks>").
+    const std::string folder = log.parent_path().filename().string();
+    for (auto& j : reports) {
+      if (!j.contains("job")) j["job"] = folder.substr(0, folder.rfind('-'));
+      // Not closed in the log: the agent stopped while it was open, and how it ended is not known.
+      const std::string what = j.value("online", "");
+      j["state"] = what == "close" ? "closed" : what == "withdrawn" ? "withdrawn" : "interrupted";
+      j["restored"] = true;
+      restored.push_back(std::move(j));
+      if (restored.size() > config_.max_incidents) restored.pop_front();
+    }
+  }
+  if (!restored.empty())
+    log_line(fmt::format("{} incident(s) restored from the job logs under {}/jobs", restored.size(), config_.data_dir));
+  std::lock_guard lk(mu_);
+  incidents_ = std::move(restored);
+}
+
 void Agent::handle_incidents(JobTrace& t) {
   for (auto& j : t.poll_incidents()) {
     const std::string what = j.value("online", "");
@@ -389,6 +439,7 @@ void Agent::self_resources() {
 int Agent::run(const std::atomic<bool>& stop, std::atomic<bool>& reload_requested) {
   started_ns_ = monotonic_ns();
   std::filesystem::create_directories(config_.data_dir);
+  restore_incidents();
   start_fleet();
   start_node();
   start_http();

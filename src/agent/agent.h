@@ -44,6 +44,9 @@ class Agent {
   void start_fleet();
   void ship_event_counts(JobTrace& t);
   void scan(int64_t now);
+  // /api/incidents after a restart: the incidents of the job logs under data_dir (each one's last report, the
+  // newest max_incidents), marked restored.
+  void restore_incidents();
   void handle_incidents(JobTrace& t);
   void reload();
   void retention();

@@ -153,10 +153,20 @@ JobTrace::JobTrace(const Job& job, const AgentConfig& config, const std::map<std
   TelemetrySink* sink = counter_.get();
   if (config.detect) {
     const std::string log = dir_ + "/incidents.jsonl";
-    online::OnlineDetectOptions dopt{.horizon_s = config.detect_horizon_s, .log_path = log, .host = copt.host};
+    // The job's log is appended to (the agent restarted while the job ran): its earlier lines are the incidents the
+    // agent restored at its start, not reports of this tracer. Each line names the job, so the log alone does.
+    struct stat before{};
+    const uint64_t earlier = ::lstat(log.c_str(), &before) == 0 ? static_cast<uint64_t>(before.st_size) : 0;
+    online::OnlineDetectOptions dopt{.horizon_s = config.detect_horizon_s,
+                                     .log_path = log,
+                                     .log_fields = {{"job", labels_.job},
+                                                    {"pod", labels_.pod},
+                                                    {"container", labels_.container},
+                                                    {"job_id", job.id}},
+                                     .host = copt.host};
     detector_ = std::make_unique<online::OnlineDetector>(*counter_, std::set<uint32_t>(copt.pids.begin(), copt.pids.end()),
                                                       dopt);
-    incidents_ = std::make_unique<JsonLinesTail>(log);
+    incidents_ = std::make_unique<JsonLinesTail>(log, earlier);
     sink = detector_.get();
   }
   online::raise_memlock_limit();

@@ -40,7 +40,8 @@ struct JobEventTotals {
 // New complete lines of a JSON-lines file another thread appends to.
 class JsonLinesTail {
  public:
-  explicit JsonLinesTail(std::string path) : path_(std::move(path)) {}
+  // From byte `offset` on: lines before it are not this tracer's reports.
+  explicit JsonLinesTail(std::string path, uint64_t offset = 0) : path_(std::move(path)), offset_(offset) {}
   std::vector<nlohmann::json> poll();
 
  private:

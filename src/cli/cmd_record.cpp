@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -154,6 +155,33 @@ std::pair<int, int> parse_python_duty(const std::string& text) {
   return {on, period};
 }
 
+// The folder of a path, as the user named it ("." for a bare file name).
+std::string folder_of(const std::string& path) {
+  const auto slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+std::string no_space_message(const std::string& out) {
+  return fmt::format("no space left on {}: free some space or choose another -o", folder_of(out));
+}
+
+// A record that never started (a command that cannot run, a full disk, a refused --detect-log) leaves nothing it
+// created: the recording (and its -wal, -shm, -reserve) and a --detect-log it created, still empty. What existed
+// before stays as it was.
+struct UnstartedCleanup {
+  OutputFile& out;
+  std::string created_log{};
+  bool started = false;
+  ~UnstartedCleanup() {
+    if (started) return;
+    out.discard();
+    struct stat st{};
+    if (!created_log.empty() && ::lstat(created_log.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 0)
+      ::unlink(created_log.c_str());
+  }
+};
+
 // Detaches the probes once the recording is closed. A family's probes of one library are one uprobe_multi link,
 // so this takes well under a second (docs/BENCHMARKS.md); the progress line is for kernels without uprobe_multi,
 // where each probe is its own link and one RCU wait.
@@ -231,7 +259,21 @@ int run_record(const RecordOptions& opt) {
                             .sqlite = true,
                             .keep_unfinished = true,
                             .what = "recording"});
-  RecordingWriter writer(out_file.write_path());
+  UnstartedCleanup cleanup{out_file};
+  if (!opt.detect_log.empty() && opt.detect_log != "-") {
+    check_output_path(opt.detect_log, {out_file.path(), out_file.write_path()}, "--detect-log");
+    struct stat st{};
+    if (::lstat(opt.detect_log.c_str(), &st) != 0) cleanup.created_log = opt.detect_log;
+  }
+  std::unique_ptr<RecordingWriter> writer_owner;
+  try {
+    writer_owner = std::make_unique<RecordingWriter>(out_file.write_path());
+  } catch (const sql::SqliteError& e) {
+    if (!e.disk_full()) throw;
+    std::cerr << "stackscope: " << no_space_message(out) << "\n";
+    return 3;
+  }
+  RecordingWriter& writer = *writer_owner;
   set_crash_note(("the recording so far is in " + out_file.write_path() + " (it opens as it is)").c_str());
   HostInfo host = read_host_info();
   for (const auto& [key, value] : host_meta(host)) writer.set_meta(key, value);
@@ -292,6 +334,7 @@ int run_record(const RecordOptions& opt) {
   } else if (opt.pid > 0) {
     writer.set_meta("pid", std::to_string(opt.pid));
   }
+  cleanup.started = true;
 
   const int64_t t0 = monotonic_ns();
   const bool tty = ::isatty(STDERR_FILENO);
@@ -307,7 +350,7 @@ int run_record(const RecordOptions& opt) {
     if (!opt.quiet || failed)
       std::cerr << fmt::format("stackscope: {}: {} events, {} samples of {} series, {} dropped -> {}\n", stop_reason,
                                s.flushed_events, s.flushed_samples, s.series, s.dropped, out);
-    if (failed)
+    if (failed && out_file.in_place() && (s.flushed_events || s.flushed_samples))
       std::cerr << "stackscope: recording stopped early; " << out << " keeps everything written before the failure\n";
   };
   auto stop_collectors = [&](const std::string& why) {
@@ -375,7 +418,20 @@ int run_record(const RecordOptions& opt) {
     }
   }
   if (!released) release_collectors(running, out, opt.quiet, tty);
-  out_file.commit();
+  const RecordingWriterStats written = writer.stats();
+  if (writer.failed() && written.flushed_events == 0 && written.flushed_samples == 0) {
+    out_file.discard();  // nothing recorded: no empty recording left, an existing one stays as it was
+    std::cerr << "stackscope: nothing was recorded"
+              << (out_file.in_place() ? "" : "; " + out + " is as it was") << ": "
+              << (writer.error().find("full") != std::string::npos ? no_space_message(out) : writer.error()) << "\n";
+  } else if (writer.failed() && !out_file.in_place()) {
+    // --force: a recording cut short by a failed write never replaces the one at the path; it stays beside it.
+    std::cerr << fmt::format("stackscope: {} is as it was (a recording whose writing failed does not replace it); "
+                             "what was recorded is in {}\n",
+                             out, out_file.write_path());
+  } else {
+    out_file.commit();
+  }
   // A failed write (a full disk) is the recorder's status 3, with or without -- CMD (as --help says); the
   // job's own status is in the summary line above.
   if (writer.failed()) {
@@ -391,7 +447,8 @@ RegisterCommand reg("record", 10, [](CLI::App& app, int& exit_code) {
   cmd->add_option("-o,--out", opt->out, "Recording file (default stackscope-DATE-TIME.sdb); an existing one is refused");
   cmd->add_flag("--force", opt->force,
                 "Replace an existing recording file: the new one is written beside it (FILE.partial-XXXXXX) and "
-                "renamed over it when the recording ends; a recording another recorder is writing is never replaced");
+                "renamed over it when the recording ends; if writing fails (disk full) the old one stays and the new "
+                "one is left beside it; a recording another recorder is writing is never replaced");
   cmd->add_option("-d,--duration", opt->duration_s,
                   "How long to record: seconds, or a duration such as 90s, 10m, 2h (default: until the job exits or "
                   "Ctrl-C)")
@@ -440,7 +497,9 @@ RegisterCommand reg("record", 10, [](CLI::App& app, int& exit_code) {
   cmd->add_flag("--detect", opt->detect,
                 "Find incidents while recording (the engine of `analyze`, every second): a line on stderr as each "
                 "opens, changes cause and closes; stored in the recording as findings (detector incident-online)");
-  cmd->add_option("--detect-log", opt->detect_log, "With --detect: its incidents as JSON lines to FILE ('-': stderr)");
+  cmd->add_option("--detect-log", opt->detect_log,
+                  "With --detect: its incidents as JSON lines, appended to FILE (created 0600; never truncated; "
+                  "incident numbers follow those already in it); '-': stderr");
   cmd->add_option("--detect-horizon", opt->detect_horizon_s, "With --detect: seconds of windows it looks back over")
       ->group("");
   cmd->add_flag("--keep-cmdline,--keep-argv", opt->keep_cmdline,

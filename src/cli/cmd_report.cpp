@@ -3,7 +3,6 @@
 // nothing is written back into the recordings; several recordings of one job (one per rank) add KAIR's straggler
 // view.
 #include <cstdio>
-#include <fstream>
 #include <memory>
 
 #include "analyze/incidents/incident_engine.h"
@@ -12,6 +11,7 @@
 #include "cli/registry.h"
 #include "export/report_html.h"
 #include "store/errors.h"
+#include "store/output_file.h"
 #include "store/recording_timeline_reader.h"
 
 namespace stackscope::cli {
@@ -28,6 +28,9 @@ struct ReportCliOptions {
 
 int run_report(const ReportCliOptions& opt) {
   try {
+    // Checked before any recording is read (store/output_file.h): never one of them, never through a symbolic
+    // link, and an existing page is replaced only once the new one is written.
+    OutputFile out(opt.output, {.inputs = opt.recordings});
     struct Analysed {
       std::unique_ptr<RecordingReader> reader;
       RecordingIncidentInput input;
@@ -64,10 +67,8 @@ int run_report(const ReportCliOptions& opt) {
       }
     }
     const std::string html = report_html(recs, ro);
-    std::ofstream out(opt.output, std::ios::trunc);
-    out << html;
-    out.flush();
-    if (!out) throw std::runtime_error("cannot write " + opt.output);
+    out.stream() << html;
+    out.commit();
     if (!opt.quiet)
       std::fprintf(stderr, "stackscope report: %s (%zu recording%s, %zu incident%s, %zu bytes)\n", opt.output.c_str(),
                    recs.size(), recs.size() > 1 ? "s" : "", incidents, incidents == 1 ? "" : "s", html.size());
@@ -84,7 +85,9 @@ RegisterCommand reg("report", 32, [](CLI::App& app, int& exit_code) {
   cmd->add_option("recordings", opt->recordings, "Recording file(s); several ranks of one job add the straggler view")
       ->required()
       ->check(CLI::ExistingFile);
-  cmd->add_option("-o,--output", opt->output, "HTML file to write")->required();
+  cmd->add_option("-o,--output", opt->output,
+                  "HTML file to write (replaced once the report is written; never a recording given)")
+      ->required();
   cmd->add_option("--title", opt->title, "Page title");
   cmd->add_option("--incident-window", opt->window_s, "Incident window length in seconds (as analyze --incident-window)")
       ->check(CLI::PositiveNumber);

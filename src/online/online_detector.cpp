@@ -1,12 +1,19 @@
 #include "online/online_detector.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <ctime>
 #include <condition_variable>
 #include <cstdio>
+#include <cstring>
 #include <deque>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <span>
@@ -16,6 +23,7 @@
 #include <unordered_map>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "analyze/incidents/incident_engine.h"
 #include "analyze/incidents/incident_input_builder.h"
@@ -54,6 +62,35 @@ double thread_cpu_ms() {
   return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
 }
 
+// The incidents log, opened to append (never truncated: what an earlier run or a killed agent wrote stays), not
+// through a symbolic link, created 0600 (it names jobs and culprits). `last_id`: the highest incident number it
+// holds, so that this run's numbers follow them; `ends_line`: false when its last line was cut (a kill -9, a full
+// disk), so the next one starts on a line of its own.
+std::FILE* open_incident_log(const std::string& path, int& last_id, bool& ends_line) {
+  check_output_path(path, {}, "--detect-log");  // a clear message for a symbolic link or a folder
+  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) throw std::runtime_error(fmt::format("--detect-log: cannot write {}: {}", path, std::strerror(errno)));
+  last_id = 0;
+  ends_line = true;
+  struct stat st{};
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {  // never read a pipe or a device
+    std::ifstream in(path, std::ios::binary);
+    std::string line;
+    while (std::getline(in, line)) {
+      const auto j = nlohmann::json::parse(line, nullptr, false);
+      if (j.is_object() && j.contains("id") && j["id"].is_number_integer())
+        last_id = static_cast<int>(std::clamp<int64_t>(j["id"].get<int64_t>(), last_id, 1 << 30));
+      ends_line = !in.eof();
+    }
+  }
+  std::FILE* f = ::fdopen(fd, "a");
+  if (!f) {
+    ::close(fd);
+    throw std::runtime_error(fmt::format("--detect-log: cannot write {}: {}", path, std::strerror(errno)));
+  }
+  return f;
+}
+
 std::string culprit_text(const Incident& inc) {
   if (inc.cause.culprits.empty()) return "no culprit named";
   const Culprit& c = inc.cause.culprits.front();
@@ -70,6 +107,7 @@ struct OnlineDetector::Engine {
   std::set<uint32_t> job_pids;
   std::FILE* log = nullptr;
   bool own_log = false;
+  bool log_ends_line = true;  // false: the log's last line was cut; this run's first line starts a new one
 
   // Filled by the collectors' threads (under mu).
   std::mutex mu;
@@ -216,7 +254,12 @@ struct OnlineDetector::Engine {
     if (log) {
       nlohmann::json j = incident_json(inc, t0, realtime_offset);
       j["online"] = what;
-      const std::string text = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+      for (const auto& [key, value] : opt.log_fields) j[key] = value;
+      std::string text = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+      if (!log_ends_line) {
+        text.insert(0, "\n");
+        log_ends_line = true;
+      }
       std::fwrite(text.data(), 1, text.size(), log);
       std::fflush(log);
     }
@@ -387,10 +430,10 @@ OnlineDetector::OnlineDetector(TelemetrySink& next, std::set<uint32_t> job_pids,
   if (e.opt.log_path == "-") {
     e.log = stderr;
   } else if (!e.opt.log_path.empty()) {
-    check_output_path(e.opt.log_path, {}, "--detect-log");  // never through a symlink (store/output_file.h)
-    e.log = std::fopen(e.opt.log_path.c_str(), "w");
-    if (!e.log) throw std::runtime_error("--detect-log: cannot write " + e.opt.log_path);
+    int last_id = 0;
+    e.log = open_incident_log(e.opt.log_path, last_id, e.log_ends_line);
     e.own_log = true;
+    e.next_id = last_id + 1;
   }
   e.plan = analyze::incidents::OnlineGenerations(e.span);
   e.start_generations(0);
@@ -498,8 +541,10 @@ void replay_online(const RecordingReader& r, const std::string& log_path, bool e
     // a recording of the whole host: no job pid
   }
   DiscardSink discard;
+  std::optional<OutputFile> log_file;
+  if (!log_path.empty() && log_path != "-") log_file.emplace(log_path, OutputFileOptions{.inputs = {r.path()}});
   OnlineDetectOptions o;
-  o.log_path = log_path;
+  o.log_path = log_file ? log_file->write_path() : log_path;
   o.host = r.meta_or("host");
   o.replay_start_ns = summary.start_ns > 0 ? summary.start_ns : span->first;
   o.replay_realtime_offset_ns = summary.realtime_offset_ns;
@@ -528,6 +573,7 @@ void replay_online(const RecordingReader& r, const std::string& log_path, bool e
     if (after_pass) after_pass(now, det.pass_stats());
   }
   det.finish();
+  if (log_file) log_file->commit();
 }
 
 void OnlineDetector::add_drops(std::string_view source, uint64_t n) { next_.add_drops(source, n); }

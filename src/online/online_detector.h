@@ -5,10 +5,12 @@
 // windows so far (a rolling horizon: at most 2 x horizon of windows are kept). It prints a line on stderr when an
 // incident opens, when its cause changes and when it closes, and writes the same moments as JSON lines (one
 // incident object of docs/INCIDENTS.md each, with detected_at_s / cause_at_s and "online": open|cause|close|withdrawn) to
-// --detect-log. At the end the incidents are stored in the recording as findings of detector "incident-online".
+// --detect-log, appended (never truncated), its incident numbers following the highest one the log already holds. At
+// the end the incidents are stored in the recording as findings of detector "incident-online".
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -27,7 +29,8 @@ struct OnlineDetectOptions {
   // The engine's pass every window evaluates at most twice this many windows (or twice the horizon, when shorter),
   // so its cost does not grow with the job's age: an incident longer than that stays open, its earlier part kept.
   double evaluated_s = 300;
-  std::string log_path;     // JSON lines; "-": stderr; "": none
+  std::string log_path;     // JSON lines, appended; "-": stderr; "": none
+  std::map<std::string, std::string> log_fields{};  // added to each JSON line (the agent: the job's labels)
   std::string host;
   // Replay of a recording (replay_online): the recording's start as the origin, no engine thread; the passes are
   // made by replay_pass at the times given.
@@ -39,7 +42,7 @@ struct OnlineDetectOptions {
 class OnlineDetector final : public TelemetrySink {
  public:
   // Starts the engine's thread; `next` (the recording) gets every call. `job_pids`: the traced processes.
-  // Throws std::runtime_error when the log cannot be opened.
+  // Throws std::runtime_error when the log cannot be opened, std::invalid_argument when it is a symbolic link.
   OnlineDetector(TelemetrySink& next, std::set<uint32_t> job_pids, OnlineDetectOptions options);
   ~OnlineDetector() override;  // stops the engine (without the last pass of finish)
 
@@ -73,7 +76,8 @@ class OnlineDetector final : public TelemetrySink {
 
 // `record --detect` replayed on a finished recording: its events (each as it would have arrived, at its end) and
 // samples are fed in time order, and the engine makes its pass every window at the time it would have made it live
-// (a window complete 0.5 s after its end), writing the same stderr lines and JSON lines to `log_path`. What the
+// (a window complete 0.5 s after its end), writing the same stderr lines and JSON lines to `log_path` (a file is
+// replaced once the replay is done, store/output_file.h: the lines are this recording's alone). What the
 // live engine would have said, without the recorder's own CPU load or late arrivals; for re-scoring detection and
 // cause delays of recordings made without --detect, or with another engine (eval/incidents/score.py reads the
 // JSON lines as X.online.jsonl).

@@ -563,3 +563,49 @@ TEST(AgentDaemon, OneUserCannotTakeEveryTracingSlot) {
   EXPECT_EQ(healthz(agent.port).value("jobs_traced", 0), 5);
   EXPECT_EQ(agent.proc.stop(SIGTERM, 60s), 0) << read_file(agent.log);
 }
+
+// kill -9 of the agent while a job runs, then a restart: the job's incidents log is appended to, not emptied, and
+// /api/incidents serves the incidents it holds (the segments store them only when they close), without announcing
+// them again. The incident is the line the engine writes, put in the log while the agent is down.
+TEST(AgentDaemon, IncidentsSurviveAKilledAgent) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (eBPF)";
+  if (!have_torch()) GTEST_SKIP() << "python3-torch missing";
+  TempDir dir;
+  const std::vector<std::string> only_this_test{"--set", "discovery.command_filter=" + dir.path()};
+  auto first = std::make_unique<Agent>(dir, only_this_test);
+  ASSERT_GT(first->port, 0) << read_file(first->log);
+  Child job({"/usr/bin/python3", "-c", "import torch, time; time.sleep(120)", dir.path()}, dir.file("job.log"));
+  const std::string name = "python3-" + std::to_string(job.pid);
+  ASSERT_TRUE(wait_for([&] { return first->count("tracing job " + name) == 1; }, 60s)) << read_file(first->log);
+  std::string log;
+  for (const auto& e : fs::directory_iterator(dir.file("data/jobs")))
+    if (e.path().filename().string().rfind(name + "-", 0) == 0) log = (e.path() / "incidents.jsonl").string();
+  ASSERT_TRUE(fs::exists(log)) << "no incidents log of " << name;
+  EXPECT_EQ(first->proc.stop(SIGKILL, 10s), 128 + SIGKILL);
+  fs::rename(first->log, dir.file("first-agent.log"));
+  first.reset();
+
+  const std::string told =
+      read_file(log) +
+      "{\"id\": 1, \"online\": \"open\", \"job\": \"" + name + "\", \"start_s\": 12.0, \"cause\": {\"class\": "
+      "\"cpu_interference\"}, \"summary\": \"step time +40 %\"}\n"
+      "{\"id\": 1, \"online\": \"close\", \"job\": \"" + name + "\", \"start_s\": 12.0, \"end_s\": 20.0, \"cause\": "
+      "{\"class\": \"cpu_interference\"}, \"summary\": \"step time +40 %\"}\n";
+  write_file(log, told);
+
+  Agent second(dir, only_this_test);
+  ASSERT_GT(second.port, 0) << read_file(second.log);
+  ASSERT_TRUE(wait_for([&] { return second.count("tracing job " + name) == 1; }, 60s)) << read_file(second.log);
+  EXPECT_EQ(read_file(log).substr(0, told.size()), told) << "the job's incidents log was emptied";
+  std::string body;
+  ASSERT_EQ(http_get(second.port, "/api/incidents", &body), 200);
+  const auto incidents = nlohmann::json::parse(body)["incidents"];
+  ASSERT_EQ(incidents.size(), 1u) << body;
+  EXPECT_EQ(incidents[0]["id"], 1);
+  EXPECT_EQ(incidents[0]["job"], name);
+  EXPECT_EQ(incidents[0]["state"], "closed");
+  EXPECT_EQ(incidents[0]["restored"], true);
+  EXPECT_EQ(second.count("incident #1 opened"), 0u) << read_file(second.log);
+  job.stop(SIGKILL, 5s);
+  EXPECT_EQ(second.proc.stop(SIGTERM, 60s), 0) << read_file(second.log);
+}
