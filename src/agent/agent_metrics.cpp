@@ -73,6 +73,10 @@ struct AgentMetrics::Families {
   Family<Gauge>& host_exported;
   Family<Gauge>& host_skipped;
   double last_cpu = 0;
+  // Each host counter's last source value: its series outlive the exporters (each restart of the node's samplers
+  // makes a new one).
+  std::mutex counter_mu;
+  std::unordered_map<const Counter*, double> counter_last;
   // Per job: how to remove each of its series.
   std::map<std::string, std::vector<std::function<void()>>> removers;
   std::map<std::string, std::set<std::pair<std::string, int>>> event_keys;  // job -> (rank, layer) added
@@ -315,7 +319,7 @@ class HostSeriesExporter final : public TelemetrySink {
   void append_event(Event&& e) override { next_.append_event(std::move(e)); }
   void append_samples(std::span<const Sample> samples) override {
     {
-      std::lock_guard lk(mu_);
+      std::scoped_lock lk(mu_, m_.f_->counter_mu);
       for (const Sample& s : samples) {
         auto it = exported_.find(s.series);
         if (it == exported_.end()) continue;
@@ -325,11 +329,13 @@ class HostSeriesExporter final : public TelemetrySink {
           e.gauge->Set(v);
         } else if (e.counter) {
           // Cumulative totals, exposed as the source counts them (since boot, like node_exporter): the first sample
-          // whole, then each increase; after a reset of the source its new value is the increase.
-          if (!e.has_last || v < e.last) e.counter->Increment(v);
-          else e.counter->Increment(v - e.last);
-          e.last = v;
-          e.has_last = true;
+          // whole, then each increase; after a reset of the source its new value is the increase. The last value
+          // is the counter's, not this exporter's: a sampler restarted (a reload) goes on from it rather than
+          // adding its whole total again.
+          double& last = m_.f_->counter_last[e.counter];
+          if (v < last) e.counter->Increment(v);
+          else e.counter->Increment(v - last);
+          last = v;
         }
       }
     }
@@ -342,8 +348,7 @@ class HostSeriesExporter final : public TelemetrySink {
   struct Exported {
     Gauge* gauge = nullptr;
     Counter* counter = nullptr;
-    double scale = 1, last = 0;
-    bool has_last = false;
+    double scale = 1;
   };
   std::string help(const SeriesInfo& info) const {
     return "stackscope series " + info.name + " (" + info.unit + ", from " + info.source + ")";
