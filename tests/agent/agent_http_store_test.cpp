@@ -33,6 +33,165 @@ using namespace stackscope::agent;
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
+namespace {
+
+int connect_loopback(int port, int timeout_s = 10) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  timeval tv{timeout_s, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+struct Reply {
+  int status = 0;  // 0: no answer
+  std::string head, body;
+  bool closed = false;  // the server closed the connection (rather than the wait timing out)
+};
+
+// Sends `request` and reads until the server closes the connection or `timeout_s` passes.
+Reply http_raw(int port, const std::string& request, int timeout_s = 15) {
+  Reply r;
+  const int fd = connect_loopback(port, timeout_s);
+  if (fd < 0) return r;
+  if (write(fd, request.data(), request.size()) != static_cast<ssize_t>(request.size())) {
+    close(fd);
+    return r;
+  }
+  std::string resp;
+  char buf[65536];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof buf)) > 0) resp.append(buf, static_cast<size_t>(n));
+  r.closed = n == 0 || (n < 0 && errno == ECONNRESET);
+  close(fd);
+  if (resp.rfind("HTTP/1.", 0) == 0 && resp.size() > 12) r.status = std::atoi(resp.c_str() + 9);
+  const auto split = resp.find("\r\n\r\n");
+  r.head = resp.substr(0, split);
+  if (split != std::string::npos) r.body = resp.substr(split + 4);
+  return r;
+}
+
+Reply http_get(int port, const std::string& path, const std::string& headers = "", int timeout_s = 15) {
+  return http_raw(port, "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n" + headers + "\r\n", timeout_s);
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::map<std::string, HttpEndpoint::Handler> test_routes() {
+  return {{"/healthz", [] { return HttpResponse{200, "application/json", "{\"status\":\"ok\"}\n"}; }},
+          {"/metrics", [] { return HttpResponse{200, "text/plain", "up 1\n"}; }}};
+}
+
+}  // namespace
+
+// Idle connections and slow senders each hold a worker for the request deadline at most: /healthz still answers,
+// where two idle connections took civetweb's two workers for 10 s each.
+TEST(HttpEndpoint, HealthzAnswersWhileIdleAndSlowClientsHoldConnections) {
+  HttpEndpoint http("127.0.0.1:0", test_routes(), "", {"/healthz"});
+  ASSERT_GT(http.port(), 0);
+  std::vector<int> held;
+  for (int i = 0; i < 2 * HttpEndpoint::kWorkers; ++i) held.push_back(connect_loopback(http.port()));
+  // Slowloris: a request line, then a header byte every 100 ms, never the blank line that ends the headers.
+  std::vector<int> slow;
+  for (int i = 0; i < 8; ++i) {
+    slow.push_back(connect_loopback(http.port()));
+    const std::string start = "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+    ASSERT_EQ(write(slow.back(), start.data(), start.size()), static_cast<ssize_t>(start.size()));
+  }
+  std::atomic<bool> done{false};
+  std::thread trickle([&] {
+    while (!done) {
+      for (int fd : slow) (void)!send(fd, "a", 1, MSG_NOSIGNAL);
+      std::this_thread::sleep_for(100ms);
+    }
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  const Reply r = http_get(http.port(), "/healthz", "", 30);
+  const double took = seconds_since(t0);
+  done = true;
+  trickle.join();
+  EXPECT_EQ(r.status, 200) << r.head;
+  // Queued behind two rounds of held workers at most (each round one request deadline): a few seconds, not the
+  // 10 s per connection and worker of before.
+  EXPECT_LT(took, 3.0 * HttpEndpoint::kRequestTimeoutMs / 1000 + 2) << "seconds for /healthz";
+  // The slow senders were cut off at the deadline (a 400 at most), never served.
+  for (int fd : slow) {
+    std::string got;
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof buf)) > 0) got.append(buf, static_cast<size_t>(n));
+    EXPECT_TRUE(n == 0 || (n < 0 && errno == ECONNRESET)) << "still open";
+    EXPECT_EQ(got.find(" 200 "), std::string::npos) << got;
+    close(fd);
+  }
+  for (int fd : held) close(fd);
+}
+
+TEST(HttpEndpoint, ARequestBodyIsRefusedAtOnce) {
+  HttpEndpoint http("127.0.0.1:0", test_routes(), "", {"/healthz"});
+  const auto t0 = std::chrono::steady_clock::now();
+  // The body announced never comes: the answer does not wait for it, and the connection is closed.
+  const Reply r = http_raw(http.port(),
+                           "GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999999999999\r\n\r\n", 30);
+  const double took = seconds_since(t0);
+  EXPECT_EQ(r.status, 413) << r.head;
+  EXPECT_TRUE(r.closed);
+  EXPECT_LT(took, HttpEndpoint::kRequestTimeoutMs / 1000.0) << "seconds until the connection was closed";
+  EXPECT_EQ(http_raw(http.port(), "GET /metrics HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n", 30)
+                .status,
+            413);
+  EXPECT_EQ(http_raw(http.port(), "POST /metrics HTTP/1.0\r\nContent-Length: 2\r\n\r\nab").status, 405);
+  EXPECT_EQ(http_get(http.port(), "/healthz").status, 200);
+}
+
+TEST(HttpEndpoint, BearerTokenGuardsEveryRouteButHealthz) {
+  HttpEndpoint http("127.0.0.1:0", test_routes(), "s3cret-token", {"/healthz"});
+  const Reply none = http_get(http.port(), "/metrics");
+  EXPECT_EQ(none.status, 401);
+  EXPECT_NE(none.head.find("WWW-Authenticate: Bearer"), std::string::npos) << none.head;
+  EXPECT_EQ(none.body.find("up 1"), std::string::npos);
+  EXPECT_EQ(http_get(http.port(), "/metrics", "Authorization: Bearer s3cret-tokeN\r\n").status, 401);
+  EXPECT_EQ(http_get(http.port(), "/metrics", "Authorization: Bearer s3cret-token-and-more\r\n").status, 401);
+  EXPECT_EQ(http_get(http.port(), "/metrics", "Authorization: Basic czNjcmV0LXRva2Vu\r\n").status, 401);
+  const Reply ok = http_get(http.port(), "/metrics", "Authorization: Bearer s3cret-token\r\n");
+  EXPECT_EQ(ok.status, 200);
+  EXPECT_EQ(ok.body, "up 1\n");
+  EXPECT_EQ(http_get(http.port(), "/healthz").status, 200);  // the kubelet's probes carry no token
+  http.set_token("rotated");
+  EXPECT_EQ(http_get(http.port(), "/metrics", "Authorization: Bearer s3cret-token\r\n").status, 401);
+  EXPECT_EQ(http_get(http.port(), "/metrics", "Authorization: bearer rotated\r\n").status, 200);
+}
+
+TEST(HttpEndpoint, TokenFileMustBeTheOwnersOnly) {
+  TempDir dir;
+  const std::string path = dir.file("token");
+  write_file(path, "abc123-token\n");
+  ::chmod(path.c_str(), 0644);
+  try {
+    read_http_token(path);
+    FAIL() << "a token file others may read was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("chmod 600"), std::string::npos) << e.what();
+  }
+  ::chmod(path.c_str(), 0600);
+  EXPECT_EQ(read_http_token(path), "abc123-token");
+  write_file(path, "\n");
+  EXPECT_THROW(read_http_token(path), std::invalid_argument);
+  write_file(path, "two words\n");
+  EXPECT_THROW(read_http_token(path), std::invalid_argument);
+  EXPECT_THROW(read_http_token(dir.file("missing")), std::invalid_argument);
+}
+
 // A host counter exported from the node's samples is the source's total, also after the samplers restart (a
 // reload makes a new exporter): not the total added once more each time.
 TEST(AgentMetrics, HostCountersStayTheTrueTotalAcrossSamplerRestarts) {
