@@ -126,14 +126,18 @@ Agent::Agent(std::string config_path, std::map<std::string, std::string> overrid
   node_nvml_ = std::make_unique<SampleFanOut>(config_.host_interval_ms);
   node_host_ = std::make_unique<HostSamplerShare>(config_.host_interval_ms);
   scanner_ = std::make_unique<JobScanner>(job_library_mask(config_.job_libraries));
+  token_ = read_token(config_);
 }
 
 Agent::~Agent() = default;
 
 int Agent::port() const { return http_ ? http_->port() : 0; }
 
-void Agent::start_http() {
-  http_.reset();
+std::string Agent::read_token(const AgentConfig& c) {
+  return c.http_token_file.empty() ? std::string() : read_http_token(c.http_token_file);
+}
+
+std::unique_ptr<HttpEndpoint> Agent::make_http(const std::string& listen, const std::string& token) {
   std::map<std::string, HttpEndpoint::Handler> routes;
   routes["/metrics"] = [this] {
     return HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8", metrics_->scrape()};
@@ -143,9 +147,12 @@ void Agent::start_http() {
     return HttpResponse{h["status"] == "ok" ? 200 : 503, "application/json", h.dump() + "\n"};
   };
   routes["/api/incidents"] = [this] { return HttpResponse{200, "application/json", incidents_json().dump() + "\n"}; };
-  http_ = std::make_unique<HttpEndpoint>(config_.listen, std::move(routes));
-  const std::string host = config_.listen.substr(0, config_.listen.rfind(':'));
-  log_line(fmt::format("listening on {}:{} (/metrics, /healthz, /api/incidents)", host, http_->port()));
+  // /healthz stays open: the kubelet's probes carry no token.
+  auto http = std::make_unique<HttpEndpoint>(listen, std::move(routes), token, std::set<std::string>{"/healthz"});
+  const std::string host = listen.substr(0, listen.rfind(':'));
+  log_line(fmt::format("listening on {}:{} (/metrics, /healthz, /api/incidents{})", host, http->port(),
+                       token.empty() ? "" : "; all but /healthz need the bearer token"));
+  return http;
 }
 
 void Agent::start_node() {
@@ -316,20 +323,27 @@ void Agent::scan(int64_t now) {
 
 void Agent::reload() {
   AgentConfig next;
+  std::string token;
   try {
     next = load_agent_config(config_path_, overrides_);
+    token = read_token(next);
   } catch (const std::exception& e) {
     metrics_->reloaded(false);
     log_line(std::string("reload refused, the running configuration stays: ") + e.what());
     return;
   }
   const AgentConfig before = config_;
+  if (http_) http_->set_token(token);
+  token_ = token;
   {
     std::lock_guard lk(mu_);
     config_ = next;
   }
   try {
-    if (next.listen != before.listen) start_http();
+    if (next.listen != before.listen) {
+      http_.reset();
+      http_ = make_http(next.listen, token);
+    }
     if (next.clickhouse != before.clickhouse || next.data_dir != before.data_dir) {
       try {
         start_fleet();
@@ -378,7 +392,7 @@ int Agent::run(const std::atomic<bool>& stop, std::atomic<bool>& reload_requeste
   std::filesystem::create_directories(config_.data_dir);
   start_fleet();
   start_node();
-  start_http();
+  http_ = make_http(config_.listen, token_);
   int64_t next_scan = 0, next_housekeeping = 0;
   // A daemon goes on through one job's or one pass's failure (a full disk, a job that vanished mid-call): logged,
   // counted in /healthz, and the next pass tries again.

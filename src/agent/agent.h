@@ -39,7 +39,8 @@ class Agent {
   int port() const;  // the HTTP port listened on (after start)
 
  private:
-  void start_http();
+  static std::string read_token(const AgentConfig& c);  // the bearer token of http.token_file, "" without one
+  std::unique_ptr<HttpEndpoint> make_http(const std::string& listen, const std::string& token);
   void start_node();
   void start_fleet();
   void ship_event_counts(JobTrace& t);
@@ -65,6 +66,7 @@ class Agent {
   std::map<std::string, std::unique_ptr<JobTrace>> jobs_;  // by job id
   std::set<std::string> failed_jobs_;                      // could not be traced: not retried while they live
   std::unique_ptr<HttpEndpoint> http_;
+  std::string token_;  // the bearer token in effect
   mutable std::mutex mu_;  // what the HTTP threads read: incidents_, health
   std::deque<nlohmann::json> incidents_;  // newest last; each incident's latest report
   size_t jobs_traced_ = 0, jobs_untraced_ = 0;

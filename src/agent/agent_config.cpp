@@ -196,6 +196,9 @@ const std::map<std::string, KeySpec>& specs() {
                              [](AgentConfig& c, const std::string& k, const std::string& v) {
                                c.max_incidents = static_cast<size_t>(integer(k, v, 1, 1'000'000));
                              }}},
+      {"http.token_file", {"file (owner-only, e.g. mode 600) holding a bearer token that /metrics and /api/incidents "
+                           "then need as \"Authorization: Bearer TOKEN\"; /healthz stays open (default \"\": none)",
+                           [](AgentConfig& c, const std::string&, const std::string& v) { c.http_token_file = v; }}},
       {"clickhouse.url", {"the fleet store's HTTP interface, http://HOST:8123 (default \"\": off)",
                           [](AgentConfig& c, const std::string& k, const std::string& v) {
                             if (!v.empty() && v.rfind("http://", 0) != 0 && v.rfind("https://", 0) != 0)

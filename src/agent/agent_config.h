@@ -59,6 +59,7 @@ struct AgentConfig {
   uint64_t retention_size_bytes = 10ull << 30;    // oldest closed segments deleted beyond this total...
   int64_t retention_age_ns = 7 * 86'400'000'000'000;  // ...or once older than this
   size_t max_incidents = 1000;  // kept for /api/incidents
+  std::string http_token_file;  // holds the bearer token every route but /healthz needs ("": none needed)
   ClickHouseSettings clickhouse;
 
   // Sets one setting from text ("2s", "256MiB", "true", "cuda,nccl"). Throws std::invalid_argument naming the key

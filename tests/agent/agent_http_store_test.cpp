@@ -35,6 +35,8 @@ using namespace std::chrono_literals;
 
 namespace {
 
+const std::string kAgentBin = STACKSCOPE_AGENT_BIN;
+
 int connect_loopback(int port, int timeout_s = 10) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in a{};
@@ -91,6 +93,100 @@ std::map<std::string, HttpEndpoint::Handler> test_routes() {
   return {{"/healthz", [] { return HttpResponse{200, "application/json", "{\"status\":\"ok\"}\n"}; }},
           {"/metrics", [] { return HttpResponse{200, "text/plain", "up 1\n"}; }}};
 }
+
+// A child process whose stdout and stderr go to a file.
+struct Child {
+  pid_t pid = -1;
+  Child(const std::vector<std::string>& argv, const std::string& log) {
+    pid = fork();
+    if (pid == 0) {
+      int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      dup2(fd, 1);
+      dup2(fd, 2);
+      setpgid(0, 0);
+      std::vector<char*> args;
+      for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+      args.push_back(nullptr);
+      execv(args[0], args.data());
+      _exit(127);
+    }
+  }
+  Child(const Child&) = delete;
+  // Exit status after `sig`, or -1 when it did not exit within `timeout` (then killed).
+  int stop(int sig, std::chrono::seconds timeout) {
+    if (pid <= 0) return -1;
+    kill(pid, sig);
+    int status = 0;
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (waitpid(pid, &status, WNOHANG) == pid) {
+        pid = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      std::this_thread::sleep_for(50ms);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    pid = -1;
+    return -1;
+  }
+  int exit_status(std::chrono::seconds timeout) {  // waits for it to exit on its own
+    int status = 0;
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (pid > 0 && std::chrono::steady_clock::now() < deadline) {
+      if (waitpid(pid, &status, WNOHANG) == pid) {
+        pid = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      std::this_thread::sleep_for(50ms);
+    }
+    return -1;
+  }
+  ~Child() {
+    if (pid > 0) stop(SIGKILL, 5s);
+  }
+};
+
+// The agent daemon with only the node's host sampler (no job is traced: the test's own processes map no CUDA
+// library), scanning every 300 ms; `args` add to or override that.
+struct Daemon {
+  std::string log;
+  std::unique_ptr<Child> proc;
+  int port = 0;
+  Daemon(const TempDir& dir, std::vector<std::string> args) : log(dir.file("agent.log")) {
+    std::vector<std::string> argv{kAgentBin, "agent", "--scan-interval", "300ms", "--set", "host.layers=host",
+                                  "--set", "discovery.command_filter=^never-a-job$"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    proc = std::make_unique<Child>(argv, log);
+    const std::regex listening("listening on [0-9.]+:(\\d+)");
+    wait_for([&] {
+      std::smatch m;
+      const std::string text = read_file(log);
+      if (std::regex_search(text, m, listening)) port = std::stoi(m[1]);
+      return port > 0 || exited();
+    }, 30s);
+  }
+  bool exited() const {  // without reaping it: its exit status stays for Child
+    siginfo_t info{};
+    return waitid(P_PID, static_cast<id_t>(proc->pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid != 0;
+  }
+  size_t count(const std::string& what) const {
+    const std::string text = read_file(log);
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  }
+  nlohmann::json health() const {
+    const Reply r = http_get(port, "/healthz");
+    auto j = nlohmann::json::parse(r.body, nullptr, false);
+    return j.is_discarded() ? nlohmann::json{{"status", "no answer"}, {"http", r.status}} : j;
+  }
+  double metric(const std::string& series) const {  // the value of one exposition line, -1 when absent
+    const std::string text = http_get(port, "/metrics").body;
+    const auto at = text.find("\n" + series + " ");
+    return at == std::string::npos ? -1 : std::stod(text.substr(at + series.size() + 2));
+  }
+};
 
 }  // namespace
 
@@ -190,6 +286,36 @@ TEST(HttpEndpoint, TokenFileMustBeTheOwnersOnly) {
   write_file(path, "two words\n");
   EXPECT_THROW(read_http_token(path), std::invalid_argument);
   EXPECT_THROW(read_http_token(dir.file("missing")), std::invalid_argument);
+}
+
+// The agent with http.token_file: /metrics needs the token, /healthz does not; a new token is read on SIGHUP; a
+// token file others may read stops the start with a message that says how to fix it.
+TEST(AgentDaemon, BearerTokenFromItsFile) {
+  STACKSCOPE_REQUIRE(::geteuid() == 0, "needs root (the agent's samplers)");
+  TempDir dir;
+  const std::string token = dir.file("token");
+  write_file(token, "first-token\n");
+  ::chmod(token.c_str(), 0600);
+  const std::string config = dir.file("agent.toml");
+  write_file(config, "[http]\ntoken_file = \"" + token + "\"\n");
+  Daemon agent(dir, {"--config", config, "--data-dir", dir.file("data"), "--listen", "127.0.0.1:0"});
+  ASSERT_GT(agent.port, 0) << read_file(agent.log);
+  EXPECT_EQ(http_get(agent.port, "/metrics").status, 401);
+  EXPECT_EQ(http_get(agent.port, "/api/incidents").status, 401);
+  EXPECT_EQ(http_get(agent.port, "/healthz").status, 200);
+  EXPECT_EQ(http_get(agent.port, "/metrics", "Authorization: Bearer first-token\r\n").status, 200);
+  write_file(token, "second-token\n");
+  kill(agent.proc->pid, SIGHUP);
+  ASSERT_TRUE(wait_for([&] { return agent.count("configuration reloaded") == 1; }, 20s)) << read_file(agent.log);
+  EXPECT_EQ(http_get(agent.port, "/metrics", "Authorization: Bearer first-token\r\n").status, 401);
+  EXPECT_EQ(http_get(agent.port, "/metrics", "Authorization: Bearer second-token\r\n").status, 200);
+  EXPECT_EQ(agent.proc->stop(SIGTERM, 30s), 0) << read_file(agent.log);
+
+  ::chmod(token.c_str(), 0644);
+  TempDir other;
+  Daemon refused(other, {"--config", config, "--data-dir", other.file("data"), "--listen", "127.0.0.1:0"});
+  EXPECT_EQ(refused.proc->exit_status(30s), 1) << read_file(refused.log);
+  EXPECT_NE(read_file(refused.log).find("chmod 600"), std::string::npos) << read_file(refused.log);
 }
 
 // A host counter exported from the node's samples is the source's total, also after the samplers restart (a
