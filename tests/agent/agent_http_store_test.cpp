@@ -347,3 +347,39 @@ TEST(AgentMetrics, HostCountersStayTheTrueTotalAcrossSamplerRestarts) {
     EXPECT_DOUBLE_EQ(value(), total);
   }
 }
+
+// The DaemonSet's endpoint is not open to every pod: a NetworkPolicy admits one namespace to port 9477, and the
+// agent reads its bearer token from a Secret mounted owner-only.
+TEST(AgentDeploy, DaemonSetNeedsATokenAndANetworkPolicyGuardsIt) {
+  STACKSCOPE_REQUIRE(run_command("/usr/bin/python3 -c 'import yaml'") == 0, "python3-yaml missing");
+  const std::string path = std::string(STACKSCOPE_SOURCE_DIR) + "/deploy/kubernetes/stackscope-agent.yaml";
+  std::string out;
+  ASSERT_EQ(run_command("/usr/bin/python3 -c \"import json, yaml; print(json.dumps(list(yaml.safe_load_all(open('" +
+                            path + "')))))\"",
+                        &out),
+            0)
+      << out;
+  nlohmann::json ds, policy, config;
+  for (const auto& d : nlohmann::json::parse(out)) {
+    if (d["kind"] == "DaemonSet") ds = d;
+    if (d["kind"] == "NetworkPolicy") policy = d;
+    if (d["kind"] == "ConfigMap") config = d;
+  }
+  ASSERT_FALSE(policy.is_null()) << "no NetworkPolicy";
+  EXPECT_EQ(policy["spec"]["podSelector"]["matchLabels"], ds["spec"]["selector"]["matchLabels"]);
+  ASSERT_EQ(policy["spec"]["ingress"].size(), 1u);
+  const auto& rule = policy["spec"]["ingress"][0];
+  EXPECT_FALSE(rule["from"].empty()) << "ingress from anywhere";
+  EXPECT_EQ(rule["ports"][0]["port"], 9477);
+  const auto& spec = ds["spec"]["template"]["spec"];
+  std::string token_dir;
+  for (const auto& v : spec["volumes"])
+    if (v.contains("secret")) {
+      EXPECT_EQ(v["secret"]["defaultMode"], 0400) << v;
+      for (const auto& m : spec["containers"][0]["volumeMounts"])
+        if (m["name"] == v["name"]) token_dir = m["mountPath"];
+    }
+  ASSERT_FALSE(token_dir.empty()) << "no Secret mounted";
+  const std::string toml = config["data"]["agent.toml"];
+  EXPECT_NE(toml.find("token_file = \"" + token_dir + "/"), std::string::npos) << toml;
+}
