@@ -94,6 +94,35 @@ std::map<std::string, HttpEndpoint::Handler> test_routes() {
           {"/metrics", [] { return HttpResponse{200, "text/plain", "up 1\n"}; }}};
 }
 
+// A small tmpfs, unmounted at the end; empty path() when it cannot be mounted (not root, no CAP_SYS_ADMIN).
+struct SmallDisk {
+  TempDir dir;
+  std::string mounted;
+  explicit SmallDisk(const std::string& size) {
+    const std::string at = dir.file("disk");
+    fs::create_directories(at);
+    if (::mount("tmpfs", at.c_str(), "tmpfs", 0, ("size=" + size + ",mode=0700").c_str()) == 0) mounted = at;
+  }
+  ~SmallDisk() {
+    if (!mounted.empty()) ::umount2(mounted.c_str(), MNT_DETACH);
+  }
+  const std::string& path() const { return mounted; }
+  // Writes `name` until the disk is full, or up to `bytes`; returns what it wrote.
+  uint64_t fill(const std::string& name, uint64_t bytes = UINT64_MAX) const {
+    const int fd = ::open((mounted + "/" + name).c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+    std::string chunk(1 << 16, 'x');
+    uint64_t done = 0;
+    while (done < bytes) {
+      const size_t want = static_cast<size_t>(std::min<uint64_t>(chunk.size(), bytes - done));
+      const ssize_t n = ::write(fd, chunk.data(), want);
+      if (n <= 0) break;
+      done += static_cast<uint64_t>(n);
+    }
+    ::close(fd);
+    return done;
+  }
+};
+
 // A child process whose stdout and stderr go to a file.
 struct Child {
   pid_t pid = -1;
@@ -318,6 +347,290 @@ TEST(AgentDaemon, BearerTokenFromItsFile) {
   EXPECT_NE(read_file(refused.log).find("chmod 600"), std::string::npos) << read_file(refused.log);
 }
 
+// Retention deletes the agent's segments only: a user's files and folders under data_dir, an old recording of
+// theirs among them, stay, and a job folder with the user's file in it is kept (without the agent's files).
+TEST(SegmentStore, RetentionDeletesOnlyWhatTheAgentWrote) {
+  TempDir dir;
+  const std::string root = dir.file("data");
+  auto manifest = std::make_shared<StoreManifest>(root);
+  const int64_t now_s = realtime_ns() / 1'000'000'000;
+  auto age = [&](const std::string& p, int64_t age_s) {
+    timespec times[2] = {{now_s - age_s, 0}, {now_s - age_s, 0}};
+    ASSERT_EQ(utimensat(AT_FDCWD, p.c_str(), times, 0), 0) << p;
+  };
+  SegmentOptions so;
+  so.prefix = "segment";
+  so.manifest = manifest;
+  std::vector<std::string> agent_segments;
+  for (const char* job : {"jobs/a-1", "jobs/b-2"}) {
+    so.dir = root + "/" + job;
+    SegmentedRecording rec(so);
+    agent_segments.push_back(rec.close());
+    manifest->add_file(so.dir + "/incidents.jsonl");
+    write_file(so.dir + "/incidents.jsonl", "{}\n");
+  }
+  // The user's: notes and a source tree beside the agent's folders, an old recording of theirs at the top and in a
+  // folder of theirs, and a note in one of the agent's job folders.
+  write_file(root + "/notes.txt", "mine");
+  fs::create_directories(root + "/src/pkg");
+  write_file(root + "/src/pkg/train.py", "print(1)");
+  write_file(root + "/old.sdb", std::string(5000, 'x'));
+  fs::create_directories(root + "/mine");
+  write_file(root + "/mine/run.sdb", std::string(5000, 'x'));
+  write_file(root + "/jobs/b-2/notes.txt", "mine too");
+  for (const auto& p : {root + "/old.sdb", root + "/mine/run.sdb", agent_segments[0], agent_segments[1]})
+    age(p, 30 * 86400);
+
+  const auto r = apply_retention(*manifest, 1ull << 30, 86'400'000'000'000, 0, {}, {});
+  EXPECT_EQ(r.deleted, 2u);
+  for (const auto& p : agent_segments) EXPECT_FALSE(fs::exists(p)) << p;
+  EXPECT_FALSE(fs::exists(root + "/jobs/a-1"));  // the agent's folder, left empty
+  EXPECT_FALSE(fs::exists(root + "/jobs/b-2/incidents.jsonl"));
+  EXPECT_EQ(read_file(root + "/jobs/b-2/notes.txt"), "mine too");
+  EXPECT_EQ(read_file(root + "/notes.txt"), "mine");
+  EXPECT_EQ(read_file(root + "/src/pkg/train.py"), "print(1)");
+  EXPECT_TRUE(fs::exists(root + "/old.sdb"));
+  EXPECT_TRUE(fs::exists(root + "/mine/run.sdb"));
+  // Also under pressure of size and free space: nothing of the user's goes.
+  apply_retention(*manifest, 1, 1'000'000'000, UINT64_MAX, {}, {});
+  EXPECT_TRUE(fs::exists(root + "/old.sdb") && fs::exists(root + "/mine/run.sdb") && fs::exists(root + "/notes.txt"));
+
+  // The list survives a restart: a segment made, the agent restarted, the segment old: it goes.
+  so.dir = root + "/node";
+  so.prefix = "node";
+  std::string node_segment;
+  {
+    SegmentedRecording rec(so);
+    node_segment = rec.close();
+  }
+  age(node_segment, 30 * 86400);
+  StoreManifest again(root);
+  EXPECT_TRUE(again.has_file(node_segment));
+  EXPECT_FALSE(again.has_file(root + "/old.sdb"));
+  EXPECT_EQ(apply_retention(again, 1ull << 30, 86'400'000'000'000, 0, {}, {}).deleted, 1u);
+  EXPECT_FALSE(fs::exists(node_segment));
+}
+
+// A data_dir of an agent from before the manifest: its segments are recognised (by path and metadata) and listed,
+// a user's file of the same name pattern is not.
+TEST(SegmentStore, SegmentsOfAnEarlierAgentAreAdopted) {
+  TempDir dir;
+  const std::string root = dir.file("data");
+  SegmentOptions so;
+  so.dir = root + "/jobs/python3-7-100";
+  so.prefix = "segment";
+  so.meta["config"] = nlohmann::json{{"agent", true}, {"layers", {"host"}}}.dump();
+  std::string written;
+  {
+    SegmentedRecording rec(so);  // no manifest: as the earlier agent wrote it
+    written = rec.close();
+  }
+  write_file(so.dir + "/incidents.jsonl", "{}\n");
+  fs::create_directories(root + "/jobs/theirs");
+  write_file(root + "/jobs/theirs/segment-1.sdb", "not a recording");
+  StoreManifest m(root);
+  EXPECT_EQ(m.adopted(), 1u);
+  EXPECT_TRUE(m.has_file(written));
+  EXPECT_TRUE(m.has_file(so.dir + "/incidents.jsonl"));
+  EXPECT_TRUE(m.has_dir(so.dir));
+  EXPECT_FALSE(m.has_file(root + "/jobs/theirs/segment-1.sdb"));
+  EXPECT_FALSE(m.has_dir(root + "/jobs/theirs"));
+  EXPECT_EQ(StoreManifest(root).adopted(), 0u);  // once: the manifest now exists
+}
+
+// A full disk: what the segment cannot take is counted, the chain goes on in a new segment once there is room,
+// and the gap shows in that segment's drops.
+TEST(SegmentStore, AFullDiskIsCountedAndWritingResumesInANewSegment) {
+  STACKSCOPE_REQUIRE(::geteuid() == 0, "needs root to mount a small tmpfs");
+  SmallDisk disk("16m");
+  if (disk.path().empty()) GTEST_SKIP() << "cannot mount a tmpfs here";
+  auto manifest = std::make_shared<StoreManifest>(disk.path());
+  SegmentOptions so;
+  so.dir = disk.path() + "/node";
+  so.prefix = "node";
+  so.manifest = manifest;
+  SegmentedRecording rec(so);
+  const SeriesId id = rec.add_series(
+      series_info("test.value", "", Subsystem::cpu, "count", SeriesKind::gauge, SeriesCategory::dynamic));
+  const std::string first = rec.current_path();
+  disk.fill("filler");
+  int64_t t = monotonic_ns();
+  auto append = [&](int n) {
+    for (int i = 0; i < n; ++i, ++t) {
+      Event e;
+      e.layer = Layer::torch;
+      e.pid = 42;
+      e.start_ns = t;
+      e.name = "op_" + std::to_string(t % 9973);
+      rec.append_event(std::move(e));
+      Sample s{id, t, static_cast<double>(t)};
+      rec.append_samples(std::span(&s, 1));
+    }
+  };
+  ASSERT_TRUE(wait_for([&] {
+    append(20000);
+    return rec.failed();
+  }, 30s)) << "the segment never failed on a full disk";
+  append(1000);
+  EXPECT_NE(rec.check().find("not writing"), std::string::npos);
+  EXPECT_NE(rec.error(), "");
+  EXPECT_EQ(rec.check(), "");  // one line per episode
+  append(1000);
+  const StoreLoss lost = rec.lost();
+  EXPECT_GE(lost.events, 2000u);
+  EXPECT_GE(lost.samples, 2000u);
+  fs::remove(disk.path() + "/filler");
+  const std::string line = rec.check();
+  EXPECT_NE(line.find("writing again"), std::string::npos) << line;
+  EXPECT_EQ(rec.error(), "");
+  const std::string second = rec.current_path();
+  EXPECT_NE(second, first);
+  EXPECT_TRUE(manifest->has_file(second));
+  append(500);
+  rec.close();
+  RecordingReader r(second);
+  uint64_t events = 0;
+  r.for_each_event({}, [&](const Event&) { ++events; });
+  EXPECT_EQ(events, 500u);
+  const auto drops = r.summary().drops;
+  ASSERT_TRUE(drops.count("store.unwritable")) << "the gap is not in the new segment";
+  EXPECT_GE(drops.at("store.unwritable"), 2000u);
+}
+
+// Below the free-space floor retention deletes the agent's oldest closed segments until there is room again, and
+// never an open one or a file of someone else's.
+TEST(SegmentStore, RetentionKeepsTheFreeSpaceFloor) {
+  STACKSCOPE_REQUIRE(::geteuid() == 0, "needs root to mount a small tmpfs");
+  SmallDisk disk("32m");
+  if (disk.path().empty()) GTEST_SKIP() << "cannot mount a tmpfs here";
+  StoreManifest manifest(disk.path());
+  manifest.create_dirs(disk.path() + "/node");
+  const int64_t now_s = realtime_ns() / 1'000'000'000;
+  std::vector<std::string> segments;
+  for (int i = 0; i < 4; ++i) {  // 4 MiB each, oldest first
+    const std::string p = disk.path() + "/node/node-" + std::to_string(i) + ".sdb";
+    write_file(p, std::string(4 << 20, 'x'));
+    timespec times[2] = {{now_s - 100 + i, 0}, {now_s - 100 + i, 0}};
+    utimensat(AT_FDCWD, p.c_str(), times, 0);
+    manifest.add_file(p);
+    segments.push_back(p);
+  }
+  disk.fill("user-data", 12 << 20);  // 16 + 12 of 32 MiB: about 4 MiB free
+  ASSERT_LT(free_bytes(disk.path()), 5ull << 20);
+  const uint64_t floor = 10ull << 20;
+  const auto r = apply_retention(manifest, 1ull << 40, 86'400'000'000'000, floor, {segments[0]}, {});
+  EXPECT_GE(r.free_bytes, floor);
+  EXPECT_GE(free_bytes(disk.path()), floor);
+  EXPECT_TRUE(fs::exists(segments[0])) << "open: never deleted";
+  EXPECT_FALSE(fs::exists(segments[1]));
+  EXPECT_FALSE(fs::exists(segments[2]));
+  EXPECT_TRUE(fs::exists(segments[3])) << "deleted beyond the floor";
+  EXPECT_EQ(fs::file_size(disk.path() + "/user-data"), 12u << 20);
+}
+
+// The agent on a full data_dir: /healthz says so, the node's lost samples are counted and logged once, and it
+// writes again on the next scan after room is made. Then the free-space floor stops it before the disk is full.
+TEST(AgentDaemon, FullDataDirIsCountedReportedAndResumed) {
+  STACKSCOPE_REQUIRE(::geteuid() == 0, "needs root (the agent's samplers, a tmpfs)");
+  SmallDisk disk("32m");
+  if (disk.path().empty()) GTEST_SKIP() << "cannot mount a tmpfs here";
+  TempDir dir;
+  const std::string config = dir.file("agent.toml");
+  write_file(config, "[store]\nmin_free = \"0\"\n");
+  Daemon agent(dir, {"--config", config, "--data-dir", disk.path(), "--listen", "127.0.0.1:0", "--host-interval",
+                     "100ms"});
+  ASSERT_GT(agent.port, 0) << read_file(agent.log);
+  ASSERT_EQ(agent.health()["status"], "ok") << read_file(agent.log);
+  disk.fill("filler");
+  ASSERT_TRUE(wait_for([&] { return agent.health()["status"] == "degraded"; }, 30s)) << read_file(agent.log);
+  EXPECT_NE(agent.health()["store_error"].get<std::string>().find("node"), std::string::npos) << agent.health();
+  ASSERT_TRUE(wait_for([&] { return agent.metric("stackscope_store_dropped_total{kind=\"samples\"}") > 0; }, 10s));
+  std::this_thread::sleep_for(1s);  // several scans: still one line
+  EXPECT_EQ(agent.count("node: not writing"), 1u) << read_file(agent.log);
+  fs::remove(disk.path() + "/filler");
+  ASSERT_TRUE(wait_for([&] { return agent.health()["status"] == "ok"; }, 10s)) << read_file(agent.log);
+  EXPECT_EQ(agent.count("node: writing again"), 1u) << read_file(agent.log);
+
+  // The floor: 12 MiB kept free. Filled to 8 MiB free, the agent deletes what it can and then stops writing.
+  write_file(config, "[store]\nmin_free = \"12MiB\"\n");
+  kill(agent.proc->pid, SIGHUP);
+  ASSERT_TRUE(wait_for([&] { return agent.count("configuration reloaded") == 1; }, 10s)) << read_file(agent.log);
+  const uint64_t free_now = free_bytes(disk.path());
+  disk.fill("filler", free_now - (8ull << 20));
+  ASSERT_TRUE(wait_for([&] {
+    const auto h = agent.health();
+    return h["status"] == "degraded" && h["store_error"].get<std::string>().find("store.min_free") != std::string::npos;
+  }, 10s)) << agent.health() << read_file(agent.log);
+  const double lost = agent.metric("stackscope_store_dropped_total{kind=\"samples\"}");
+  ASSERT_TRUE(wait_for([&] { return agent.metric("stackscope_store_dropped_total{kind=\"samples\"}") > lost; }, 10s));
+  EXPECT_GE(free_bytes(disk.path()), 7ull << 20) << "the agent wrote on below the floor";
+  fs::remove(disk.path() + "/filler");
+  ASSERT_TRUE(wait_for([&] { return agent.health()["status"] == "ok"; }, 10s)) << read_file(agent.log);
+  EXPECT_EQ(agent.proc->stop(SIGTERM, 30s), 0) << read_file(agent.log);
+}
+
+// A traced job's segment on a full disk: its lost events are counted in stackscope_job_dropped_events_total and
+// logged once, and the job is stored again, in a new segment, once there is room.
+TEST(AgentDaemon, AJobsEventsLostToAFullDiskAreCounted) {
+  STACKSCOPE_REQUIRE(::geteuid() == 0, "needs root (eBPF, a tmpfs)");
+  STACKSCOPE_REQUIRE(run_command("/usr/bin/python3 -c 'import torch'") == 0, "python3-torch missing");
+  SmallDisk disk("64m");
+  if (disk.path().empty()) GTEST_SKIP() << "cannot mount a tmpfs here";
+  TempDir dir;
+  // Only this test's job (its command line names the test's folder); no floor, so that the disk fills.
+  Daemon agent(dir, {"--data-dir", disk.path(), "--listen", "127.0.0.1:0", "--set", "store.min_free=0", "--set",
+                     "discovery.command_filter=" + dir.path(), "--set", "trace.layers=torch,python"});
+  ASSERT_GT(agent.port, 0) << read_file(agent.log);
+  fs::copy_file(std::string(STACKSCOPE_SOURCE_DIR) + "/workloads/cpu_train.py", dir.file("cpu_train.py"));
+  Child job({"/usr/bin/python3", dir.file("cpu_train.py"), "--seconds", "60"}, dir.file("job.log"));
+  const std::string name = "python3-" + std::to_string(job.pid);
+  ASSERT_TRUE(wait_for([&] { return agent.count("tracing job " + name) == 1; }, 60s)) << read_file(agent.log);
+  const std::string events_sum = "stackscope_job_events_total{";
+  ASSERT_TRUE(wait_for([&] { return http_get(agent.port, "/metrics").body.find(events_sum) != std::string::npos; },
+                       30s));
+  const std::string dropped = "stackscope_job_dropped_events_total{container=\"\",job_name=\"" + name + "\",pod=\"\"}";
+  EXPECT_EQ(agent.metric(dropped), 0);
+  disk.fill("filler");
+  ASSERT_TRUE(wait_for([&] { return agent.metric(dropped) > 0; }, 30s)) << read_file(agent.log);
+  EXPECT_EQ(agent.count("job " + name + ": not writing"), 1u) << read_file(agent.log);
+  EXPECT_NE(agent.health()["store_error"].get<std::string>().find(name), std::string::npos) << agent.health();
+  fs::remove(disk.path() + "/filler");
+  ASSERT_TRUE(wait_for([&] { return agent.count("job " + name + ": writing again") == 1; }, 10s))
+      << read_file(agent.log);
+  job.stop(SIGKILL, 5s);
+  EXPECT_EQ(agent.proc->stop(SIGTERM, 60s), 0) << read_file(agent.log);
+}
+
+// A data_dir that cannot be made (a file is in the way), at start or after a reload: /healthz says degraded and
+// why, and the node's store starts on the next scan once it can.
+TEST(AgentDaemon, UncreatableDataDirIsDegradedAndRetried) {
+  STACKSCOPE_REQUIRE(::geteuid() == 0, "needs root (the agent's samplers)");
+  TempDir dir;
+  write_file(dir.file("blocker"), "a file where a folder should be");
+  const std::string config = dir.file("agent.toml");
+  write_file(config, "data_dir = \"" + dir.file("blocker/data") + "\"\n");
+  Daemon agent(dir, {"--config", config, "--listen", "127.0.0.1:0"});
+  ASSERT_GT(agent.port, 0) << read_file(agent.log);
+  auto h = agent.health();
+  EXPECT_EQ(h["status"], "degraded") << h;
+  EXPECT_NE(h["store_error"].get<std::string>().find(dir.file("blocker/data")), std::string::npos) << h;
+  EXPECT_EQ(http_get(agent.port, "/healthz").status, 503);
+  fs::remove(dir.file("blocker"));
+  ASSERT_TRUE(wait_for([&] { return agent.health()["status"] == "ok"; }, 10s)) << read_file(agent.log);
+  ASSERT_TRUE(wait_for([&] { return fs::exists(dir.file("blocker/data/node")); }, 5s));
+  EXPECT_FALSE(fs::is_empty(dir.file("blocker/data/node")));
+
+  // Reloaded onto another that cannot be made: degraded again until it can.
+  write_file(dir.file("blocker2"), "");
+  write_file(config, "data_dir = \"" + dir.file("blocker2/data") + "\"\n");
+  kill(agent.proc->pid, SIGHUP);
+  ASSERT_TRUE(wait_for([&] { return agent.health()["status"] == "degraded"; }, 10s)) << read_file(agent.log);
+  fs::remove(dir.file("blocker2"));
+  ASSERT_TRUE(wait_for([&] { return agent.health()["status"] == "ok"; }, 10s)) << read_file(agent.log);
+  EXPECT_TRUE(wait_for([&] { return fs::exists(dir.file("blocker2/data/node")); }, 5s));
+  EXPECT_EQ(agent.proc->stop(SIGTERM, 30s), 0) << read_file(agent.log);
+}
+
 // A host counter exported from the node's samples is the source's total, also after the samplers restart (a
 // reload makes a new exporter): not the total added once more each time.
 TEST(AgentMetrics, HostCountersStayTheTrueTotalAcrossSamplerRestarts) {
@@ -382,4 +695,21 @@ TEST(AgentDeploy, DaemonSetNeedsATokenAndANetworkPolicyGuardsIt) {
   ASSERT_FALSE(token_dir.empty()) << "no Secret mounted";
   const std::string toml = config["data"]["agent.toml"];
   EXPECT_NE(toml.find("token_file = \"" + token_dir + "/"), std::string::npos) << toml;
+}
+
+TEST(AgentConfig, MinFreeIsASizeAPercentageOrNone) {
+  const AgentConfig d = load_agent_config("", {});
+  EXPECT_EQ(d.min_free_floor(10ull << 30), 512ull << 20);  // 5 % of 10 GiB: smaller than 1 GiB
+  EXPECT_EQ(d.min_free_floor(100ull << 30), 1ull << 30);
+  EXPECT_EQ(load_agent_config("", {{"store.min_free", "2GiB"}}).min_free_floor(100ull << 30), 2ull << 30);
+  EXPECT_EQ(load_agent_config("", {{"store.min_free", "10%"}}).min_free_floor(100ull << 30), 10ull << 30);
+  EXPECT_EQ(load_agent_config("", {{"store.min_free", "0"}}).min_free_floor(100ull << 30), 0u);
+  for (const char* bad : {"lots", "-1GiB", "80%", "%"}) {
+    try {
+      load_agent_config("", {{"store.min_free", bad}});
+      ADD_FAILURE() << bad << " accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("store.min_free"), std::string::npos) << e.what();
+    }
+  }
 }
