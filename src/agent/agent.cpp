@@ -171,6 +171,34 @@ std::unique_ptr<HttpEndpoint> Agent::make_http(const std::string& listen, const 
   return http;
 }
 
+std::string Agent::move_http(const std::string& listen, const std::string& token) {
+  std::string why;
+  try {
+    http_ = make_http(listen, token);  // the old listener closes only once the new one listens
+    return {};
+  } catch (const std::exception& e) {
+    why = e.what();
+  }
+  auto port_of = [](const std::string& l) { return l.substr(l.rfind(':') + 1); };
+  if (!http_ || port_of(listen) == "0" || port_of(listen) != port_of(http_->listen())) return why;
+  // The same port on another address (loopback to 0.0.0.0): the old listener holds the port, so it goes first, and
+  // comes back when the new one cannot listen either.
+  const std::string old = http_->listen();
+  http_.reset();
+  try {
+    http_ = make_http(listen, token);
+    return {};
+  } catch (const std::exception& e) {
+    why = e.what();
+  }
+  try {
+    http_ = make_http(old, token_);
+  } catch (const std::exception& e) {
+    why += std::string("; and again on ") + old + ": " + e.what() + " (nothing listens until a reload)";
+  }
+  return why;
+}
+
 bool Agent::ensure_store() {
   if (manifest_ && manifest_->root() == StoreManifest::normal(config_.data_dir)) return true;
   manifest_.reset();
@@ -430,6 +458,14 @@ void Agent::reload() {
     return;
   }
   const AgentConfig before = config_;
+  const std::string listen_asked = next.listen;
+  std::string listen_refused;
+  if (next.listen != before.listen || !http_) {
+    listen_refused = move_http(next.listen, token);
+    // Still served where it was: the running configuration keeps that address, so the next reload, finding the
+    // file's address different, tries it again.
+    if (!listen_refused.empty()) next.listen = before.listen;
+  }
   if (http_) http_->set_token(token);
   token_ = token;
   {
@@ -438,10 +474,6 @@ void Agent::reload() {
   }
   const bool store_ok = ensure_store();
   try {
-    if (next.listen != before.listen) {
-      http_.reset();
-      http_ = make_http(next.listen, token);
-    }
     if (next.clickhouse != before.clickhouse || next.data_dir != before.data_dir) {
       if (!store_ok) {
         fleet_retry_ = !next.clickhouse.url.empty();
@@ -462,8 +494,13 @@ void Agent::reload() {
     log_line(std::string("reload: ") + e.what());
   }
   scanner_ = std::make_unique<JobScanner>(job_library_mask(next.job_libraries));
-  metrics_->reloaded(true);
-  log_line("configuration reloaded (jobs already traced keep their settings until they end)");
+  metrics_->reloaded(listen_refused.empty());
+  if (listen_refused.empty())
+    log_line("configuration reloaded (jobs already traced keep their settings until they end)");
+  else
+    log_line(fmt::format("reload: listen {} refused: {}; still listening on {} (the next reload tries again); the "
+                         "other settings are applied",
+                         listen_asked, listen_refused, before.listen));
 }
 
 void Agent::retention() {

@@ -42,6 +42,8 @@ class Agent {
  private:
   static std::string read_token(const AgentConfig& c);  // the bearer token of http.token_file, "" without one
   std::unique_ptr<HttpEndpoint> make_http(const std::string& listen, const std::string& token);
+  // Listens on `listen` instead, the old listener kept until the new one listens; returns why not ("" when moved).
+  std::string move_http(const std::string& listen, const std::string& token);
   // The data_dir made and its manifest read; false (data_dir_error_ says why) when it cannot be.
   bool ensure_store();
   // Every scan: the data_dir made, the node's store started, the free-space floor kept, failed segments replaced;

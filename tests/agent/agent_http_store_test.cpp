@@ -601,6 +601,41 @@ TEST(AgentDaemon, AJobsEventsLostToAFullDiskAreCounted) {
   EXPECT_EQ(agent.proc->stop(SIGTERM, 60s), 0) << read_file(agent.log);
 }
 
+// SIGHUP with `listen` moved to a port another process holds: the agent goes on serving where it was, says so and
+// counts an error; the next SIGHUP, once the port is free, moves it.
+TEST(AgentDaemon, ReloadToABusyPortKeepsTheOldListenerAndRetries) {
+  STACKSCOPE_REQUIRE(::geteuid() == 0, "needs root (the agent's samplers)");
+  TempDir dir;
+  const int first = free_port();
+  const std::string config = dir.file("agent.toml");
+  write_file(config, "listen = \"127.0.0.1:" + std::to_string(first) + "\"\n");
+  Daemon agent(dir, {"--config", config, "--data-dir", dir.file("data")});
+  ASSERT_EQ(agent.port, first) << read_file(agent.log);
+  // Another process's listener on the port asked for.
+  const int busy = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(busy, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(listen(busy, 1), 0);
+  socklen_t len = sizeof a;
+  getsockname(busy, reinterpret_cast<sockaddr*>(&a), &len);
+  const int second = ntohs(a.sin_port);
+  write_file(config, "listen = \"127.0.0.1:" + std::to_string(second) + "\"\n");
+  kill(agent.proc->pid, SIGHUP);
+  ASSERT_TRUE(wait_for([&] { return agent.count("refused") == 1; }, 20s)) << read_file(agent.log);
+  EXPECT_EQ(agent.count("configuration reloaded"), 0u) << read_file(agent.log);
+  EXPECT_EQ(http_get(first, "/healthz").status, 200) << "the old listener was closed";
+  EXPECT_EQ(agent.metric("stackscope_agent_config_reloads_total{result=\"error\"}"), 1);
+  EXPECT_EQ(agent.metric("stackscope_agent_config_reloads_total{result=\"ok\"}"), 0);
+  close(busy);
+  kill(agent.proc->pid, SIGHUP);
+  ASSERT_TRUE(wait_for([&] { return agent.count("configuration reloaded") == 1; }, 20s)) << read_file(agent.log);
+  EXPECT_EQ(http_get(second, "/healthz").status, 200) << read_file(agent.log);
+  EXPECT_EQ(http_get(first, "/healthz", "", 2).status, 0) << "the old listener stayed";
+  EXPECT_EQ(agent.proc->stop(SIGTERM, 30s), 0) << read_file(agent.log);
+}
+
 // A data_dir that cannot be made (a file is in the way), at start or after a reload: /healthz says degraded and
 // why, and the node's store starts on the next scan once it can.
 TEST(AgentDaemon, UncreatableDataDirIsDegradedAndRetried) {
