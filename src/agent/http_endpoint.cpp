@@ -88,8 +88,8 @@ HttpEndpoint::HttpEndpoint(const std::string& listen, std::map<std::string, Hand
   mg_error_data error{&error_code, error_text, sizeof error_text};
   ctx_ = mg_start2(&init, &error);
   if (!ctx_)
-    throw std::runtime_error("cannot listen on " + listen + ": " +
-                             (error_text[0] ? std::string(error_text) : "in use, or not an address of this host"));
+    throw std::runtime_error("cannot listen on " + listen + " (in use, or not an address of this host)" +
+                             (error_text[0] ? std::string(": ") + error_text : std::string()));
   // Every path comes here: unknown ones get a plain 404, and request bodies are refused on any of them.
   mg_set_request_handler(ctx_, "/", &HttpEndpoint::dispatch, this);
   mg_server_port p[4]{};
