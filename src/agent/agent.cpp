@@ -232,12 +232,16 @@ void Agent::check_store() {
     }
     if (free != UINT64_MAX) {
       metrics_->set_store_free(free);
-      // Writing starts again a quarter of the floor above it, not in a new segment every pass around it.
-      store_paused_ = free < floor + (store_paused_ ? floor / 4 : 0);
+      // After a failed write (the disk full) a new segment needs room, not just the reserve the failed one freed;
+      // writing starts again a quarter above what is needed, not in a new segment every pass around it.
+      constexpr uint64_t kRoomAfterFailure = 8ull << 20;
+      const uint64_t need = store_failed_ ? std::max(floor, kRoomAfterFailure) : floor;
+      store_paused_ = free < need + (store_paused_ ? need / 4 : 0);
       if (store_paused_)
-        not_writable = fmt::format("{:.1f} MiB free on the file system of {}, below store.min_free {:.1f} MiB",
+        not_writable = fmt::format("{:.1f} MiB free on the file system of {}, below {} {:.1f} MiB",
                                    static_cast<double>(free) / 1048576.0, config_.data_dir,
-                                   static_cast<double>(floor) / 1048576.0);
+                                   need > floor ? "the room kept after a failed write," : "store.min_free",
+                                   static_cast<double>(need) / 1048576.0);
     }
     if (fleet_retry_) {  // it could not start for want of a data_dir (its spool is there)
       fleet_retry_ = false;
@@ -261,14 +265,22 @@ void Agent::check_store() {
   } else {
     problems.push_back(data_dir_error_);
   }
+  bool segments_failed = false;
   if (node_) {
     if (auto line = node_->check_store(not_writable); !line.empty()) log_line("node: " + line);
-    if (auto e = node_->store_error(); !e.empty()) problems.push_back("node: " + e);
+    if (auto e = node_->store_error(); !e.empty()) {
+      problems.push_back("node: " + e);
+      segments_failed = true;
+    }
   }
   for (auto& [id, t] : jobs_) {
     if (auto line = t->check_store(not_writable); !line.empty()) log_line(fmt::format("job {}: {}", t->labels().job, line));
-    if (auto e = t->store_error(); !e.empty()) problems.push_back(fmt::format("job {}: {}", t->labels().job, e));
+    if (auto e = t->store_error(); !e.empty()) {
+      problems.push_back(fmt::format("job {}: {}", t->labels().job, e));
+      segments_failed = true;
+    }
   }
+  store_failed_ = segments_failed;
   std::string error;
   for (const auto& p : problems) error += (error.empty() ? "" : "; ") + p;
   std::lock_guard lk(mu_);

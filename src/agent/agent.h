@@ -78,6 +78,7 @@ class Agent {
   std::shared_ptr<StoreManifest> manifest_;  // of config_.data_dir; jobs keep the one of their data_dir
   std::string data_dir_error_, node_error_;  // the last reported, logged once each
   bool store_paused_ = false;                // below the free-space floor: nothing written
+  bool store_failed_ = false;                // a segment is not written (a failed write, or paused)
   bool fleet_retry_ = false;                 // the fleet store waits for data_dir
   mutable std::mutex mu_;  // what the HTTP threads read: incidents_, health
   std::deque<nlohmann::json> incidents_;  // newest last; each incident's latest report

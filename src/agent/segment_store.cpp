@@ -379,15 +379,18 @@ bool SegmentedRecording::maybe_rotate(int64_t now_ns) {
 std::string SegmentedRecording::check(const std::string& not_writable) {
   std::unique_lock lk(mu_);
   if (closed_) return {};
-  std::string failure;
+  // A failed write is not followed by a new segment in the same call: the disk it filled has only the room the
+  // closed segment's reserve left, and the caller says when there is room again.
+  bool failed_now = false;
   if (writer_ && writer_->failed()) {
-    failure = fmt::format("a write to {} failed: {}", paths_.back(), writer_->error());
+    error_ = fmt::format("a write to {} failed: {}", paths_.back(), writer_->error());
     retire_writer();
+    failed_now = true;
   }
   if (!not_writable.empty()) {
     retire_writer();
-    error_ = not_writable;
-  } else if (!writer_ || retry_open_) {
+    if (!failed_now) error_ = not_writable;
+  } else if (!failed_now && (!writer_ || retry_open_)) {
     try {
       open_segment();
       error_.clear();
@@ -403,14 +406,11 @@ std::string SegmentedRecording::check(const std::string& not_writable) {
     stopping_ = true;
     lost_at_stop_ = {le, ls};
     line = fmt::format("not writing ({}); events and samples are counted as lost until a segment can be written",
-                       failure.empty() ? error_ : failure);
+                       error_);
   } else if (writing && stopping_) {
     stopping_ = false;
     line = fmt::format("writing again, into {} ({} events and {} samples lost meanwhile)", paths_.back(),
                        le - lost_at_stop_.events, ls - lost_at_stop_.samples);
-  } else if (writing && !failure.empty()) {
-    line = fmt::format("{}; a new segment is begun, {} ({} events and {} samples lost so far)", failure,
-                       paths_.back(), le, ls);
   }
   return line;
 }

@@ -91,10 +91,10 @@ class SegmentedRecording final : public TelemetrySink {
   // Begins a new segment when the current one reached its age or size. Returns true when it rotated. When the new
   // one cannot be opened the current one goes on, and check() tries again.
   bool maybe_rotate(int64_t now_ns);
-  // The store's state, from the agent's housekeeping: with `not_writable` set (why: the disk below its free-space
-  // floor) the current segment is closed and appends are counted as lost; else a segment whose write failed is
-  // closed and, like a missing one, replaced by a new one. Returns one line when the state changed (writing
-  // stopped, began again, or went on in a new segment after a failed write), else "".
+  // The store's state, from the agent's housekeeping: a segment whose write failed is closed; with `not_writable`
+  // set (why: the disk below its free-space floor) the current segment is closed too and appends are counted as
+  // lost; else a missing segment is replaced by a new one (not in the call that found the failure). Returns one
+  // line when the state changed (writing stopped, or began again), else "".
   std::string check(const std::string& not_writable = {});
   // Closes the current segment (idempotent); returns its path. Later appends are dropped.
   std::string close();
