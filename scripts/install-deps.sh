@@ -18,6 +18,7 @@ PKGS=(
   libre2-dev libutfcpp-dev                                          # agent: command filter; valid UTF-8 from /proc
   chromium                                                          # headless render check of the HTML reports
   libcurl4-openssl-dev clickhouse-server clickhouse-client          # agent's ClickHouse sink; its tests start a real server
+  libssl-dev                                                        # agent: the HTTP bearer token checked with libcrypto
 )
 missing=()
 for p in "${PKGS[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p"); done

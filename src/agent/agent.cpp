@@ -40,8 +40,9 @@ void log_line(const std::string& text) { std::cerr << "stackscope agent: " << te
 class NodeTelemetry {
  public:
   NodeTelemetry(const AgentConfig& c, const std::map<std::string, std::string>& host_meta, AgentMetrics& metrics,
-                ClickHouseSink* fleet, SampleFanOut& nvml_fan, HostSamplerShare& host_share)
-      : nvml_fan_(nvml_fan), host_(host_share) {
+                ClickHouseSink* fleet, SampleFanOut& nvml_fan, HostSamplerShare& host_share,
+                std::shared_ptr<StoreManifest> manifest)
+      : metrics_(metrics), nvml_fan_(nvml_fan), host_(host_share) {
     std::vector<Layer> wanted;
     for (Layer l : parse_layer_list(c.host_layers.empty() ? "host" : c.host_layers))
       if (l == Layer::host || l == Layer::nvml) wanted.push_back(l);
@@ -52,6 +53,7 @@ class NodeTelemetry {
     so.max_duration_ns = c.segment_duration_ns;
     so.max_bytes = c.segment_size_bytes;
     so.meta = host_meta;
+    so.manifest = std::move(manifest);
     so.meta["config"] = nlohmann::json{{"layers", online::layer_names(wanted)}, {"interval_ms", c.host_interval_ms},
                                        {"agent", true}}
                             .dump();
@@ -100,13 +102,27 @@ class NodeTelemetry {
     nvml_sub_.reset();
     host_sub_.reset();
     segments_->close();
+    count_store_loss();
     for (auto* c : running_) c->release();
   }
   void tick(int64_t now) { segments_->maybe_rotate(now); }
   std::string current_segment() const { return segments_->current_path(); }
-  bool failed() const { return segments_->failed(); }
+  // SegmentedRecording::check, with what the segments lost counted in the metrics.
+  std::string check_store(const std::string& not_writable) {
+    std::string line = segments_->check(not_writable);
+    count_store_loss();
+    return line;
+  }
+  std::string store_error() const { return segments_->error(); }
 
  private:
+  void count_store_loss() {
+    const StoreLoss lost = segments_->lost();
+    metrics_.add_store_loss(lost.events - counted_.events, lost.samples - counted_.samples);
+    counted_ = lost;
+  }
+  AgentMetrics& metrics_;
+  StoreLoss counted_;
   SampleFanOut& nvml_fan_;
   HostSamplerShare& host_;
   std::unique_ptr<SegmentedRecording> segments_;
@@ -126,14 +142,18 @@ Agent::Agent(std::string config_path, std::map<std::string, std::string> overrid
   node_nvml_ = std::make_unique<SampleFanOut>(config_.host_interval_ms);
   node_host_ = std::make_unique<HostSamplerShare>(config_.host_interval_ms);
   scanner_ = std::make_unique<JobScanner>(job_library_mask(config_.job_libraries));
+  token_ = read_token(config_);
 }
 
 Agent::~Agent() = default;
 
 int Agent::port() const { return http_ ? http_->port() : 0; }
 
-void Agent::start_http() {
-  http_.reset();
+std::string Agent::read_token(const AgentConfig& c) {
+  return c.http_token_file.empty() ? std::string() : read_http_token(c.http_token_file);
+}
+
+std::unique_ptr<HttpEndpoint> Agent::make_http(const std::string& listen, const std::string& token) {
   std::map<std::string, HttpEndpoint::Handler> routes;
   routes["/metrics"] = [this] {
     return HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8", metrics_->scrape()};
@@ -143,14 +163,137 @@ void Agent::start_http() {
     return HttpResponse{h["status"] == "ok" ? 200 : 503, "application/json", h.dump() + "\n"};
   };
   routes["/api/incidents"] = [this] { return HttpResponse{200, "application/json", incidents_json().dump() + "\n"}; };
-  http_ = std::make_unique<HttpEndpoint>(config_.listen, std::move(routes));
-  const std::string host = config_.listen.substr(0, config_.listen.rfind(':'));
-  log_line(fmt::format("listening on {}:{} (/metrics, /healthz, /api/incidents)", host, http_->port()));
+  // /healthz stays open: the kubelet's probes carry no token.
+  auto http = std::make_unique<HttpEndpoint>(listen, std::move(routes), token, std::set<std::string>{"/healthz"});
+  const std::string host = listen.substr(0, listen.rfind(':'));
+  log_line(fmt::format("listening on {}:{} (/metrics, /healthz, /api/incidents{})", host, http->port(),
+                       token.empty() ? "" : "; all but /healthz need the bearer token"));
+  return http;
+}
+
+std::string Agent::move_http(const std::string& listen, const std::string& token) {
+  std::string why;
+  try {
+    http_ = make_http(listen, token);  // the old listener closes only once the new one listens
+    return {};
+  } catch (const std::exception& e) {
+    why = e.what();
+  }
+  auto port_of = [](const std::string& l) { return l.substr(l.rfind(':') + 1); };
+  if (!http_ || port_of(listen) == "0" || port_of(listen) != port_of(http_->listen())) return why;
+  // The same port on another address (loopback to 0.0.0.0): the old listener holds the port, so it goes first, and
+  // comes back when the new one cannot listen either.
+  const std::string old = http_->listen();
+  http_.reset();
+  try {
+    http_ = make_http(listen, token);
+    return {};
+  } catch (const std::exception& e) {
+    why = e.what();
+  }
+  try {
+    http_ = make_http(old, token_);
+  } catch (const std::exception& e) {
+    why += std::string("; and again on ") + old + ": " + e.what() + " (nothing listens until a reload)";
+  }
+  return why;
+}
+
+bool Agent::ensure_store() {
+  if (manifest_ && manifest_->root() == StoreManifest::normal(config_.data_dir)) return true;
+  manifest_.reset();
+  std::string error;
+  try {
+    std::error_code ec;
+    std::filesystem::create_directories(config_.data_dir, ec);
+    if (ec) throw std::runtime_error(ec.message());
+    manifest_ = std::make_shared<StoreManifest>(config_.data_dir);
+    if (manifest_->adopted())
+      log_line(fmt::format("{} segments of an earlier agent in {} listed as the agent's (retention deletes them)",
+                           manifest_->adopted(), config_.data_dir));
+  } catch (const std::exception& e) {
+    error = fmt::format("cannot use data_dir {}: {} (retried every scan)", config_.data_dir, e.what());
+  }
+  if (error != data_dir_error_ && !error.empty()) log_line(error);
+  data_dir_error_ = error;
+  return manifest_ != nullptr;
+}
+
+void Agent::check_store() {
+  std::vector<std::string> problems;
+  std::string not_writable;
+  if (ensure_store()) {
+    uint64_t fs_bytes = 0;
+    uint64_t free = free_bytes(config_.data_dir, &fs_bytes);
+    const uint64_t floor = config_.min_free_floor(fs_bytes);
+    if (free != UINT64_MAX && free < floor) {
+      retention();  // the oldest segments go first
+      free = free_bytes(config_.data_dir);
+    }
+    if (free != UINT64_MAX) {
+      metrics_->set_store_free(free);
+      // After a failed write (the disk full) a new segment needs room, not just the reserve the failed one freed;
+      // writing starts again a quarter above what is needed, not in a new segment every pass around it.
+      constexpr uint64_t kRoomAfterFailure = 8ull << 20;
+      const uint64_t need = store_failed_ ? std::max(floor, kRoomAfterFailure) : floor;
+      store_paused_ = free < need + (store_paused_ ? need / 4 : 0);
+      if (store_paused_)
+        not_writable = fmt::format("{:.1f} MiB free on the file system of {}, below {} {:.1f} MiB",
+                                   static_cast<double>(free) / 1048576.0, config_.data_dir,
+                                   need > floor ? "the room kept after a failed write," : "store.min_free",
+                                   static_cast<double>(need) / 1048576.0);
+    }
+    if (fleet_retry_) {  // it could not start for want of a data_dir (its spool is there)
+      fleet_retry_ = false;
+      try {
+        start_fleet();
+      } catch (const std::exception& e) {
+        log_line(std::string("no fleet store: ") + e.what());
+      }
+    }
+    if (!node_) {
+      std::string error;
+      try {
+        start_node();
+      } catch (const std::exception& e) {
+        error = std::string("the node's segments: ") + e.what();
+      }
+      if (error != node_error_ && !error.empty()) log_line(error);
+      node_error_ = error;
+      if (!error.empty()) problems.push_back(error);
+    }
+  } else {
+    problems.push_back(data_dir_error_);
+  }
+  bool segments_failed = false;
+  if (node_) {
+    if (auto line = node_->check_store(not_writable); !line.empty()) log_line("node: " + line);
+    if (auto e = node_->store_error(); !e.empty()) {
+      problems.push_back("node: " + e);
+      segments_failed = true;
+    }
+  }
+  for (auto& [id, t] : jobs_) {
+    if (auto line = t->check_store(not_writable); !line.empty()) log_line(fmt::format("job {}: {}", t->labels().job, line));
+    if (auto e = t->store_error(); !e.empty()) {
+      problems.push_back(fmt::format("job {}: {}", t->labels().job, e));
+      segments_failed = true;
+    }
+  }
+  store_failed_ = segments_failed;
+  std::string error;
+  for (const auto& p : problems) error += (error.empty() ? "" : "; ") + p;
+  std::lock_guard lk(mu_);
+  // Jobs that could not be traced for want of a store are tried again once it works.
+  if (!store_error_.empty() && error.empty()) failed_jobs_.clear();
+  store_error_ = error;
 }
 
 void Agent::start_node() {
   node_.reset();
-  node_ = std::make_unique<NodeTelemetry>(config_, host_meta_, *metrics_, fleet_.get(), *node_nvml_, *node_host_);
+  if (!ensure_store()) throw std::runtime_error(data_dir_error_);
+  node_ = std::make_unique<NodeTelemetry>(config_, host_meta_, *metrics_, fleet_.get(), *node_nvml_, *node_host_,
+                                          manifest_);
 }
 
 void Agent::start_fleet() {
@@ -357,7 +500,8 @@ void Agent::scan(int64_t now) {
     untraced_jobs_.erase(id);
     metrics_->job_discovered();
     try {
-      auto t = std::make_unique<JobTrace>(job, config_, host_meta_, *metrics_, node_nvml_.get(), node_host_.get());
+      auto t = std::make_unique<JobTrace>(job, config_, host_meta_, *metrics_, node_nvml_.get(), node_host_.get(),
+                                          manifest_);
       log_line(fmt::format("tracing job {} (pid {}, {} process(es){}{}){}", t->labels().job, job.leader,
                            job.processes.size(), job.labels.pod_uid.empty() ? "" : ", pod " + job.labels.pod_uid,
                            job.labels.container_id.empty() ? "" : ", container " + job.labels.container_id.substr(0, 12),
@@ -379,25 +523,41 @@ void Agent::scan(int64_t now) {
 
 void Agent::reload() {
   AgentConfig next;
+  std::string token;
   try {
     next = load_agent_config(config_path_, overrides_);
+    token = read_token(next);
   } catch (const std::exception& e) {
     metrics_->reloaded(false);
     log_line(std::string("reload refused, the running configuration stays: ") + e.what());
     return;
   }
   const AgentConfig before = config_;
+  const std::string listen_asked = next.listen;
+  std::string listen_refused;
+  if (next.listen != before.listen || !http_) {
+    listen_refused = move_http(next.listen, token);
+    // Still served where it was: the running configuration keeps that address, so the next reload, finding the
+    // file's address different, tries it again.
+    if (!listen_refused.empty()) next.listen = before.listen;
+  }
+  if (http_) http_->set_token(token);
+  token_ = token;
   {
     std::lock_guard lk(mu_);
     config_ = next;
   }
+  const bool store_ok = ensure_store();
   try {
-    if (next.listen != before.listen) start_http();
     if (next.clickhouse != before.clickhouse || next.data_dir != before.data_dir) {
-      try {
-        start_fleet();
-      } catch (const std::exception& e) {  // the node's samplers go on without it
-        log_line(std::string("reload: no fleet store: ") + e.what());
+      if (!store_ok) {
+        fleet_retry_ = !next.clickhouse.url.empty();
+      } else {
+        try {
+          start_fleet();
+        } catch (const std::exception& e) {  // the node's samplers go on without it
+          log_line(std::string("reload: no fleet store: ") + e.what());
+        }
       }
     }
     if (!node_ || next.host_layers != before.host_layers || next.host_interval_ms != before.host_interval_ms ||
@@ -405,15 +565,21 @@ void Agent::reload() {
         next.host_idle_gpu_slow_interval_ms != before.host_idle_gpu_slow_interval_ms ||
         next.host_idle_host_slow_interval_ms != before.host_idle_host_slow_interval_ms)
       start_node();
-  } catch (const std::exception& e) {
+  } catch (const std::exception& e) {  // the next scan tries again, and /healthz says why meanwhile
     log_line(std::string("reload: ") + e.what());
   }
   scanner_ = std::make_unique<JobScanner>(job_library_mask(next.job_libraries));
-  metrics_->reloaded(true);
-  log_line("configuration reloaded (jobs already traced keep their settings until they end)");
+  metrics_->reloaded(listen_refused.empty());
+  if (listen_refused.empty())
+    log_line("configuration reloaded (jobs already traced keep their settings until they end)");
+  else
+    log_line(fmt::format("reload: listen {} refused: {}; still listening on {} (the next reload tries again); the "
+                         "other settings are applied",
+                         listen_asked, listen_refused, before.listen));
 }
 
 void Agent::retention() {
+  if (!manifest_) return;
   std::set<std::string> open, keep;
   for (auto& [id, t] : jobs_) {
     open.insert(t->current_segment());
@@ -421,12 +587,12 @@ void Agent::retention() {
   }
   if (node_) open.insert(node_->current_segment());
   keep.insert(config_.data_dir + "/node");
-  const auto r = apply_retention(config_.data_dir, config_.retention_size_bytes, config_.retention_age_ns, open, keep);
+  uint64_t fs_bytes = 0;
+  free_bytes(config_.data_dir, &fs_bytes);
+  const auto r = apply_retention(*manifest_, config_.retention_size_bytes, config_.retention_age_ns,
+                                 config_.min_free_floor(fs_bytes), open, keep);
   metrics_->set_store(r.segments, r.bytes, r.deleted, r.deleted_bytes);
-  std::string error;
-  if (node_ && node_->failed()) error = "the node's segment could not be written (disk full?)";
-  std::lock_guard lk(mu_);
-  store_error_ = error;
+  if (r.free_bytes != UINT64_MAX) metrics_->set_store_free(r.free_bytes);
 }
 
 void Agent::self_resources() {
@@ -438,11 +604,20 @@ void Agent::self_resources() {
 
 int Agent::run(const std::atomic<bool>& stop, std::atomic<bool>& reload_requested) {
   started_ns_ = monotonic_ns();
-  std::filesystem::create_directories(config_.data_dir);
-  restore_incidents();
-  start_fleet();
-  start_node();
-  start_http();
+  restore_incidents();  // what the jobs' logs hold from before a restart
+  // A data_dir that cannot be made, or a node store that cannot start, leaves the agent serving a degraded /healthz
+  // that says why; every scan tries again.
+  if (ensure_store()) {
+    try {
+      start_fleet();
+    } catch (const std::exception& e) {
+      log_line(std::string("no fleet store: ") + e.what());
+    }
+  } else {
+    fleet_retry_ = !config_.clickhouse.url.empty();
+  }
+  http_ = make_http(config_.listen, token_);
+  check_store();  // starts the node's samplers
   int64_t next_scan = 0, next_housekeeping = 0;
   // A daemon goes on through one job's or one pass's failure (a full disk, a job that vanished mid-call): logged,
   // counted in /healthz, and the next pass tries again.
@@ -460,6 +635,7 @@ int Agent::run(const std::atomic<bool>& stop, std::atomic<bool>& reload_requeste
     const int64_t now = monotonic_ns();
     if (now >= next_scan) {
       guarded("scan", [&] { scan(now); });
+      guarded("store", [&] { check_store(); });
       next_scan = now + config_.scan_interval_ns;
     }
     for (auto& entry : jobs_) {

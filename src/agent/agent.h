@@ -19,6 +19,7 @@ namespace stackscope::agent {
 
 class ClickHouseSink;
 class HostSamplerShare;
+class StoreManifest;
 class HttpEndpoint;
 class JobTrace;
 class JobScanner;
@@ -39,7 +40,15 @@ class Agent {
   int port() const;  // the HTTP port listened on (after start)
 
  private:
-  void start_http();
+  static std::string read_token(const AgentConfig& c);  // the bearer token of http.token_file, "" without one
+  std::unique_ptr<HttpEndpoint> make_http(const std::string& listen, const std::string& token);
+  // Listens on `listen` instead, the old listener kept until the new one listens; returns why not ("" when moved).
+  std::string move_http(const std::string& listen, const std::string& token);
+  // The data_dir made and its manifest read; false (data_dir_error_ says why) when it cannot be.
+  bool ensure_store();
+  // Every scan: the data_dir made, the node's store started, the free-space floor kept, failed segments replaced;
+  // store_error_ says what does not work.
+  void check_store();
   void start_node();
   void start_fleet();
   void ship_event_counts(JobTrace& t);
@@ -69,6 +78,12 @@ class Agent {
   std::set<std::string> failed_jobs_;                      // could not be traced: not retried while they live
   std::set<std::string> untraced_jobs_;  // beyond max_jobs or max_jobs_per_user when found: logged once
   std::unique_ptr<HttpEndpoint> http_;
+  std::string token_;  // the bearer token in effect
+  std::shared_ptr<StoreManifest> manifest_;  // of config_.data_dir; jobs keep the one of their data_dir
+  std::string data_dir_error_, node_error_;  // the last reported, logged once each
+  bool store_paused_ = false;                // below the free-space floor: nothing written
+  bool store_failed_ = false;                // a segment is not written (a failed write, or paused)
+  bool fleet_retry_ = false;                 // the fleet store waits for data_dir
   mutable std::mutex mu_;  // what the HTTP threads read: incidents_, health
   std::deque<nlohmann::json> incidents_;  // newest last; each incident's latest report
   size_t jobs_traced_ = 0, jobs_untraced_ = 0;

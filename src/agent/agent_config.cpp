@@ -6,6 +6,7 @@
 
 #include <pwd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <stdexcept>
@@ -219,10 +220,29 @@ const std::map<std::string, KeySpec>& specs() {
                                [](AgentConfig& c, const std::string& k, const std::string& v) {
                                  c.retention_age_ns = duration_ns(k, v, 1'000'000'000);
                                }}},
+      {"store.min_free", {"free space kept on data_dir's file system, a size or a percentage (\"10%\"): below it the "
+                          "oldest segments are deleted, then writing stops (default 1GiB or 5%, whichever is smaller; "
+                          "0: none)",
+                          [](AgentConfig& c, const std::string& k, const std::string& v) {
+                            c.min_free_bytes = 0;
+                            c.min_free_ratio = 0;
+                            if (v == "0") return;
+                            uint64_t bytes = 0;
+                            if (!v.empty() && v.back() == '%')
+                              c.min_free_ratio = number(k, v.substr(0, v.size() - 1), 0, 50) / 100;
+                            else if (parse_size_bytes(v, bytes) && bytes > 0)
+                              c.min_free_bytes = bytes;
+                            else
+                              throw std::invalid_argument(k + ": '" + v + "' is not a size (1GiB), a percentage "
+                                                          "of the file system (5%) or 0");
+                          }}},
       {"api.max_incidents", {"incidents kept for /api/incidents, newest (default 1000)",
                              [](AgentConfig& c, const std::string& k, const std::string& v) {
                                c.max_incidents = static_cast<size_t>(integer(k, v, 1, 1'000'000));
                              }}},
+      {"http.token_file", {"file (owner-only, e.g. mode 600) holding a bearer token that /metrics and /api/incidents "
+                           "then need as \"Authorization: Bearer TOKEN\"; /healthz stays open (default \"\": none)",
+                           [](AgentConfig& c, const std::string&, const std::string& v) { c.http_token_file = v; }}},
       {"clickhouse.url", {"the fleet store's HTTP interface, http://HOST:8123 (default \"\": off)",
                           [](AgentConfig& c, const std::string& k, const std::string& v) {
                             if (!v.empty() && v.rfind("http://", 0) != 0 && v.rfind("https://", 0) != 0)
@@ -330,6 +350,12 @@ void AgentConfig::validate() const {
   integer("listen", listen.substr(colon + 1), 0, 65535);
   if (segment_size_bytes > retention_size_bytes)
     throw std::invalid_argument("store.segment_size must not exceed store.retention_size");
+}
+
+uint64_t AgentConfig::min_free_floor(uint64_t fs_bytes) const {
+  uint64_t floor = min_free_bytes ? min_free_bytes : UINT64_MAX;
+  if (min_free_ratio > 0) floor = std::min(floor, static_cast<uint64_t>(min_free_ratio * static_cast<double>(fs_bytes)));
+  return floor == UINT64_MAX ? 0 : floor;
 }
 
 const std::map<std::string, std::string>& agent_config_keys() {

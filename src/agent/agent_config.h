@@ -67,7 +67,12 @@ struct AgentConfig {
   uint64_t segment_size_bytes = 256ull << 20;     // ...or once this big
   uint64_t retention_size_bytes = 10ull << 30;    // oldest closed segments deleted beyond this total...
   int64_t retention_age_ns = 7 * 86'400'000'000'000;  // ...or once older than this
+  // Free space kept on data_dir's file system: the smaller of these two where both are set (0: not set; both 0: no
+  // floor). Below it the oldest closed segments are deleted, and then writing stops (and counts what it loses).
+  uint64_t min_free_bytes = 1ull << 30;
+  double min_free_ratio = 0.05;
   size_t max_incidents = 1000;  // kept for /api/incidents
+  std::string http_token_file;  // holds the bearer token every route but /healthz needs ("": none needed)
   ClickHouseSettings clickhouse;
 
   // Sets one setting from text ("2s", "256MiB", "true", "cuda,nccl"). Throws std::invalid_argument naming the key
@@ -75,6 +80,8 @@ struct AgentConfig {
   void set(const std::string& key, const std::string& value);
   // Checks the combination (sizes, intervals, a parsable listen address). Throws std::invalid_argument.
   void validate() const;
+  // The free-space floor in bytes on a file system of `fs_bytes` (min_free_bytes, min_free_ratio).
+  uint64_t min_free_floor(uint64_t fs_bytes) const;
 };
 
 // The names set() accepts, with a one-line description each (for --help and the documentation test).

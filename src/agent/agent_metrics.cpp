@@ -39,6 +39,8 @@ struct AgentMetrics::Families {
         store_bytes(prometheus::BuildGauge().Name("stackscope_store_size_bytes").Help("Bytes of the recording segments kept on disk").Register(r)),
         deleted(prometheus::BuildCounter().Name("stackscope_store_segments_deleted_total").Help("Segments deleted by retention").Register(r)),
         deleted_bytes(prometheus::BuildCounter().Name("stackscope_store_deleted_bytes_total").Help("Bytes deleted by retention").Register(r)),
+        store_lost(prometheus::BuildCounter().Name("stackscope_store_dropped_total").Help("Events and samples no segment took (a failed write, a full disk, writing stopped below store.min_free), by kind").Register(r)),
+        store_free(prometheus::BuildGauge().Name("stackscope_store_free_bytes").Help("Bytes free on the data_dir's file system").Register(r)),
         job_info(prometheus::BuildGauge().Name("stackscope_job_info").Help("A traced job: 1, with the libraries that made it one").Register(r)),
         job_start(prometheus::BuildGauge().Name("stackscope_job_start_time_seconds").Help("When the agent began tracing the job (Unix time)").Register(r)),
         job_processes(prometheus::BuildGauge().Name("stackscope_job_processes").Help("Processes of the job (launcher and ranks)").Register(r)),
@@ -63,6 +65,8 @@ struct AgentMetrics::Families {
   Family<Gauge>& store_bytes;
   Family<Counter>& deleted;
   Family<Counter>& deleted_bytes;
+  Family<Counter>& store_lost;
+  Family<Gauge>& store_free;
   Family<Gauge>& job_info;
   Family<Gauge>& job_start;
   Family<Gauge>& job_processes;
@@ -73,6 +77,10 @@ struct AgentMetrics::Families {
   Family<Gauge>& host_exported;
   Family<Gauge>& host_skipped;
   double last_cpu = 0;
+  // Each host counter's last source value: its series outlive the exporters (each restart of the node's samplers
+  // makes a new one).
+  std::mutex counter_mu;
+  std::unordered_map<const Counter*, double> counter_last;
   // Per job: how to remove each of its series.
   std::map<std::string, std::vector<std::function<void()>>> removers;
   std::map<std::string, std::set<std::pair<std::string, int>>> event_keys;  // job -> (rank, layer) added
@@ -105,6 +113,8 @@ AgentMetrics::AgentMetrics(const std::string& host, const std::string& version)
   f_->jobs_untraced.Add({});
   f_->discovered.Add({});
   f_->reloads.Add({{"result", "ok"}});
+  f_->store_lost.Add({{"kind", "events"}});
+  f_->store_lost.Add({{"kind", "samples"}});
   f_->reloads.Add({{"result", "error"}});
 }
 
@@ -132,6 +142,13 @@ void AgentMetrics::set_store(size_t segments, uint64_t bytes, size_t deleted, ui
   f_->deleted.Add({}).Increment(static_cast<double>(deleted));
   f_->deleted_bytes.Add({}).Increment(static_cast<double>(deleted_bytes));
 }
+
+void AgentMetrics::add_store_loss(uint64_t events, uint64_t samples) {
+  if (events) f_->store_lost.Add({{"kind", "events"}}).Increment(static_cast<double>(events));
+  if (samples) f_->store_lost.Add({{"kind", "samples"}}).Increment(static_cast<double>(samples));
+}
+
+void AgentMetrics::set_store_free(uint64_t bytes) { f_->store_free.Add({}).Set(static_cast<double>(bytes)); }
 
 void AgentMetrics::set_agent_resources(const SelfCpu& cpu, uint64_t rss_bytes) {
   std::lock_guard lk(mu_);
@@ -315,7 +332,7 @@ class HostSeriesExporter final : public TelemetrySink {
   void append_event(Event&& e) override { next_.append_event(std::move(e)); }
   void append_samples(std::span<const Sample> samples) override {
     {
-      std::lock_guard lk(mu_);
+      std::scoped_lock lk(mu_, m_.f_->counter_mu);
       for (const Sample& s : samples) {
         auto it = exported_.find(s.series);
         if (it == exported_.end()) continue;
@@ -325,11 +342,13 @@ class HostSeriesExporter final : public TelemetrySink {
           e.gauge->Set(v);
         } else if (e.counter) {
           // Cumulative totals, exposed as the source counts them (since boot, like node_exporter): the first sample
-          // whole, then each increase; after a reset of the source its new value is the increase.
-          if (!e.has_last || v < e.last) e.counter->Increment(v);
-          else e.counter->Increment(v - e.last);
-          e.last = v;
-          e.has_last = true;
+          // whole, then each increase; after a reset of the source its new value is the increase. The last value
+          // is the counter's, not this exporter's: a sampler restarted (a reload) goes on from it rather than
+          // adding its whole total again.
+          double& last = m_.f_->counter_last[e.counter];
+          if (v < last) e.counter->Increment(v);
+          else e.counter->Increment(v - last);
+          last = v;
         }
       }
     }
@@ -342,8 +361,7 @@ class HostSeriesExporter final : public TelemetrySink {
   struct Exported {
     Gauge* gauge = nullptr;
     Counter* counter = nullptr;
-    double scale = 1, last = 0;
-    bool has_last = false;
+    double scale = 1;
   };
   std::string help(const SeriesInfo& info) const {
     return "stackscope series " + info.name + " (" + info.unit + ", from " + info.source + ")";

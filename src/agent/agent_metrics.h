@@ -45,6 +45,9 @@ class AgentMetrics {
   void set_scan(double seconds, size_t processes, size_t jobs_traced, size_t jobs_untraced);
   void job_discovered();
   void set_store(size_t segments, uint64_t bytes, size_t deleted, uint64_t deleted_bytes);
+  // Events and samples no segment took (a failed write, no segment, writing stopped below store.min_free).
+  void add_store_loss(uint64_t events, uint64_t samples);
+  void set_store_free(uint64_t bytes);  // free on the data_dir's file system
   void set_agent_resources(const SelfCpu& cpu, uint64_t rss_bytes);
   void reloaded(bool ok);
 

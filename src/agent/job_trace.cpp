@@ -116,7 +116,8 @@ std::map<uint32_t, std::string> ranks_of(const Job& job) {
 }  // namespace
 
 JobTrace::JobTrace(const Job& job, const AgentConfig& config, const std::map<std::string, std::string>& host_meta,
-                   AgentMetrics& metrics, SampleFanOut* node_nvml, HostSamplerShare* node_host)
+                   AgentMetrics& metrics, SampleFanOut* node_nvml, HostSamplerShare* node_host,
+                   std::shared_ptr<StoreManifest> manifest)
     : job_(job), labels_{job.name, job.labels.pod_uid, job.labels.container_id}, metrics_(metrics) {
   // Named as first seen ("torchrun-1766-20508"): the leader may rename itself later, the job stays the same. A
   // name is any bytes its process chose: a '/' in it would make a path out of data_dir/jobs ("../../x").
@@ -131,6 +132,7 @@ JobTrace::JobTrace(const Job& job, const AgentConfig& config, const std::map<std
   so.max_duration_ns = config.segment_duration_ns;
   so.max_bytes = config.segment_size_bytes;
   so.meta = host_meta;
+  so.manifest = manifest;
   so.meta["pid"] = std::to_string(job.leader);
   so.meta["command"] = job.processes.at(job.leader).comm;  // the name only: no arguments (they may hold secrets)
   // Discovery made these valid UTF-8; replace, not throw, should anything else come through.
@@ -153,6 +155,7 @@ JobTrace::JobTrace(const Job& job, const AgentConfig& config, const std::map<std
   TelemetrySink* sink = counter_.get();
   if (config.detect) {
     const std::string log = dir_ + "/incidents.jsonl";
+    if (manifest) manifest->add_file(log);
     // The job's log is appended to (the agent restarted while the job ran): its earlier lines are the incidents the
     // agent restored at its start, not reports of this tracer. Each line names the job, so the log alone does.
     struct stat before{};
@@ -245,6 +248,24 @@ void JobTrace::tick(int64_t now_ns) {
   segments_->maybe_rotate(now_ns);
 }
 
+std::string JobTrace::check_store(const std::string& not_writable) {
+  if (stopped_) return {};
+  std::string line = segments_->check(not_writable);
+  count_store_loss();
+  return line;
+}
+
+void JobTrace::count_store_loss() {
+  const StoreLoss lost = segments_->lost();
+  const uint64_t events = lost.events - lost_events_counted_, samples = lost.samples - lost_samples_counted_;
+  if (events) metrics_.add_job_drops(labels_, events);
+  metrics_.add_store_loss(events, samples);
+  lost_events_counted_ = lost.events;
+  lost_samples_counted_ = lost.samples;
+}
+
+std::string JobTrace::store_error() const { return stopped_ ? std::string() : segments_->error(); }
+
 void JobTrace::stop() {
   if (stopped_) return;
   stopped_ = true;
@@ -254,6 +275,7 @@ void JobTrace::stop() {
   host_.reset();
   host_claim_.reset();
   const std::string last = segments_->close();
+  count_store_loss();  // the last segment's, counted as it closed
   if (detector_) {
     auto findings = detector_->finish();
     try {

@@ -26,6 +26,7 @@ class OnlineDetector;
 namespace stackscope::agent {
 
 class SegmentedRecording;
+class StoreManifest;
 class JobEventCounter;
 
 // A job's traced calls of one rank and layer over some time: how many, their host-observed time, and the part of it
@@ -56,8 +57,10 @@ class JobTrace {
   // With `node_nvml` fed by the node's NVML sampler, the job's GPU series (and XID events) come from it, at the job's
   // interval, instead of a sampler of its own; else the job runs its own. Likewise its host series from `node_host`'s
   // sampler when it can claim it (no other job holds it), with the job's processes as the sampler's traced ones.
+  // `manifest`: lists the job's folder, segments and incident log as the agent's (retention deletes only those).
   JobTrace(const Job& job, const AgentConfig& config, const std::map<std::string, std::string>& host_meta,
-           AgentMetrics& metrics, SampleFanOut* node_nvml = nullptr, HostSamplerShare* node_host = nullptr);
+           AgentMetrics& metrics, SampleFanOut* node_nvml = nullptr, HostSamplerShare* node_host = nullptr,
+           std::shared_ptr<StoreManifest> manifest = nullptr);
   ~JobTrace();  // stop() if not done
 
   const Job& job() const { return job_; }
@@ -69,6 +72,10 @@ class JobTrace {
   std::vector<nlohmann::json> poll_incidents();
   // Rotates the segment when due.
   void tick(int64_t now_ns);
+  // The store's housekeeping (SegmentedRecording::check): what the segments lost since the last call is counted in
+  // the metrics; returns a line to log when writing stopped or began again, else "".
+  std::string check_store(const std::string& not_writable);
+  std::string store_error() const;  // why the job's events are not stored now, "" while they are
   // The events counted by tick() and stop() since the last call, by rank and layer (the fleet store's aggregates).
   std::map<std::pair<std::string, Layer>, JobEventTotals> drain_event_totals();
   // Stops the collectors, closes the segment, stores the job's incidents in it (findings of detector
@@ -93,6 +100,8 @@ class JobTrace {
   std::unique_ptr<JsonLinesTail> incidents_;
   std::string status_;
   bool stopped_ = false;
+  void count_store_loss();
+  uint64_t lost_events_counted_ = 0, lost_samples_counted_ = 0;  // already in the metrics
 };
 
 }  // namespace stackscope::agent

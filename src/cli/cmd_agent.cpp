@@ -85,6 +85,9 @@ RegisterCommand reg("agent", 90, [](CLI::App& app, int& exit_code) {
       "costlier host families (interrupts, softirqs, perf counters, per-process CPU, vmstat, TCP, cpufreq) are read\n"
       "every 30s (host.idle_gpu_slow_interval, host.idle_host_slow_interval), and a GPU with no running process gets\n"
       "no PCIe throughput or per-process utilization query; a traced job brings the full rates back at once.\n"
+      "With http.token_file, /metrics and /api/incidents need \"Authorization: Bearer TOKEN\"; /healthz stays open\n"
+      "and answers 503 (store_error) while data_dir cannot be made or segments cannot be written (full disk, below\n"
+      "store.min_free); writing resumes on the next scan with room.\n"
       "Exit status: 0; 3 if the store failed (disk full); 1 on a bad configuration.");
   cmd->callback([f, &exit_code] { exit_code = run_agent(*f); });
 });

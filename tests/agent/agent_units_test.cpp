@@ -438,14 +438,16 @@ TEST(SegmentStore, RotatesBySizeAndKeepsSeriesAcrossSegments) {
 TEST(SegmentStore, RetentionDeletesOldestBeyondSizeAndAgeButNeverOpenOnes) {
   TempDir dir;
   namespace fs = std::filesystem;
-  fs::create_directories(dir.file("jobs/a"));
-  fs::create_directories(dir.file("jobs/b"));
+  StoreManifest manifest(dir.path());  // the agent's files: all of these
+  manifest.create_dirs(dir.file("jobs/a"));
+  manifest.create_dirs(dir.file("jobs/b"));
   const int64_t now_s = realtime_ns() / 1'000'000'000;
   auto make = [&](const std::string& rel, size_t bytes, int64_t age_s) {
     const std::string p = dir.file(rel);
     write_file(p, std::string(bytes, 'x'));
     timespec times[2] = {{now_s - age_s, 0}, {now_s - age_s, 0}};
     utimensat(AT_FDCWD, p.c_str(), times, 0);
+    if (!rel.ends_with("-wal")) manifest.add_file(p);
     return p;
   };
   make("jobs/a/s-0.sdb", 1000, 500);
@@ -456,7 +458,7 @@ TEST(SegmentStore, RetentionDeletesOldestBeyondSizeAndAgeButNeverOpenOnes) {
   const std::string b1 = make("jobs/b/s-1.sdb", 1000, 10);
   const std::string old_open = make("jobs/b/s-2.sdb", 1000, 100000);
   // By size: 5500 bytes, keep 3000 -> the two oldest of a go, and job a's directory with them.
-  auto r = apply_retention(dir.path(), 3000, 86'400'000'000'000, {old_open}, {dir.file("jobs/b")});
+  auto r = apply_retention(manifest, 3000, 86'400'000'000'000, 0, {old_open}, {dir.file("jobs/b")});
   EXPECT_EQ(r.deleted, 2u);
   EXPECT_EQ(r.deleted_bytes, 2500u);
   EXPECT_FALSE(fs::exists(a1));
@@ -464,7 +466,7 @@ TEST(SegmentStore, RetentionDeletesOldestBeyondSizeAndAgeButNeverOpenOnes) {
   EXPECT_TRUE(fs::exists(old_open));  // open: kept although the oldest
   EXPECT_TRUE(fs::exists(b0) && fs::exists(b1));
   // By age: b0 (300 s) goes at a 60 s limit, b1 (10 s) stays.
-  r = apply_retention(dir.path(), 1 << 30, 60'000'000'000, {old_open}, {dir.file("jobs/b")});
+  r = apply_retention(manifest, 1 << 30, 60'000'000'000, 0, {old_open}, {dir.file("jobs/b")});
   EXPECT_EQ(r.deleted, 1u);
   EXPECT_FALSE(fs::exists(b0));
   EXPECT_TRUE(fs::exists(b1));
