@@ -9,7 +9,7 @@
 #   attach          issue 14's whole-recording cost inside one job process (eval/tracing/gpu_attach_pairs.sh: record --pid
 #                   in and out of a long-running job; DUR 14 s, GAP 4 s, caps 300 / 220 s here, so each recording
 #                   gets past the budget's start-up full attachment and both workloads fit the lanes' 9 minutes)
-#   attach:lb       issue 14's precise mode (eval/gpu_session16_attach_lb.sh): launch-bound only, default against no
+#   attach:lb       issue 14's precise mode (eval/tracing/gpu_attach_launch_bound.sh): launch-bound only, default against no
 #                   recorder, ~40 alternations of DUR 8 s / GAP 3 s in LB_CAP (default 520) s, the verdict on 2 % from
 #                   a 95 % interval with the gaps' null beside it; two such lanes pool with
 #                   `attach_pairs.py --combine laneA/attach/launch_bound.attach.json laneB/... --out DIR`
@@ -33,7 +33,7 @@ for lane in $lanes; do
   cpus=$((16 * g))-$((16 * g + 15)); d=$w/lane$g; mkdir -p "$d"
   case $kind in
     cost) (CUDA_VISIBLE_DEVICES=$g OUT=$d KEEP=1 taskset -c "$cpus" bash eval/tracing/gpu_cost_pairs.sh > "$d/run.txt" 2>&1) & ;;
-    attach) if [[ $arg == lb ]]; then (LB_CAP=${LB_CAP:-520} CUDA_VISIBLE_DEVICES=$g OUT=$d/attach taskset -c "$cpus" bash eval/gpu_session16_attach_lb.sh > "$d/run.txt" 2>&1) &
+    attach) if [[ $arg == lb ]]; then (LB_CAP=${LB_CAP:-520} CUDA_VISIBLE_DEVICES=$g OUT=$d/attach taskset -c "$cpus" bash eval/tracing/gpu_attach_launch_bound.sh > "$d/run.txt" 2>&1) &
       else (DUR=${DUR:-14} GAP=${GAP:-4} LB_CAP=${LB_CAP:-300} SB_CAP=${SB_CAP:-220} CUDA_VISIBLE_DEVICES=$g OUT=$d/attach taskset -c "$cpus" bash eval/tracing/gpu_attach_pairs.sh > "$d/run.txt" 2>&1) & fi ;;
     ops) (CUDA_VISIBLE_DEVICES=$g OUT=$d taskset -c "$cpus" bash eval/tracing/gpu_op_counts.sh > "$d/run.txt" 2>&1) & ;;
     clean) (KEEP_SDB=1 CUDA_VISIBLE_DEVICES=$g DATA_DIR=/var/tmp/stackscope-v2-$g taskset -c "$cpus" \

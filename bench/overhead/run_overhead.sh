@@ -16,7 +16,7 @@
 # periods against the line through the gaps around it, a 95 % interval over the alternations, the gaps' null and a
 # verdict against --target (0.02); `sham=` in --configs adds A/A alternations (no recorder). Many short alternations
 # (--duration 8 --gap 3, one configuration, a large ROUNDS with --budget-s) are what narrow it:
-# eval/gpu_session16_attach_lb.sh. Pool lanes: attach_pairs.py --combine A.json B.json --out DIR.
+# eval/tracing/gpu_attach_launch_bound.sh. Pool lanes: attach_pairs.py --combine A.json B.json --out DIR.
 #
 # Usage: bench/overhead/run_overhead.sh WORKLOAD OUT [ROUNDS] [more overhead_rounds.py options]
 #   WORKLOAD: launch_bound | launch_bound_graph | small_batch_infer | tiny_ops_cpu | gpt2

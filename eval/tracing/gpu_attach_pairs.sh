@@ -5,7 +5,7 @@
 # recording, K times per configuration (default; nvml,host; the uprobe layers cuda,nccl,torch,python), interleaved.
 # Fresh-process pairs spread -12..+24 % on this host (bare alone 6.45-8.16 ms a step between processes): this
 # compares attached steps with the gaps' steps of the same process instead.
-# For the verdict on the 2 % target: eval/gpu_session16_attach_lb.sh, launch-bound and default only, ~40
+# For the verdict on the 2 % target: eval/tracing/gpu_attach_launch_bound.sh, launch-bound and default only, ~40
 # short alternations a GPU and a 95 % interval (lane kind attach:lb); 3 alternations here cannot decide it.
 #   launch_bound       3 alternations x 3 configs, D 8 s, gap 4 s; first --check-probes default (record --pid and
 #                      record -- JOB with --budget 0: the same BPF links, layers and series?)   cap 260 s

@@ -84,57 +84,7 @@ std::string url_encode(const std::string& s) {
   return out;
 }
 
-// A child process whose stdout and stderr go to a file.
-struct Child {
-  pid_t pid = -1;
-  Child() = default;
-  Child(const std::vector<std::string>& argv, const std::string& log) {
-    pid = fork();
-    if (pid == 0) {
-      int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-      dup2(fd, 1);
-      dup2(fd, 2);
-      setpgid(0, 0);
-      std::vector<char*> args;
-      for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-      args.push_back(nullptr);
-      execv(args[0], args.data());
-      _exit(127);
-    }
-  }
-  Child(Child&& o) noexcept : pid(o.pid) { o.pid = -1; }
-  Child& operator=(Child&& o) noexcept {
-    std::swap(pid, o.pid);
-    return *this;
-  }
-  Child(const Child&) = delete;
-  // Exit status after `sig`, or -1 when it did not exit within `timeout` (then killed).
-  int stop(int sig, std::chrono::seconds timeout) {
-    if (pid <= 0) return -1;
-    kill(pid, sig);
-    int status = 0;
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (waitpid(pid, &status, WNOHANG) == pid) {
-        pid = -1;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
-      std::this_thread::sleep_for(100ms);
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, nullptr, 0);
-    pid = -1;
-    return -1;
-  }
-  bool exited() {
-    int status;
-    if (pid > 0 && waitpid(pid, &status, WNOHANG) == pid) pid = -1;
-    return pid <= 0;
-  }
-  ~Child() {
-    if (pid > 0) stop(SIGKILL, 5s);
-  }
-};
+using stackscope::agent::testing::Child;
 
 struct Agent {
   Child proc;

@@ -22,6 +22,7 @@
 
 #include "agent/agent_config.h"
 #include "agent/agent_metrics.h"
+#include "agent/agent_test_util.h"
 #include "agent/http_endpoint.h"
 #include "agent/segment_store.h"
 #include "model/clock.h"
@@ -123,58 +124,7 @@ struct SmallDisk {
   }
 };
 
-// A child process whose stdout and stderr go to a file.
-struct Child {
-  pid_t pid = -1;
-  Child(const std::vector<std::string>& argv, const std::string& log) {
-    pid = fork();
-    if (pid == 0) {
-      int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-      dup2(fd, 1);
-      dup2(fd, 2);
-      setpgid(0, 0);
-      std::vector<char*> args;
-      for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-      args.push_back(nullptr);
-      execv(args[0], args.data());
-      _exit(127);
-    }
-  }
-  Child(const Child&) = delete;
-  // Exit status after `sig`, or -1 when it did not exit within `timeout` (then killed).
-  int stop(int sig, std::chrono::seconds timeout) {
-    if (pid <= 0) return -1;
-    kill(pid, sig);
-    int status = 0;
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (waitpid(pid, &status, WNOHANG) == pid) {
-        pid = -1;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
-      std::this_thread::sleep_for(50ms);
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, nullptr, 0);
-    pid = -1;
-    return -1;
-  }
-  int exit_status(std::chrono::seconds timeout) {  // waits for it to exit on its own
-    int status = 0;
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (pid > 0 && std::chrono::steady_clock::now() < deadline) {
-      if (waitpid(pid, &status, WNOHANG) == pid) {
-        pid = -1;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
-      std::this_thread::sleep_for(50ms);
-    }
-    return -1;
-  }
-  ~Child() {
-    if (pid > 0) stop(SIGKILL, 5s);
-  }
-};
+using stackscope::agent::testing::Child;
 
 // The agent daemon with only the node's host sampler (no job is traced: the test's own processes map no CUDA
 // library), scanning every 300 ms; `args` add to or override that.
@@ -668,14 +618,6 @@ TEST(AgentDaemon, UncreatableDataDirIsDegradedAndRetried) {
 // reload makes a new exporter): not the total added once more each time.
 TEST(AgentMetrics, HostCountersStayTheTrueTotalAcrossSamplerRestarts) {
   AgentMetrics m("node1", "0.1.0");
-  struct Null final : TelemetrySink {
-    SeriesId add_series(const SeriesInfo&) override { return ++n; }
-    void append_event(Event&&) override {}
-    void append_samples(std::span<const Sample>) override {}
-    void add_drops(std::string_view, uint64_t) override {}
-    void add_note(std::string_view, std::string_view) override {}
-    SeriesId n = 0;
-  };
   const auto info = series_info("gpu.energy", "gpu0", Subsystem::gpu, "joules", SeriesKind::counter,
                                 SeriesCategory::dynamic, "nvml");
   const std::string series = "stackscope_gpu_energy_joules_total{gpu=\"gpu0\"} ";
@@ -685,7 +627,7 @@ TEST(AgentMetrics, HostCountersStayTheTrueTotalAcrossSamplerRestarts) {
     return at == std::string::npos ? -1.0 : std::stod(text.substr(at + series.size()));
   };
   for (double total : {722.0, 725.0, 731.0}) {  // each a restart of the samplers, the source counting on
-    Null null;
+    stackscope::agent::testing::NullSink null;
     auto exporter = m.host_exporter(null, 100);
     const SeriesId id = exporter->add_series(info);
     Sample s{id, 1, total};

@@ -1,15 +1,18 @@
 // Shared by the agent's tests: a node's sink that counts samples by series key, this test process as a traced job,
 // the samples of a series in a job's segments, and processes of another user that map libraries (jobs, or not).
 #pragma once
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "agent/job_discovery.h"
@@ -118,6 +121,80 @@ struct MappingProcess {
     ::kill(pid, SIGKILL);
     ::waitpid(pid, nullptr, 0);
   }
+};
+
+// A child process whose stdout and stderr go to a file.
+struct Child {
+  pid_t pid = -1;
+  Child() = default;
+  Child(const std::vector<std::string>& argv, const std::string& log) {
+    pid = fork();
+    if (pid == 0) {
+      int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      dup2(fd, 1);
+      dup2(fd, 2);
+      setpgid(0, 0);
+      std::vector<char*> args;
+      for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+      args.push_back(nullptr);
+      execv(args[0], args.data());
+      _exit(127);
+    }
+  }
+  Child(Child&& o) noexcept : pid(o.pid) { o.pid = -1; }
+  Child& operator=(Child&& o) noexcept {
+    std::swap(pid, o.pid);
+    return *this;
+  }
+  Child(const Child&) = delete;
+  // Exit status after `sig`, or -1 when it did not exit within `timeout` (then killed).
+  int stop(int sig, std::chrono::seconds timeout) {
+    if (pid <= 0) return -1;
+    kill(pid, sig);
+    int status = 0;
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (waitpid(pid, &status, WNOHANG) == pid) {
+        pid = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    pid = -1;
+    return -1;
+  }
+  bool exited() {
+    int status;
+    if (pid > 0 && waitpid(pid, &status, WNOHANG) == pid) pid = -1;
+    return pid <= 0;
+  }
+  int exit_status(std::chrono::seconds timeout) {  // waits for it to exit on its own
+    int status = 0;
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (pid > 0 && std::chrono::steady_clock::now() < deadline) {
+      if (waitpid(pid, &status, WNOHANG) == pid) {
+        pid = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return -1;
+  }
+  ~Child() {
+    if (pid > 0) stop(SIGKILL, std::chrono::seconds(5));
+  }
+};
+
+// A sink that keeps nothing and numbers the series it is given.
+struct NullSink final : TelemetrySink {
+  SeriesId add_series(const SeriesInfo&) override { return ++n; }
+  void append_event(Event&&) override {}
+  void append_samples(std::span<const Sample>) override {}
+  void add_drops(std::string_view, uint64_t) override {}
+  void add_note(std::string_view, std::string_view) override {}
+  SeriesId n = 0;
 };
 
 }  // namespace stackscope::agent::testing

@@ -495,14 +495,7 @@ TEST(AgentMetrics, ExpositionHasJobIncidentAndHostSeries) {
   m.add_job_events(job, "0", Layer::torch, 7);
   m.incident_opened(job, "cpu_interference");
   // A host series through the exporter.
-  struct Null final : TelemetrySink {
-    SeriesId add_series(const SeriesInfo&) override { return ++n; }
-    void append_event(Event&&) override {}
-    void append_samples(std::span<const Sample>) override {}
-    void add_drops(std::string_view, uint64_t) override {}
-    void add_note(std::string_view, std::string_view) override {}
-    SeriesId n = 0;
-  } null;
+  stackscope::agent::testing::NullSink null;
   auto exporter = m.host_exporter(null, 100);
   const SeriesId id = exporter->add_series(
       series_info("gpu.mem.used", "gpu0", Subsystem::gpu, "bytes", SeriesKind::gauge, SeriesCategory::dynamic, "nvml"));

@@ -3,8 +3,8 @@
 # over NCCL, 5 runs of each slowed class (compute, host, gpu, cpu) in shuffled order plus 3 clean runs (23 runs, a
 # random slowed rank each), analyses in the background on CPUs the job does not use (eval/stragglers/gpu_ddp.sh).
 # The recordings of wrong verdicts come back (xz, 15 MiB parts) for re-scoring on the CPU VM.
-#   OUT=... SEED=41 NPROC=4 bash eval/gpu_session12_strag.sh     (4 GPUs)
-#   OUT=... SEED=42 NPROC=2 bash eval/gpu_session12_strag.sh     (2 GPUs; also on a 4-GPU host: ranks take GPUs 0-1)
+#   OUT=... SEED=41 NPROC=4 bash eval/stragglers/gpu_record_ddp_batch.sh     (4 GPUs)
+#   OUT=... SEED=42 NPROC=2 bash eval/stragglers/gpu_record_ddp_batch.sh     (2 GPUs; also on a 4-GPU host: ranks take GPUs 0-1)
 # Prepare (CPU VM): mkdir -p .carry && strip -o .carry/stackscope build/src/cli/stackscope; carry [".carry"].
 set -u
 mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true

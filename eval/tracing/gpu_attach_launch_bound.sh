@@ -18,7 +18,7 @@
 # alternation an A/A one: no recorder, the last real timeline replayed; halves the real ones), TARGET (0.02).
 # Files in $OUT (4): run.log, launch_bound.attach.{md,json,steps.json.xz}.
 # Run (lead): mkdir -p .carry && strip -o .carry/stackscope build/src/cli/stackscope
-#   device run, carry [".carry"]: OUT=$OUT bash eval/gpu_session16_attach_lb.sh   (or lane kind attach:lb in
+#   device run, carry [".carry"]: OUT=$OUT bash eval/tracing/gpu_attach_launch_bound.sh   (or lane kind attach:lb in
 #   eval/gpu_lanes.sh)
 set -u
 : "${OUT:?OUT}"
