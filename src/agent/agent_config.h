@@ -52,7 +52,7 @@ struct AgentConfig {
   double detect_horizon_s = 1800;
   // the node's own samplers (host and GPU series without a job)
   int host_interval_ms = 1000;
-  // An idle node (no job traced) reads its costlier series less often (docs/BENCHMARKS.md, session 14): the slow GPU
+  // An idle node (no job traced) reads its costlier series less often (docs/benchmarks/agent.md): the slow GPU
   // readings and NVML field values (energy, memory clock, ECC, PCIe replays, NVLink and PCIe byte counters; 1 s with
   // a job), and the host families whose cost grows with CPUs and processes (interrupts, softirqs, perf counters,
   // per-process CPU, vmstat, TCP counters, cpufreq; every host_interval_ms with a job). Back at once when a job is

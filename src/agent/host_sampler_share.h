@@ -1,7 +1,7 @@
 // One host sampler a node: the agent's node host sampler (procfs, sysfs, cgroup, perf, per-process CPU) writes into
 // a SampleFanOut read by the node's segments and /metrics every host_interval_ms and by the traced job at its own
-// interval, instead of the job running a second sampler that reads every family again (session 15 on an H200 host:
-// the node's second reading of proc_cpu (3.0 ms) and perf_sw (2.3 ms) every second, 0.78 % of a core beyond
+// interval, instead of the job running a second sampler that reads every family again (on an H200 host the
+// second reading of proc_cpu (3.0 ms) and perf_sw (2.3 ms) every second costs 0.78 % of a core beyond
 // `record`). The sampler runs at the fastest consumer's period.
 // The job-relative series of family proc_cpu (proc.cpu.traced_util, proc.cpu.runq_wait, and others_util as
 // "everything but the job") need the job's processes: one job at a time claims the sampler's traced processes.

@@ -174,8 +174,8 @@ JobTrace::JobTrace(const Job& job, const AgentConfig& config, const std::map<std
   }
   online::raise_memlock_limit();
   online::TraceDetail detail{false, config.budget_pct, config.ringbuf_bytes};
-  // One NVML sampler a node: a second one doubles NVML's cost, and its XID event set on the same GPUs spun a core
-  // (session 13).
+  // One NVML sampler a node: a second one doubles NVML's cost, and its XID event set on the same GPUs can spin a
+  // core.
   std::vector<Layer> own = choice.layers;
   const bool shared_nvml = node_nvml && node_nvml->feeding() && std::erase(own, Layer::nvml) > 0;
   // One host sampler a node too (host_sampler_share.h): the node's reads every family once for both.

@@ -27,7 +27,7 @@ std::unique_ptr<SampleFanOut::Subscription> SampleFanOut::subscribe(TelemetrySin
   for (const auto& [source, text] : notes_) sink.add_note(source, text);
   // A static value (gpu.mem.total) still holds when the consumer joins: stamped then, not when the node read it,
   // or a job's segment would begin minutes before the job (its analysis then judged a grid mostly before the job
-  // and found no progress signal in it: session 18, an agent segment with 66 s of node idle before the job).
+  // and found no progress signal in it: an agent segment can begin with a minute of node idle before the job).
   const int64_t joined_ns = monotonic_ns();
   for (const auto& [index, s] : static_last_) {
     const Sample out{id_in(c, index), std::max(s.t_ns, joined_ns), s.value};

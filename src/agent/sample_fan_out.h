@@ -1,7 +1,7 @@
 // One sampler's output shared by several consumers, each at its own period. The agent's node NVML sampler writes
 // here; the node's segments (every host_interval_ms) and each traced job's segments and incident engine (every
 // interval_ms) read from it, so a node runs one NVML sampler and one XID event set however many jobs it traces.
-// Two samplers (the node's and a job's) cost 1.5 cores on a 4-GPU H200 host, one XID thread spinning (session 13).
+// Two samplers (the node's and a job's) cost 1.5 cores on a 4-GPU H200 host, one XID thread spinning.
 // The sampler runs at the fastest period a consumer asks for (live_interval_ms()); a slower consumer gets each
 // series at its own period. A consumer that joins late gets the notes said so far and the last value of every
 // static series (gpu.mem.total, written once), stamped at the join. While only the node consumes (no job traced)

@@ -4,7 +4,7 @@
 //
 // Why CPU time and not wall time: a watched call pays its probes' traps (two of a few us each for an operator with a
 // return probe), so on an operator of 0.5 us the thread runs 2-3x fewer calls a second while watched than while
-// not, and scaling the watched count by watched wall time is 60 % low (docs/BENCHMARKS.md, session 10). The job's
+// not, and scaling the watched count by watched wall time is 60 % low (docs/benchmarks/op-counts.md). The job's
 // CPU per call is what the probes change, and what a trap costs is measured in the job itself: between its counted
 // windows (entry and return probes) the gates open entry-only windows, on every operator (one trap a call) or on a
 // subset of them (a share s of the calls, known from the counted windows: s traps a call). A least-squares fit
@@ -82,7 +82,7 @@ SampledCountEstimate estimate_sampled_counts(std::span<const SampledSpan> spans,
 // cudaEventSynchronize, cudaMemcpy): a training or inference loop makes the same calls between two of them, step
 // after step, and their probes are never duty-cycled, so they are counted outside the watched windows too. Why not
 // CPU time: a host that spins in the synchronisation uses CPU at the GPU's pace, not the operators' (small-batch
-// GPT-2 inference on an H100: -41.6 %, stated 3,211 %; docs/BENCHMARKS.md, session 12). Calls per interval: the
+// GPT-2 inference on an H200: +58.6 %, stated 178 %; docs/benchmarks/op-counts.md). Calls per interval: the
 // calls of the complete intervals between consecutive syncs of one process inside counted windows, pooled over the
 // windows; an unwatched span's calls are that times its syncs (each sync starts one interval; a window's edges cut
 // intervals at random phases, so its calls are on average that many too); entry-only windows keep their known calls.
@@ -99,7 +99,7 @@ struct SyncIntervalEstimate {
   // counted calls / (calls_per_interval x the counted windows' syncs) - 1 is ~0 where every stretch of the job
   // follows its syncs. A stretch that makes many calls per sync (a warmup of 20 steps under one sync, an evaluation
   // phase without one) is counted whole inside a window but estimated at calls per interval x its syncs outside
-  // them: the gap, where it exceeds the model's 5 %, is added to the error (H200, session 13: 16 % of the counts from
+  // them: the gap, where it exceeds the model's 5 %, is added to the error (H200: 16 % of the counts from
   // 20 steps under one sync).
   double counted_syncs = 0;
   double unaccounted = 0;
