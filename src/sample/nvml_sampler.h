@@ -31,7 +31,7 @@ struct NvmlSamplerOptions {
   int interval_ms = 0;                         // 0: CollectorOptions::interval_ms
   bool per_process = true;                     // gpu.proc.* series
   bool xid_events = true;                      // wait for XID events on a thread of their own
-  // NVML's calls cost 0.3-0.5 ms of CPU each on busy H200s (session 13: 39 ms CPU a 100 ms round of 4 GPUs): what
+  // NVML's calls cost 0.3-0.5 ms of CPU each on busy H200s (39 ms CPU a 100 ms round of 4 GPUs): what
   // changes slowly is read less often. The per-process period is under the incident engine's 1 s window, so every
   // window holds a sample of each process.
   int slow_interval_ms = 1000;
