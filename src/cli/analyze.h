@@ -21,7 +21,7 @@ struct AnalyzeOptions {
   bool store = true;                // write findings back into the recording(s)
   bool quiet = false;               // no progress on stderr
   std::string online_log;           // hidden --online-log: record --detect replayed, its JSON lines here
-  bool episodes_v1 = false;         // hidden --episodes-v1: the episode thresholds before session 10 (to compare)
+  bool episodes_v1 = false;         // hidden --episodes-v1: the first episode thresholds (to compare)
   // reveal: sliding windows ("" = sized from the series' sampling interval, cli/series_sizing.h), and the pruned
   // metric list (read when the file exists, else written there). The series detector bins by the stride.
   std::string reveal_window;

@@ -36,7 +36,7 @@ struct OnlineDetectOptions {
   // made by replay_pass at the times given.
   std::optional<int64_t> replay_start_ns = std::nullopt;
   int64_t replay_realtime_offset_ns = 0;
-  bool episodes_v1 = false;  // the episode thresholds before session 10 (EpisodeOptions::v1_thresholds)
+  bool episodes_v1 = false;  // the first episode thresholds (EpisodeOptions::v1_thresholds)
 };
 
 class OnlineDetector final : public TelemetrySink {

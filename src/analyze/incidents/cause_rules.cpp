@@ -104,7 +104,7 @@ const std::vector<CauseRule>& cause_rules() {
         {"nvml", R"(^gpu\d+\.gpu\.temp\.mean$)", +1, 5, 0, 0.5, false, "celsius"},
         // Another process computing on the GPU raises its power and heat: the throttling is then its consequence,
         // and contention the cause (a veto: on H100 a 2.06x contention episode throttled hard enough to outweigh a
-        // milder weight, session 8 seed 23).
+        // milder weight, fault seed 23).
         {"nvml", R"(^gpu\d+\.other_procs\.sm_util$)", +1, 0.05, 0, -3, false, "ratio"}}},
       {C::collective_slowdown,
        {{"nccl", R"(\.median_log10_lat_ns$)", +1, 0.1, 0, 1, false, "log10(ns)"},

@@ -77,7 +77,7 @@ struct SignalColumns {
 };
 // `job_gpus` (job_gpus() below): where not empty, a GPU's own columns (gpuN.*) count only for the job's GPUs. On a
 // node shared by several jobs, a neighbour's GPU idling down its clocks or running other processes is no evidence
-// about this job (session 15: 4 jobs on one H200 host, each blamed throttling and contention on the others' GPUs).
+// about this job (4 jobs on one H200 host would each blame throttling and contention on the others' GPUs).
 SignalColumns match_signal_columns(const std::map<std::string, WindowFeatureTable>& tables,
                                    const std::set<std::string>& job_gpus = {});
 

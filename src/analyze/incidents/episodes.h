@@ -26,8 +26,8 @@ struct EpisodeOptions {
   // Online (record --detect): the windows so far, the job still running, so a low tail is not its shutdown but an
   // incident in progress.
   bool open_end = false;
-  // The thresholds as they were before session 10 (level cut below only, its spread alone as the noise, no error
-  // of the level, z fixed): only to measure what the change did (analyze's hidden --episodes-v1).
+  // The first thresholds (level cut below only, its spread alone as the noise, no error of the level, z fixed):
+  // only to compare with the current ones (analyze's hidden --episodes-v1).
   bool v1_thresholds = false;
 };
 

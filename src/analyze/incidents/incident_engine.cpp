@@ -145,9 +145,9 @@ bool from_outside_the_job(CauseClass c) {
 
 // The episodes to explain: the progress analysis's, and its recurring dips and end-of-job tail where interference
 // from outside the job explains them. Those phases are the job's own doing (checkpoints, evaluation, teardown)
-// only when nothing outside it is: session 18's GPU fault runs had three injected episodes 41-47 s apart read as a
+// only when nothing outside it is: otherwise three injected episodes 41-47 s apart of a GPU fault run read as a
 // checkpoint period (a network loss, CPU hogs, a loader stall; none an incident), and a 17x slowdown from packet
-// loss near the end read as a 33 s shutdown. A recurring dip taken out this way leaves the others a period of
+// loss near the end as a 33 s shutdown. A recurring dip taken out this way leaves the others a period of
 // fewer dips than it needs: they are judged as episodes too. `phases` loses what became episodes.
 std::vector<Episode> episodes_with_interfered_phases(const ProgressAnalysis& pa, std::vector<Phase>& phases,
                                                      const WindowGrid& grid, const EpisodeOptions& opt,
@@ -293,11 +293,11 @@ IncidentReport find_incidents(const IncidentInput& in, const IncidentOptions& op
     }
     // A slowdown no layer explains, no deeper than this job's own speed strays over as long a stretch, is the job's
     // variation, not an incident: host-bound loops on VMs drift 9-13 % for tens of seconds with nothing else
-    // moving (session 15: 11 such "unexplained" 1.2x slowdowns in 8 clean minutes of small-batch inference, none
-    // in a GPU-bound job's). The test is the one that found the stretch (pa.z robust deviations), against the spread
+    // moving (11 such "unexplained" 1.2x slowdowns in 8 clean minutes of small-batch inference, none in a
+    // GPU-bound job's). The test is the one that found the stretch (pa.z robust deviations), against the spread
     // of means as long as the stretch instead of the independent windows' sd / sqrt(k). A stretch with a cause is
-    // still reported at the finding bar: its evidence does not come from the job's speed. (Session 16, before the
-    // exclusions: a fault run's 61 % host stall read as variation of +-86 %, its other episodes in the spread.)
+    // still reported at the finding bar: its evidence does not come from the job's speed. (Without the exclusions
+    // a fault run's 61 % host stall reads as variation of +-86 %, its other episodes in the spread.)
     const double mean_done = done / static_cast<double>(ws.episode.size());
     if (verdict.cause.cls == CauseClass::unexplained) {
       // Without the stretch judged, too: its own depth must not widen the bar it is judged by.
@@ -320,7 +320,7 @@ IncidentReport find_incidents(const IncidentInput& in, const IncidentOptions& op
     if (steps) {
       // The observed side is the windows' rate; the median step is shown as expected only where it agrees with
       // the steady rate (early in an online run the steps found so far can be a sync's period, not the step's:
-      // "0.506 -> 3.59 ms" on a 5.9 ms inference step, session 15).
+      // "0.506 -> 3.59 ms" on a 5.9 ms inference step).
       const double by_rate = 1e3 * width_s / pa.steady;
       const double median = in.progress.steps ? in.progress.steps->median_ms : NAN;
       const double expected = std::isfinite(median) && std::abs(median / by_rate - 1) <= 0.25 ? median : by_rate;
