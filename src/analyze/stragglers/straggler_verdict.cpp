@@ -209,8 +209,8 @@ bool launches_more_between_syncs(const std::vector<std::vector<int>>& between, i
 // show in the steps watched whole on both, against every one of `others`: its median launches per step at least
 // one (and 1 %) above theirs, and more steps where it launched more than fewer. Medians, not step-by-step
 // comparisons: a rank whose host runs ahead of its GPU issues its launches at varying offsets from the points
-// that cut the steps, so its count per step scatters both ways (44 +- 8 on the H200 runs of session 12, while
-// the rank doing extra work counted 45 in most steps); a step-by-step rule failed 9 of 10 such runs.
+// that cut the steps, so its count per step scatters both ways (44 +- 8 in tests/data/stragglers/h200x2_compute_rank1,
+// while the rank doing extra work counts 45 in most steps); a step-by-step rule failed 9 of 10 such runs.
 bool launches_more_per_step(const std::vector<std::vector<int>>& launches_in, int a, const std::vector<int>& others) {
   if (others.empty()) return false;
   for (int b : others) {
@@ -264,9 +264,9 @@ GpuSideCause gpu_side_cause(const TimelineSet& set, const std::vector<WorkerLate
   }
   // Contention that NVML's per-process samples stopped showing: a process seen computing on its GPU (on no other
   // rank's) stays listed there through most of the steps, and its GPU's SMs read busier than every other rank's.
-  // NVML gives a time-sliced GPU's per-process samples to one process at a time: on session 13's H200 x4 run 1 the
-  // co-tenant's samples (99 % busy) stopped 0.2 s before the steps' first point, and from then on the rank's own
-  // read 99 % against 80-84 % on the others, while the co-tenant stayed listed until the rank ended it.
+  // NVML gives a time-sliced GPU's per-process samples to one process at a time: in the H200 x4 recording
+  // h200x4_gpu_rank3 the co-tenant's samples (99 % busy) stop 0.2 s before the steps' first point, and from then on
+  // the rank's own read 99 % against 80-84 % on the others, while the co-tenant stays listed until the rank ends it.
   auto c = top_two(&WorkerLateness::others_listed);
   if (pw[c[0]].others_listed >= 0.5 && pw[c[1]].others_listed == 0 && pw[c[0]].sm_util >= 0) {
     double next_util = -1;
@@ -322,13 +322,13 @@ GpuSideCause gpu_side_cause(const TimelineSet& set, const std::vector<WorkerLate
   }
   // A starved GPU: its process's SM utilisation far below every other rank's, which agree among themselves. In a
   // job whose GPUs wait for each other in collective kernels, a waiting GPU counts as busy (NCCL's kernels spin
-  // on the SMs), so the rank whose GPU idles is the one whose host did not feed it: on session 12's H200 runs
-  // with a spinner sharing one rank's CPUs it was 0.34-0.51 against 0.71-0.95 in all 10 runs, while its host
+  // on the SMs), so the rank whose GPU idles is the one whose host did not feed it: on H200 runs with a spinner
+  // sharing one rank's CPUs it was 0.34-0.51 against 0.71-0.95 in all 10 runs, while its host
   // was not measurably late at the collectives (the GPUs, not the hosts, queue there). The same figure read
   // the other way ("SMs busiest = longer GPU work") named the waiting rank: removed.
   // The gap must be wide (0.2) unless its threads also waited for a CPU out of proportion (two signals agreeing):
-  // on session 13's H200 x4 run 11 every rank's GPU idled more (each rank pinned to one loaded CPU), the spinner's
-  // rank at 22 % against 38-42 %, its threads waiting 1.33 ms for a CPU per ms on one against at most 0.34.
+  // in the H200 x4 recording h200x4_cpu_rank3 every rank's GPU idles more (each rank pinned to one loaded CPU), the
+  // spinner's rank at 22 % against 38-42 %, its threads waiting 1.33 ms for a CPU per ms on one against at most 0.34.
   auto u = top_two(&WorkerLateness::sm_util);
   const int low = u.back(), next = u[n - 2];
   const bool wide = pw[next].sm_util >= pw[low].sm_util + 0.2;
@@ -861,8 +861,8 @@ StragglerVerdict wait_verdict(const TimelineSet& set, const SyncPoints& sp, cons
         knock_on = "; other ranks were late too but spent no extra time of their own (knock-on)";
       }
       // Graded lateness on the hosts, but one rank's GPU starved while the others' waited in collectives: that
-      // rank held them up, the hosts' lateness is what their GPUs' queues passed on (session 12, H200 x4, a
-      // spinner on rank 0's CPUs: "spread" with rank 0 latest, its SMs 35 % busy against 84-92 %).
+      // rank held them up, the hosts' lateness is what their GPUs' queues passed on (H200 x4, a spinner on
+      // rank 0's CPUs: "spread" with rank 0 latest, its SMs 35 % busy against 84-92 %).
       if (!late_half) {
         const GpuSideCause starved = gpu_side_cause(set, v.per_worker, opt);
         if (starved.worker >= 0 && starved.cause == CauseClass::host &&
