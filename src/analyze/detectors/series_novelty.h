@@ -32,13 +32,12 @@ namespace stackscope::analyze {
 
 struct SeriesNoveltyOptions {
   // Excess beyond the recent range, as a share of its width, that opens a finding. Chosen on half of NAB's
-  // files with repeat_memory_bins (eval/nab/run_cli.sh, docs/BENCHMARKS.md "Host series nobody tuned for", session
-  // 11).
+  // files with repeat_memory_bins (eval/nab/run_cli.sh, docs/benchmarks/host-series-nab.md).
   double threshold = 0.05;
   size_t history_bins = 4000;   // the recent past the range spans
   size_t short_bins = 6;        // bins the level and spread views average over
   size_t warmup_bins = 100;     // bins of history before anything is judged (and a season, where one is given)
-  // After a finding opens, no new one opens for cooldown_bins bins (100 since session 10: docs/BENCHMARKS.md), and
+  // After a finding opens, no new one opens for cooldown_bins bins (100: docs/benchmarks/host-series-nab.md), and
   // for at most cooldown_max_seconds where the bin width is known (a day: on daily data 100 bins would be 100
   // days) ...
   size_t cooldown_bins = 100;
@@ -50,18 +49,18 @@ struct SeriesNoveltyOptions {
   // A finding the range learns from (open past learn_after_bins) ends where a departure from the learnt range would
   // open a new finding (outside it, cool-down over or overridden), and that new finding opens at its bin: a level
   // shift held open as one finding hid a second, larger step (NAB's rds_cpu_utilization_e47b3b: a 17 -> 28 step
-  // reported 400 bins late). Session 19 (docs/BENCHMARKS.md).
+  // reported 400 bins late; docs/benchmarks/host-series-nab.md).
   bool new_departure_ends_held_finding = true;
   // A level shift held until the range learnt from it is one finding until its value returns to the range it left
-  // (session 21, docs/BENCHMARKS.md): a new departure ends it only while its value is still outside that range
+  // (docs/benchmarks/host-series-nab.md): a new departure ends it only while its value is still outside that range
   // (the return is its end, not a new finding); it comes back if that departure's finding ends unreported (noise
   // within the shift: it used to end a held shift at once, and its return was then a finding of its own); and once it
   // ended at its return, the spread views are not judged for robust_spread_bins (at least short_bins), whose windows
   // straddle the return.
   bool held_shift_lasts_to_its_return = true;
   // When the range starts learning from a held finding, its first short_bins bins are clipped in the day view's
-  // history to the range of its bins since: a shift that began with a spike came back a day later as a day-view
-  // finding (NAB's rds_cpu_utilization_e47b3b). Session 21.
+  // history to the range of its bins since: a shift that begins with a spike would come back a day later as a
+  // day-view finding (NAB's rds_cpu_utilization_e47b3b).
   bool held_start_clipped_in_day_history = true;
   // A finding open for new_normal_seconds (a week) where the bin width is known, but at least min_hold_bins and at
   // most max_hold_bins, has become the new normal (a change of regime): its level becomes the baseline. Without
@@ -76,10 +75,10 @@ struct SeriesNoveltyOptions {
   double range_floor = 0;       // the smallest range width an excess is measured against
   // Bins in one season (a day) when the caller knows it (0: none): a fourth view, the level's change from the same
   // time one season earlier, catches a daily pattern that changes shape without leaving its range. Its excess
-  // counts season_weight as much as the others' (it is the noisiest view: one day against one day). 0.25 since
-  // session 22, chosen on NAB's part A with the threshold (0.3 before; 0.2 scored a little higher on A but sits next
-  // to a cliff: 0.15 lost two windows). Three false positives on part A were day-view excesses of 0.17-0.21 range
-  // widths (docs/BENCHMARKS.md "Session 22").
+  // counts season_weight as much as the others' (it is the noisiest view: one day against one day). 0.25, chosen
+  // on NAB's part A with the threshold (0.2 scores a little higher on A but sits next to a cliff: 0.15 loses two
+  // windows). At 0.3, three false positives on part A are day-view excesses of 0.17-0.21 range widths
+  // (docs/benchmarks/host-series-nab.md).
   size_t season_bins = 0;
   double season_weight = 0.25;
   // The season view compares the level with the levels of the same time a day earlier shifted by up to this many
@@ -93,7 +92,7 @@ struct SeriesNoveltyOptions {
   // ignores them. Its excess counts robust_spread_weight as much as the others', and its range width is at least
   // robust_spread_floor times the value range's width (a series that was flat but for its spikes has a deviation
   // range of almost no width: a wobble is not a change of texture).
-  // Session 19 (docs/BENCHMARKS.md). 0 bins: off.
+  // docs/benchmarks/host-series-nab.md. 0 bins: off.
   size_t robust_spread_bins = 36;
   double robust_spread_weight = 0.5;
   double robust_spread_floor = 0.03;
@@ -108,24 +107,24 @@ struct SeriesNoveltyOptions {
   // followed by smaller ones that are new records of the range (which never learns a finding) but not new: NAB's
   // Twitter files had 94 of 138 false positives, mostly such. A repeat larger than the remembered finding is new, and
   // so is the same one once the memory has passed (NAB labels repeats days apart). 0: off. Chosen on NAB's part A
-  // with the threshold (docs/BENCHMARKS.md, session 11).
+  // with the threshold (docs/benchmarks/host-series-nab.md).
   size_t repeat_memory_bins = 1000;
   double repeat_memory_max_seconds = 7 * 86400;
   // A finding held until the range learnt from it (a level shift, now the new normal) leaves its value and level
   // remembered (the range, which starts learning only then, would find the shift's own level new again) but not
   // its spreads: its first bins' spreads straddle the step, and remembered they blinded both spread views for
   // repeat_memory_bins (NAB's rds_cpu_utilization_cc0c53: a noisier stretch 400 bins after a level shift went
-  // unseen). Session 21.
+  // unseen).
   bool remember_learnt_spreads = false;
-  // Confirmation by a second view (session 12): a finding is reported only from the first of its bins where its
+  // Confirmation by a second view: a finding is reported only from the first of its bins where its
   // excess passes confirm_alone_excess or a second detector agrees -- the same range detector run on the value
   // minus the median of the confirm_median_bins bins before it (a departure from the local level, whatever the
   // series' heavy tail did before), whose largest excess over the last confirm_lag_bins + 1 bins passes
   // confirm_excess. A finding never confirmed is not reported (it still holds the ranges and starts a cool-down, as
   // any finding). On heavy-tailed series a new record of the range by a hair is mostly noise: on NAB's files with 96
   // bins, false positives 98 -> 61 at the same 68 windows, but the settings part A chose then lost windows on part B
-  // (docs/BENCHMARKS.md "Session 12"). On by default since session 19: chosen on NAB's part A with the yield to a
-  // new departure and the robust spread (docs/BENCHMARKS.md "Session 19"). 0 bins: off.
+  // (docs/benchmarks/host-series-nab.md). On by default: chosen on NAB's part A together with the yield to a new
+  // departure and the robust spread. 0 bins: off.
   size_t confirm_median_bins = 192;
   double confirm_excess = 0.05;
   double confirm_alone_excess = 0.3;
