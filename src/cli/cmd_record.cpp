@@ -183,8 +183,8 @@ struct UnstartedCleanup {
 };
 
 // Detaches the probes once the recording is closed. A family's probes of one library are one uprobe_multi link,
-// so this takes well under a second (docs/BENCHMARKS.md); the progress line is for kernels without uprobe_multi,
-// where each probe is its own link and one RCU wait.
+// so this takes well under a second (docs/benchmarks/probe-cost.md); the progress line is for kernels without
+// uprobe_multi, where each probe is its own link and one RCU wait.
 void release_collectors(const std::vector<Collector*>& running, const std::string& out, bool quiet, bool tty) {
   for (auto* c : running)
     c->release([&, last = monotonic_ns()](size_t done, size_t total) mutable {

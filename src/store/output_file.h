@@ -1,4 +1,4 @@
-// Writing an output without destroying data (issue 19): every command that writes a file opens it here.
+// Writing an output without destroying data: every command that writes a file opens it here.
 //  - a symbolic link at the output path is refused, never followed (as root that would overwrite its target);
 //  - an output that is one of the command's inputs (same device and inode, whatever the name) is refused;
 //  - the data goes to a temporary file beside the path (same folder: the rename is atomic) that commit() renames

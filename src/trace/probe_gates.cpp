@@ -62,7 +62,7 @@ uint64_t system_busy_ticks() {
 // functions start with `push`, emulated at about 0.9 us in a tight loop. The higher price is kept on purpose: inside
 // a real job a hit costs several times the tight loop's figure (cold caches, TLB, the job's own threads), and on
 // the H100 pricing hits at the push figure let the budget attach 5x longer, which cost +27.5 % on the launch-bound
-// workload and +71 % on small-batch inference against +0.1 % and +16 % at this price (docs/BENCHMARKS.md).
+// workload and +71 % on small-batch inference against +0.1 % and +16 % at this price (docs/benchmarks/probe-cost.md).
 extern "C" __attribute__((noinline, used)) int stackscope_uprobe_calibration_target(int x) {
   asm volatile("" ::: "memory");
   return x + 1;
@@ -676,7 +676,7 @@ bool UprobeTracer::budget_overrun(double since_s) {
 }
 
 // The price of one probe hit here: a function of this binary called with and without the calibration probe (a
-// program that only counts). Falls back to 5 us, what a hit costs on the GPU machines (docs/BENCHMARKS.md).
+// program that only counts). Falls back to 5 us, what a hit costs on the GPU machines (docs/benchmarks/probe-cost.md).
 void UprobeTracer::measure_hit_cost() {
   hit_cost_ns_ = topts_.hit_cost_ns > 0 ? topts_.hit_cost_ns : 5000.0;
   if (topts_.hit_cost_ns > 0 || !proc_) return;

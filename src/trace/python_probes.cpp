@@ -18,7 +18,7 @@ LibraryProbes PythonProbes::probes_for(const MappedLibrary& lib, const ElfImage&
     if (ctx.note_once) ctx.note_once(text);
   };
   // Without USDT, timing C-API entry points hits a uprobe on nearly every Python call: measured at 4-14% of a GPT-2
-  // step on the GPU machine (docs/BENCHMARKS.md), so "auto" leaves it off and says how to opt in.
+  // step on the GPU machine (docs/benchmarks/probe-cost.md), so "auto" leaves it off and says how to opt in.
   if ((mode_ == "usdt" || mode_ == "auto") && !usdt) {
     // Under auto, stack sampling was tried first and said why it could not register (its own note).
     note(lib.path + ": no python:function__entry USDT probes" +

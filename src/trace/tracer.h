@@ -42,7 +42,7 @@ struct TracerOptions {
   // A duty-cycled family is attached for a share of every period: this long at least, longer where its
   // attach/detach toggles cost the job more than a quarter of its share (up to budget_max_period_ms). Each toggle
   // rewrites the job's text pages, and its probes trap while links are attached and detached (a real H100 recording
-  // at a 1 s period: attach 27-53 ms, detach 232-376 ms per window; docs/BENCHMARKS.md, issue 14).
+  // at a 1 s period: attach 27-53 ms, detach 232-376 ms per window; docs/benchmarks/probe-cost.md).
   int budget_period_ms = 5000;
   // The longest period the toggles' price may lead to. Bounded: the incident engine's 1 s windows between watched
   // ones are filled from their neighbours, and a job shorter than a period is watched mostly at its start.

@@ -25,7 +25,7 @@ struct DbscanOptions {
   // The most brute-force distance terms (row x core point x column) one score() call may cost; the spatial index
   // makes most data far cheaper than that. 4e11 lets 1 M rows against 20,000 core points in 16 columns (3.2e11)
   // through with no help from the index (high-dimensional noise): 3.0e11 terms took 109 s of one core on the CI VM
-  // (BENCHMARKS.md). Past it score() refuses at once.
+  // (docs/benchmarks/analyze-scale.md). Past it score() refuses at once.
   double max_score_terms = 4e11;
   bool spatial_index = true;  // false: brute force throughout (the same results; for checking the index)
 };
