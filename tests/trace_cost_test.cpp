@@ -1,4 +1,4 @@
-// Probe cost (src/trace, issue 14): uprobe_multi links attach and detach a family's probes in one call each;
+// Probe cost (src/trace): uprobe_multi links attach and detach a family's probes in one call each;
 // asynchronous CUDA calls are probed at entry only yet counted exactly; --detail full keeps durations; the cost
 // budget duty-cycles a hot family, marks the watched windows and states the fraction to scale counts by.
 // Against the fake libraries in tests/progs/trace_fake (libcudart/libcuda, a libtorch_cpu with 200 operators), and
@@ -81,7 +81,7 @@ double attach_count_and_detach(bool uprobe_multi, size_t* links) {
 }  // namespace
 
 // 200 operators: one entry link and one return link; detaching them takes well under a second. Single uprobes (the
-// fallback for kernels before 6.6) are timed beside it for docs/BENCHMARKS.md.
+// fallback for kernels before 6.6) are timed beside it for docs/benchmarks/probe-cost.md.
 TEST(TraceCost, TwoHundredProbesAreOneLinkPerProgramAndDetachUnderASecond) {
   REQUIRE_ROOT();
   size_t links = 0;
@@ -89,7 +89,7 @@ TEST(TraceCost, TwoHundredProbesAreOneLinkPerProgramAndDetachUnderASecond) {
   EXPECT_EQ(links, 2u) << "200 entry probes and 200 return probes: one uprobe_multi link each";
   EXPECT_LT(multi_s, 1.0);
   std::printf("detach of 200 entry + 200 return probes: uprobe_multi %.3f s (%zu links)\n", multi_s, links);
-  if (!std::getenv("STACKSCOPE_COMPARE_SINGLE_UPROBES")) return;  // ~40 s here: for docs/BENCHMARKS.md only
+  if (!std::getenv("STACKSCOPE_COMPARE_SINGLE_UPROBES")) return;  // ~40 s here: for docs/benchmarks/probe-cost.md only
   size_t single_links = 0;
   const double single_s = attach_count_and_detach(false, &single_links);
   EXPECT_EQ(single_links, 400u);
@@ -321,9 +321,8 @@ TEST(TraceCost, BudgetPricesTogglesAndLengthensThePeriod) {
   tracer.stop();
   const auto stats = tracer.stats();
   // Calls that enter between the pause and the entry probes' removal are gated (counted, not reported). How many
-  // depends on how long the removal takes: 570-6,625 a run on the CPU VM while the tracer kept each library mapped,
-  // 0-32 since it does not (issue 16; its own mapping was one more the kernel walked at each detach), so their number
-  // is printed, not required.
+  // depends on how long the removal takes: 0-32 a run on the CPU VM (570-6,625 if the tracer kept each library
+  // mapped: one more mapping for the kernel to walk at each detach), so their number is printed, not required.
   const std::string notes = all_notes(sink);
   std::smatch m;
   ASSERT_TRUE(std::regex_search(notes, m, std::regex("torch: probes watched [0-9.]+% .*\\(([0-9]+) window\\(s\\).*"
@@ -359,8 +358,9 @@ const std::vector<std::string> kLoopOps = {"matmul", "mm", "tanh", "add_Tensor"}
 
 }  // namespace
 
-// Issue 14's tiny-operator loop on Debian's torch 1.13 (CPU), counted by torch.profiler inside the process and by
-// the torch probes outside it: in --detail full every operator call is one event, so the counts are equal.
+// The tiny-operator loop (tests/data/torch_op_counts.py) on Debian's torch 1.13 (CPU), counted by torch.profiler
+// inside the process and by the torch probes outside it: in --detail full every operator call is one event, so the
+// counts are equal.
 TEST(TraceCost, FullDetailTorchOpCountsEqualTorchProfiler) {
   REQUIRE_ROOT();
   STACKSCOPE_REQUIRE(run_command("/usr/bin/python3 -c 'import torch'") == 0, "no python3-torch");
@@ -416,7 +416,7 @@ double check_budgeted_torch_counts(
     TracerOptions topts;
     topts.budget_pct = budget_pct;
     topts.budget_period_ms = topts.budget_max_period_ms = 300;  // a fixed period: windows enough in a few seconds
-    // Every site in every window, as before session 14: for comparisons only (the hit-set test then fails).
+    // Every site in every window (STACKSCOPE_TORCH_EVERY_SITE): for comparisons only (the hit-set test then fails).
     topts.torch_hit_set = !std::getenv("STACKSCOPE_TORCH_EVERY_SITE");
     stackscope::testing::MemorySink sink;
     UprobeTracer tracer({Layer::torch}, topts);
@@ -496,8 +496,8 @@ double check_budgeted_torch_counts(
     // The note's factor is (counted + entry-only + unwatched calls) / counted calls, its counted calls being the
     // probe hits of the counted windows since the budget's first detach over two. The operators' series are what a
     // reader scales: every probed operator's counts since that detach must be those calls, so that they times the
-    // factor give the note's estimate (GPU session 13: a loop's counts x the factor read 15.7 % low, and whether the
-    // series lost calls that the note counted had to be ruled out by hand).
+    // factor give the note's estimate (a GPU loop's counts x the factor can read low, 15.7 % on one: this check
+    // rules out series that lost calls the note counted).
     {
       std::smatch b;
       ASSERT_TRUE(std::regex_search(notes, b, std::regex("; ([0-9]+) calls counted, ([0-9]+) in entry-only windows, "
@@ -555,8 +555,8 @@ double check_budgeted_torch_counts(
         std::printf("  the %s would say %.0f (error %+.1f%%, stated %s%%)\n", o[1].str().c_str(),
                     whole + (calls.back().value - whole) * other_scale,
                     100 * ((whole + (calls.back().value - whole) * other_scale) / truth - 1), o[3].str().c_str());
-      // Issue 14: the truth within the error the recording states. That error is a 95 % interval (it missed 1 run
-      // of 12 on the shared VM, by 5 points); 10 points of slack keep the test from failing one run in twenty.
+      // The truth must lie within the error the recording states. That error is a 95 % interval (it missed 1 run of
+      // 12 on the shared VM, by 5 points); 10 points of slack keep the test from failing one run in twenty.
       if (outside && std::abs(error) > stated_error + 0.10)
         *outside = true;
       else
@@ -572,9 +572,9 @@ double check_budgeted_torch_counts(
 
 // The same loop under the default detail and a cost budget: the torch family is duty-cycled, operators are counted
 // in the kernel while watched; the whole count until the first detach plus the later counts scaled as the end note
-// says estimate the profiler's count (calls per iteration x iterations). Issue 14: within the error the recording
-// states. Scaling by watched wall time was 60-70 % low here (the probes slow the calls they watch: session 10); the
-// note's factor comes from the job's CPU time (model/sampled_count.h).
+// says estimate the profiler's count (calls per iteration x iterations), within the error the recording states.
+// Scaling by watched wall time is 60-70 % low here (the probes slow the calls they watch); the note's factor comes
+// from the job's CPU time (model/sampled_count.h).
 TEST(TraceCost, BudgetedTorchOpCountsScaleToTorchProfiler) {
   REQUIRE_ROOT();
   STACKSCOPE_REQUIRE(run_command("/usr/bin/python3 -c 'import torch'") == 0, "no python3-torch");
@@ -619,12 +619,12 @@ TEST(TraceCost, BudgetedTorchOpCountsOfASyncedLoopFollowItsSyncs) {
                 100 * worst, m[1].str().c_str(), m[2].str().c_str());
 }
 
-// Budgeted windows attach only the operators counted so far (issue 14, session 14: a uprobe_multi detach costs per
-// probed site, and 340 sites made every window's detach 180 ms on the H200, stretching the period to 12-20 s). The
-// loop probed with the default operator list (tens of sites, four of them called): after the first detach, windows
-// hold the hit set only, every 8th holds every site, and the operator that the loop starts calling 3 s in
-// (torch.relu, every 10th iteration) is found by one of those and counted in the restricted windows after it. The loop's operators still
-// land within the error the recording states.
+// Budgeted windows attach only the operators counted so far (a uprobe_multi detach costs per probed site: 340 sites
+// make every window's detach 180 ms on the H200, stretching the period to 12-20 s). The loop probed with the default
+// operator list (tens of sites, four of them called): after the first detach, windows hold the hit set only, every
+// 8th holds every site, and the operator that the loop starts calling 3 s in (torch.relu, every 10th iteration) is
+// found by one of those and counted in the restricted windows after it. The loop's operators still land within the
+// error the recording states.
 TEST(TraceCost, BudgetedTorchWindowsAttachTheHitSetAndFindLateOperators) {
   REQUIRE_ROOT();
   STACKSCOPE_REQUIRE(run_command("/usr/bin/python3 -c 'import torch'") == 0, "no python3-torch");
