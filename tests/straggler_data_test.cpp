@@ -116,8 +116,8 @@ TEST(StragglerCli, JsonAndHtmlForAStepTableAndAClearErrorForBadInput) {
   EXPECT_EQ(out.find("nan"), std::string::npos);
 }
 
-// Issue 19: a fresh clone's test command skipped these tests silently for want of ../shared/data (a skip counts
-// as a pass). The data now lives in tests/data; and a missing prerequisite fails under CI (CI=true).
+// A skip counts as a pass, so a fresh clone's test command must not skip these tests for want of data: the data
+// lives in tests/data, and a missing prerequisite fails under CI (CI=true).
 TEST(TestPrerequisites, DataIsCarriedAndAMissingPrerequisiteFailsUnderCi) {
   EXPECT_TRUE(have(std::string(STACKSCOPE_SOURCE_DIR) + "/tests/data/alibaba_pai/job_1_norm.csv"));
   EXPECT_TRUE(have(std::string(STACKSCOPE_SOURCE_DIR) + "/tests/data/hta/sampled_rank-0.json.gz"));

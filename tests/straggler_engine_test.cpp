@@ -283,7 +283,7 @@ TEST(StragglerEndToEnd, GeneratorAndDetectorAccuracyOnASmallBatch) {
   o.seed = 5;
   const auto r = evaluate_straggler_detection(o);
   EXPECT_EQ(r.trials, 24);
-  EXPECT_GE(r.top1_accuracy(), 0.95);  // 24/24 here; the 300-trial figures are in docs/BENCHMARKS.md
+  EXPECT_GE(r.top1_accuracy(), 0.95);  // 24/24 here; the 300-trial figures are in docs/benchmarks/stragglers.md
   EXPECT_GE(r.class_accuracy(), 0.9);
   // The breakdowns partition the trials.
   for (const auto& rows : {r.by_scenario(), r.by_workers()}) {

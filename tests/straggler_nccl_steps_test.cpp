@@ -1,4 +1,4 @@
-// Steps of a DDP job over NCCL recorded by `stackscope record` under its default cost budget (issue 15). Two
+// Steps of a DDP job over NCCL recorded by `stackscope record` under its default cost budget. Two
 // real recordings on 2 H200s (600 steps each) were read as "5 steps" and "6 steps": (1) the multiple of the
 // collective period was chosen on mean pauses, which one long pause (start-up, a recorder's hole) dominates when
 // a position is seen only a few times; (2) the NCCL probes are duty-cycled, so the collective sequence holds only
@@ -113,7 +113,7 @@ TEST(StragglerNcclSteps, DutyCycledCollectivesAreCarriedByTheStepsSync) {
 
 // tests/data/stragglers/h200_ddp_slow1.sdb: `stackscope record -- torchrun --nproc-per-node 2
 // eval/stragglers/ddp_job.py --backend nccl --width 2048 --batch 512 --steps 600 --slow-rank 1 --fault compute
-// --delay-ms 4` on 2 H200s (2026-11-26, session 9), default cost budget; the job printed "steps 600". Reduced:
+// --delay-ms 4` on 2 H200s (2026-11-26), default cost budget; the job printed "steps 600". Reduced:
 // its sample blocks, series and findings deleted (the events and notes kept), 0.65 MB.
 TEST(StragglerNcclSteps, RealH200RecordingCountsItsSixHundredStepsAndNamesTheSlowRank) {
   TimelineSet set;

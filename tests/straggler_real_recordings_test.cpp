@@ -1,4 +1,4 @@
-// Straggler verdicts on real `stackscope record` recordings (issue 15), each made with record's defaults (the
+// Straggler verdicts on real `stackscope record` recordings, each made with record's defaults (the
 // cost budget duty-cycles the NCCL, torch and CUDA launch probes): the rank and the cause class named, the step
 // count within 1 % of what the job ran, and "none" on clean runs. The recordings are in tests/data (README.md
 // there says how each was made).
@@ -106,7 +106,7 @@ TEST(StragglerRealRecordings, GlooBalancedStepsWithNoWaitRecordedAreStillCounted
   EXPECT_TRUE(within_one_percent(slow.steps.steps, 100)) << slow.steps.steps << " steps found";
 }
 
-// Session 11's CPU suite (SEED=7, run 0): ranks pinned to a CPU each, a spinner on rank 0's, on the VM loaded by
+// Run 0 of the CPU suite (SEED=7): ranks pinned to a CPU each, a spinner on rank 0's, on the VM loaded by
 // other builds. Both ranks imported torch together at start-up, and their file reads ended together 179 times
 // in a second: the most frequent kind of synchronisation point, taken for the training loop (verdict none, 178
 // steps of 2 ms). The loop's points are the kind that lasts longest; rank 0's threads waited for a CPU 2.2 ms per
@@ -178,8 +178,8 @@ TEST(StragglerRealRecordings, GlooRankSharingItsCpuWithASpinnerIsNamedWithHostCa
   EXPECT_NE(r.verdict.cause_detail.find("CPU contention"), std::string::npos) << r.verdict.cause_detail;
 }
 
-// Session 12's GPU batches (H200, torchrun, NCCL, record's defaults, 600 steps; tests/data/stragglers/README.md):
-// each names one rank with one cause class and counts the job's steps.
+// Runs of the GPU straggler batches (H200, torchrun, NCCL, record's defaults, 600 steps;
+// tests/data/stragglers/README.md): each names one rank with one cause class and counts the job's steps.
 namespace {
 StragglerReport expect_one_straggler(const std::string& file, int rank, CauseClass cause) {
   auto r = analyse_xz("stragglers/" + file);
@@ -211,7 +211,7 @@ TEST(StragglerRealRecordings, H200FourRanksCpuContentionOnOneRank) {
   expect_one_straggler("h200x4_cpu_rank1.sdb.xz", 1, CauseClass::host);
 }
 
-// Session 13's 4-GPU batch (SEED=43), both called "none" by the build of that day.
+// Two runs of a 4-GPU batch (SEED=43) that an earlier build called "none".
 // Another process computed on rank 3's GPU: NVML handed the shared GPU's per-process samples to the rank itself
 // (99 % busy, against 80-84 % on the others) from 0.2 s before the steps, so the co-tenant's own SM samples left the
 // window; it stayed listed on that GPU (a context, memory) until the rank ended it. No excess is claimed: the
@@ -232,7 +232,7 @@ TEST(StragglerRealRecordings, H200StarvedGpuWithoutTheWideGapIsNamedWithItsCpuCo
   EXPECT_NE(r.verdict.cause_detail.find("CPU contention"), std::string::npos) << r.verdict.cause_detail;
 }
 
-// Session 14's 4-GPU batch (SEED=47), "none" with the build of that day: rank 2 spun its GPU ~4 ms a step. The
+// A run of a 4-GPU batch (SEED=47) that an earlier build called "none": rank 2 spun its GPU ~4 ms a step. The
 // launch probes watched 32 steps; counted between the points they scattered (38-51 a step, mode 46 on rank 0 and
 // 45 on rank 2), while between each rank's own CUDA syncs the hosts issued exactly 44, and 45 on rank 2.
 TEST(StragglerRealRecordings, H200FourRanksExtraGpuWorkFromTheLaunchesBetweenEachRanksSyncs) {

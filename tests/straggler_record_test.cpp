@@ -38,7 +38,7 @@ nlohmann::json record_and_analyse(const TempDir& dir, const std::string& job_arg
 void expect_steps(const nlohmann::json& j, int steps) {
   EXPECT_EQ(j["steps"]["source"], "sync-cadence") << j["steps"].dump();
   const int found = j["steps"]["found"].get<int>();
-  // The bar is 1 % (met in eval/stragglers, docs/BENCHMARKS.md); on a loaded 2-core CI machine the 40 ms
+  // The target is 1 % (met in eval/stragglers, docs/benchmarks/stragglers.md); on a loaded 2-core CI machine the 40 ms
   // steps of two gloo ranks sharing the cores sometimes merge, so the test allows 3 %.
   EXPECT_LE(std::abs(found - steps), std::max(1, steps * 3 / 100)) << "found " << found << " of " << steps;
 }

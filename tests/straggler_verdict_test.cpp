@@ -152,10 +152,10 @@ TEST(StragglerVerdict, OneMoreKernelLaunchPerStepIsExtraGpuWork) {
   EXPECT_EQ(v.excess_ns, 0);  // more work, not a measured delay
 }
 
-// Hosts that run ahead of their GPUs (H200 x4, session 14's miss): a rank's launches fall at varying offsets from
-// the points that cut the steps, so the launches counted between points scatter (mode 46 on a clean rank, 45 on the
-// one doing extra work), while between each rank's own CUDA syncs the host issues exactly 44, and 45 on the rank
-// doing extra work. The syncs decide; with the same work everywhere nobody is named.
+// Hosts that run ahead of their GPUs (H200 x4, tests/data/stragglers/h200x4_compute_rank2): a rank's launches
+// fall at varying offsets from the points that cut the steps, so the launches counted between points scatter (mode
+// 46 on a clean rank, 45 on the one doing extra work), while between each rank's own CUDA syncs the host issues
+// exactly 44, and 45 on the rank doing extra work. The syncs decide; with the same work everywhere nobody is named.
 namespace {
 
 TimelineSet ahead_of_gpu(int extra_rank) {
@@ -200,7 +200,7 @@ TEST(StragglerVerdict, SameLaunchesBetweenSyncsNamesNobody) {
   EXPECT_EQ(v.kind, VerdictKind::none) << v.evidence << " / " << v.cause_detail;
 }
 
-// Causes that the host cannot see, from what the recorder samples beside the job (issue 15): each on a job
+// Causes that the host cannot see, from what the recorder samples beside the job: each on a job
 // whose hosts wait alike (no lateness), one rank set apart by one signal only. The rank is named with the class.
 namespace {
 
@@ -286,8 +286,8 @@ TEST(StragglerVerdict, ALateRankWithNoMoreCpuTimeNorBlockingWaitedForACpu) {
   EXPECT_NE(c.cause_detail.find("CPU contention"), std::string::npos) << c.cause_detail;
 }
 
-// CPU contention with a lateness under 10 % of the step (issue 15, the CPU suite's `cpu` class: a spinner sharing
-// the slowed rank's CPU made it 5-7 ms late in an 80 ms step, called "none"). The kernel layer's scheduler
+// CPU contention with a lateness under 10 % of the step (the CPU suite's `cpu` class: a spinner sharing the slowed
+// rank's CPU makes it 5-7 ms late in an 80 ms step, which lateness alone calls "none"). The kernel layer's scheduler
 // counters say its threads waited for a CPU out of proportion to their CPU time. That is said, not named: clean
 // gloo runs on the shared VM had a rank as late (7-8 % of the step, t 4) with 2.5x the other's run-queue wait per
 // CPU time, and "none" on clean runs comes first.
