@@ -1,5 +1,5 @@
-// The NVML sampler reads its per-process queries every 500 ms (was every 100 ms round; session 13: they were a
-// quarter of a busy 4-GPU round's CPU). Does the incident engine still find another process computing on the job's
+// The NVML sampler reads its per-process queries every 500 ms, not every 100 ms round (they are a quarter of a
+// busy 4-GPU round's CPU). Does the incident engine still find another process computing on the job's
 // GPU, and name it, from per-process series that coarse? Checked on the real H200 recording of tests/data/gpu
 // (gpu_recording_test.cpp), its per-process series rewritten as the sampler now writes them: each value the mean of
 // the samples since the previous read, one read per period.

@@ -319,7 +319,7 @@ TEST(NvmlSampler, DriverStructMismatchIsReadRightAndOverrunsAreContained) {
 }
 
 // An XID wait that NVML answers at once (success with another event type, an immediate timeout, an error) is waited
-// out to its full length: the XID thread must not spin (it took a whole core on a 4-GPU H200 host, session 13).
+// out to its full length: the XID thread must not spin (it would take a whole core on a 4-GPU H200 host).
 TEST(NvmlSampler, XidWaitsThatReturnAtOnceDoNotSpin) {
   void* lib = ::dlopen(kFakeNvml.c_str(), RTLD_NOW);
   ASSERT_NE(lib, nullptr) << ::dlerror();

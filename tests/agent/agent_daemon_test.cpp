@@ -261,7 +261,7 @@ TEST(AgentDaemon, SurvivesThirtyShortJobsWithBoundedMemory) {
   // --set wins over the flag; only this test's jobs (their command lines carry the test's directory).
   Agent agent(dir, {"--set", "discovery.scan_interval=300ms", "--set", "discovery.command_filter=" + dir.path()});
   ASSERT_GT(agent.port, 0) << read_file(agent.log);
-  // CI runs 30; STACKSCOPE_AGENT_JOBS=100 is issue 16's count, as a longer run outside CI (a multiple of 3).
+  // CI runs 30; STACKSCOPE_AGENT_JOBS=100 runs 100, as a longer run outside CI (a multiple of 3).
   const int kJobs = std::getenv("STACKSCOPE_AGENT_JOBS") ? std::atoi(std::getenv("STACKSCOPE_AGENT_JOBS")) : 30;
   constexpr int kWave = 3;
   uint64_t rss_warm_kb = 0;          // the highest idle RSS of the first three waves

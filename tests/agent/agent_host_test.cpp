@@ -1,7 +1,7 @@
 // One host sampler a node: a traced job gets its host series (procfs, cgroup, perf, per-process CPU) from the agent's
 // node host sampler through a SampleFanOut, at its own period, with its processes as the sampler's traced ones,
-// instead of a second sampler reading every family again beside the node's (session 15 on an H200 host: 0.78 % of a
-// core beyond `record`). A second job traced at the same time samples on its own (its proc.cpu.* series are of its own
+// instead of a second sampler reading every family again beside the node's (on an H200 host: 0.78 % of a core
+// beyond `record`). A second job traced at the same time samples on its own (its proc.cpu.* series are of its own
 // processes). Real /proc; no root needed (the host layer alone).
 #include <gtest/gtest.h>
 #include <unistd.h>

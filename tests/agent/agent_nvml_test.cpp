@@ -1,6 +1,6 @@
 // One NVML sampler a node: a traced job gets its GPU series from the agent's node sampler (through SampleFanOut) at
 // its own period, instead of a second sampler with a second XID event set (two cost 1.5 cores on a 4-GPU H200 host,
-// one XID thread spinning: session 13). With the fake libnvidia-ml.so.1 (tests/progs/fake_nvml), which counts its
+// one XID thread spinning). With the fake libnvidia-ml.so.1 (tests/progs/fake_nvml), which counts its
 // calls; no GPU needed.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
