@@ -139,9 +139,9 @@ TEST(IncidentEngine, GpuContentionNamesTheOtherProcessOnTheGpu) {
   EXPECT_EQ(inc.cause.culprits[0].pid, 777);
 }
 
-// Four jobs on one host, one GPU each (session 15, H200 x4): this job runs on gpu0 while a neighbour's gpu1 idles
-// down its clocks and runs other processes. The job slows with no cause of its own: nothing on gpu1 explains it.
-// Before, the engine blamed "GPU throttling: device gpu1" and contention from the neighbour's processes.
+// Four jobs on one host, one GPU each (H200 x4): this job runs on gpu0 while a neighbour's gpu1 idles down its
+// clocks and runs other processes. The job slows with no cause of its own: nothing on gpu1 explains it. Unscoped,
+// the engine would blame "GPU throttling: device gpu1" and contention from the neighbour's processes.
 TEST(IncidentEngine, ANeighboursGpuIsNoEvidenceWhenTheJobsGpuIsKnown) {
   Builder b;
   b.table("nvml", {{"gpu0.other_procs.count", 0}, {"gpu0.other_procs.sm_util", 0}, {"gpu0.gpu.clock.sm.mean", 1.98e9},
@@ -290,8 +290,8 @@ TEST(IncidentEngine, StartupAndPeriodicCheckpointsArePhasesNotIncidents) {
 }
 
 // Dips as regular as checkpoints, but lost packets explain two of them: interference from outside the job is an
-// incident whatever its rhythm (session 18's GPU fault runs: a network loss, CPU hogs and a loader stall 41-47 s
-// apart read as a checkpoint period, none of them an incident). The third dip, alone, is no period: an episode.
+// incident whatever its rhythm (in a GPU fault run a network loss, CPU hogs and a loader stall 41-47 s apart would
+// otherwise read as a checkpoint period, none of them an incident). The third dip, alone, is no period: an episode.
 TEST(IncidentEngine, RecurringDipsThatInterferenceExplainsAreIncidentsNotAPeriod) {
   Builder b;
   for (size_t at : {20, 60, 100}) b.slow(at, at + 10, 0.4);
@@ -322,8 +322,8 @@ TEST(IncidentEngine, CheckpointsCopyingTheJobsStateOffTheGpuStayAPeriod) {
   EXPECT_EQ(std::count_if(r.phases.begin(), r.phases.end(), [](const Phase& p) { return p.kind == PhaseKind::periodic; }), 4);
 }
 
-// The low tail of a run is the job ending, unless interference from outside the job explains it (session 18: a
-// 17x slowdown from packet loss in a run's last 30 s read as a 33 s shutdown).
+// The low tail of a run is the job ending, unless interference from outside the job explains it (a 17x slowdown
+// from packet loss in a run's last 30 s would otherwise read as a 33 s shutdown).
 TEST(IncidentEngine, ALowTailThatInterferenceExplainsIsAnIncidentNotTheJobEnding) {
   auto shutdown_phases = [](const IncidentReport& r) {
     return std::count_if(r.phases.begin(), r.phases.end(), [](const Phase& p) { return p.kind == PhaseKind::shutdown; });
@@ -512,9 +512,10 @@ TEST(JobProgress, OperatorsRepeatingWithinAStepAreNotTheStep) {
 // A progress signal of a few units a window (a CPU job's Python stack samples: about 10 a second) is mostly noise
 // of its own: with the noise measured from neighbouring windows too, the level's own error early in a run and a z
 // for the number of places tested, these clean runs of such a signal are no incident, over the whole run nor at
-// any online pass (each pass: the windows so far). The thresholds before (v1) made an episode in all five. (Not every
-// seed passes: at 10 a window about half of clean runs still make one online; see docs/BENCHMARKS.md.) A material
-// drop in a signal of 100 a window is still an episode, offline and online. Poisson counts, fixed generator.
+// any online pass (each pass: the windows so far). The first thresholds (v1) make an episode in all five. (Not every
+// seed passes: at 10 a window about half of clean runs still make one online; see docs/benchmarks/incidents.md.)
+// A material drop in a signal of 100 a window is still an episode, offline and online. Poisson counts, fixed
+// generator.
 namespace {
 struct Lcg {
   uint64_t x;
@@ -807,7 +808,7 @@ TEST(IncidentEngine, OnlineAStartUpThatFillsMostOfTheRunSoFarIsNoIncident) {
 
 namespace {
 
-// A host-bound job whose speed drifts in stretches of 10 s (session 15's small-batch inference on a VM: 9-13 % from
+// A host-bound job whose speed drifts in stretches of 10 s (as small-batch inference on a VM does: 9-13 % from
 // one stretch to the next, 1.2x slower for tens of seconds with nothing else moving).
 void drift(Builder& b) {
   constexpr double kLevels[] = {1.0, 1.1, 0.95, 0.8, 1.05, 1.12, 1.0, 0.9, 1.1, 0.82, 1.0, 1.05};

@@ -135,8 +135,8 @@ class RealRecording(unittest.TestCase):
     def test_torch_attached_through_the_steps(self):
         # `record` (default) of tiny_ops_cpu.py --size 512 --chain 1 --steps 300 (CPU VM, torch 1.13): 150 operator
         # calls/s, too few for the budget to cycle the torch family, so its series is 1 from its first probes and 0
-        # only at the recorder's stop, after the job's steps. Session 13's split counted it cycled and every step
-        # watched (steps_unwatched 0 of 300), the H200 runs' symptom with nccl.
+        # only at the recorder's stop, after the job's steps. Read as a cycle, that last 0 would make every step
+        # watched (steps_unwatched 0 of 300), as on the H200 runs with nccl.
         ss = os.environ["STACKSCOPE"]
         with tempfile.TemporaryDirectory() as work:
             rec = os.path.join(work, "rec.sdb")

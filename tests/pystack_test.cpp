@@ -234,7 +234,7 @@ static void check_attribution(const std::string& python) {
   EXPECT_EQ(busy_ok, busy);
   EXPECT_GT(busy, other_cpu);
   // 6 rounds x 5 sleeps of 20 ms (a sleep may block more than once). Under full-suite load one or two of the 30 went
-  // unreported (3.12.1: 586 of 608 ms seen; session 22: 28 of 30). A stack unreadable at switch-out is one cause, and
+  // unreported (3.12.1: 586 of 608 ms seen; another run: 28 of 30). A stack unreadable at switch-out is one cause, and
   // the recording counts those in its "could not be read" note: what was lost must be said. The blocked-time ratio
   // below is the property.
   size_t unread = 0;

@@ -126,8 +126,8 @@ TEST(SampledCount, EntryTrapsPricedApartFromReturnTraps) {
   EXPECT_LT(estimated_total(e2) / truth2, 0.85);
 }
 
-// A trap cost not linear in the traps, as on a VM whose traps cost 7-8 us against calls of 0.9 us (session 22): the
-// CPU per call rose by 7.3 us a trap a call up to half the calls trapped, and by 5.2 us from there to every call.
+// A trap cost not linear in the traps, as on a VM whose traps cost 7-8 us against calls of 0.9 us: the CPU per call
+// rises by 7.3 us a trap a call up to half the calls trapped, and by 5.2 us from there to every call.
 // Extrapolated to no trap from every call and half of them, the calls' CPU reads 2x high and the counts ~40 % low;
 // from half and a quarter of them (the gates' windows where the operators split so), it is right.
 TEST(SampledCount, EntryWindowsNearerToNoTrapReadTheCallsRightWhereTheTrapCostIsNotLinear) {
@@ -373,7 +373,7 @@ struct StepJob {
 
 }  // namespace
 
-// Issue 14's small-batch inference: watched, the traps make the host slower than the GPU; unwatched it waits on the
+// Small-batch GPU inference: watched, the traps make the host slower than the GPU; unwatched it waits on the
 // GPU, spinning. Its CPU per watched call does not grow with the traps as a trap's price would have it, and the
 // unwatched spin reads as calls: the CPU estimate is far off its stated error (here +24 %, stated 5 %). The syncs
 // count the steps whatever the host does, and the estimate from them is exact.
@@ -456,7 +456,7 @@ TEST(SampledCount, SyncEstimateStatedErrorCoversTheTruth) {
   EXPECT_GE(covered, runs * 90 / 100);
 }
 
-// A stretch of the job whose calls do not follow its syncs (H200, session 13: the profiler's 20 steps under one sync,
+// A stretch of the job whose calls do not follow its syncs (H200: the profiler's 20 steps under one sync,
 // which a counted window held whole: 16 % of the counted calls): counted, its calls are more than calls per interval x
 // its syncs say; unwatched, its calls are estimated at one interval per sync. The estimate states the gap and adds it
 // to its error; where every stretch follows the syncs the gap is nil.
