@@ -1,4 +1,4 @@
-// Host-series detection on data nobody tuned for (issue 18): windows sized from the sampling interval,
+// Host-series detection on data nobody tuned for: windows sized from the sampling interval,
 // durations in h and d, the causal series detector (level shifts for as long as they last, bursts of counters
 // that sit near zero) end to end on a synthetic host recording, and import's --on-disorder.
 #include <gtest/gtest.h>
@@ -153,8 +153,8 @@ TEST(HostSeriesDetector, ALevelThatStaysBecomesTheNewNormal) {
   EXPECT_TRUE(d.spans()[0].absorbed);
 }
 
-// Defect found on NAB (docs/BENCHMARKS.md, issue 18): the day view recorded 0 until a day had passed, so on its
-// first day-old bin its range was 0 .. 0 and the departure was divided by ~0 (scores of 1e306 in 41 of 45 files).
+// A day view judged before it has a day of history has a range of 0 .. 0 on its first day-old bin, and the
+// departure is divided by ~0 (on NAB, scores of 1e306 in 41 of 45 files: docs/benchmarks/host-series-nab.md).
 TEST(HostSeriesDetector, DayViewIsJudgedOnlyOnceItHasAHistoryAndNoScoreIsAstronomic) {
   SeriesNoveltyOptions o;
   o.season_bins = 288;  // 5-minute bins
@@ -180,8 +180,8 @@ TEST(HostSeriesDetector, DayViewIsJudgedOnlyOnceItHasAHistoryAndNoScoreIsAstrono
   EXPECT_EQ(flat.spans()[0].score, kMaxExcess);
 }
 
-// A level shift is one finding for as long as it lasts (issue 18 item 2), also past 100 bins: a 1000-bin step of a
-// per-second series was its start plus a separate finding at its end. A level that stays becomes the new normal only
+// A level shift is one finding for as long as it lasts, also past 100 bins: a 1000-bin step of a per-second series
+// is one finding, not its start plus a separate finding at its end. A level that stays becomes the new normal only
 // after hold_bins().
 TEST(HostSeriesDetector, LongLevelShiftIsOneFindingUntilItIsANewRegime) {
   std::mt19937 rng(17);
@@ -328,7 +328,7 @@ TEST(HostSeriesDetector, ARecurringDailyShapeIsLearntNotAFindingEveryDay) {
   EXPECT_GE(learnt, 1u);  // the wandering is new once
   EXPECT_LE(learnt, 3u) << "of " << kDays - 3 << " days";
   EXPECT_EQ(days_with_a_finding(SeriesNoveltyOptions{}.season_learn_clip, 7), 0u);  // then it is the normal
-  // Learning only shortens that here (by a day); its effect on NAB: docs/BENCHMARKS.md, session 10.
+  // Learning only shortens that here (by a day); its effect on NAB: docs/benchmarks/host-series-nab.md.
   EXPECT_GE(days_with_a_finding(-1, 3), learnt);
 }
 
@@ -375,7 +375,7 @@ TEST(HostSeriesDetector, ARepeatOfARecentFindingIsNotNewALargerOneIsAndTheMemory
   EXPECT_EQ(sized(86400), 7u);
 }
 
-// Confirmation by a second view (session 12, issue 18): a finding is reported only once its excess passes
+// Confirmation by a second view: a finding is reported only once its excess passes
 // confirm_alone_excess or the detector on the value minus its local median agrees. It filters what the range
 // detector found and never reports earlier: every confirmed finding is one of the unconfirmed run's, reported at or
 // after the bin it opened, and every finding that reached confirm_alone_excess is kept. On heavy-tailed noise (NAB's
@@ -393,7 +393,7 @@ TEST(HostSeriesDetector, AFindingIsReportedOnceASecondViewConfirmsItAClearSpikeA
     return spans_of(series, o);
   };
   const auto all = run(0), confirmed = run(96);
-  EXPECT_EQ(SeriesNoveltyOptions{}.confirm_median_bins, 192u);  // on by default since session 19 (docs/BENCHMARKS.md)
+  EXPECT_EQ(SeriesNoveltyOptions{}.confirm_median_bins, 192u);  // on by default (docs/benchmarks/host-series-nab.md)
   size_t strong = 0;
   for (const auto& s : all) {
     EXPECT_EQ(s.opened_bin, s.first_bin);  // no confirmation: reported where it opened

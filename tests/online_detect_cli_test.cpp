@@ -1,6 +1,6 @@
 // `stackscope record --detect` end to end on the bundled CPU training workload: with CPU hogs started 12 s in, a
 // cpu_interference incident is reported while recording within 5 s of the hogs' start and its cause within 8 s
-// (issue 13's online targets), in the JSON lines eval/incidents/score.py reads; a healthy run reports none.
+// (the online targets), in the JSON lines eval/incidents/score.py reads; a healthy run reports none.
 // Needs root (the python and kernel layers are eBPF) and Debian's python3-torch; runs are prioritised as in
 // incident_cli_test.cpp (a session of their own with a raised autogroup nice).
 #include <gtest/gtest.h>
@@ -44,10 +44,10 @@ TEST(OnlineDetectCli, HealthyRunReportsNoIncident) {
 // while recording, none stored. A few Python stack samples a second are its only progress signal here, mostly
 // noise. Run prioritised (a session of its own with a raised autogroup nice), so that the shared VM's other work
 // does not really slow the job. The thresholds this guards (IncidentEngine.NoiseOfAFewUnitsAWindowIsNoEpisode...)
-// were measured on this VM without the priority: before, 5 of 5 unprioritised runs opened 2-4 "unexplained" or
-// "storage_stall" incidents; after, 0 of 2 side by side with 2 of the old binary that opened 2 each (docs/
-// BENCHMARKS.md). With the priority the old binary opened none either (2 runs): this test keeps the clean case
-// clean, the unit test shows the fix. A withdrawn incident (the job's end, seen while it happened) is allowed in
+// matter on this VM without the priority: a build without them opens 2-4 "unexplained" or "storage_stall"
+// incidents in unprioritised runs (5 of 5; 2 each side by side), a build with them none (0 of 2). With the priority
+// the build without them opens none either (2 runs): this test keeps the clean case clean, the unit test shows what
+// the thresholds do. A withdrawn incident (the job's end, seen while it happened) is allowed in
 // the log, as withdrawn; nothing else.
 TEST(OnlineDetectCli, CleanJobWithEveryLayerReportsNoIncident) {
   STACKSCOPE_REQUIRE(::geteuid() == 0, "needs root (eBPF layers)");

@@ -1,6 +1,6 @@
-// Issue 19, defect 10: the recorder's memory grew about 2.5 KB/s over a 10-minute host-only recording, still
-// rising at the end. The cause was SQLite's page cache of the writer filling to its 2 MB default at the rate the
-// recording grows (it then stays there: bench/soak/recorder_soak.sh, BENCHMARKS.md). These tests hold the rest of
+// The recorder's memory grows about 2.5 KB/s over a 10-minute host-only recording, still rising at the end: SQLite's
+// page cache of the writer filling to its 2 MB default at the rate the recording grows (it then stays there:
+// bench/soak/recorder_soak.sh, docs/benchmarks/recorder-memory.md). These tests hold the rest of
 // the recorder to no growth at all: after a warm-up, many more batches (writer) or ticks with processes coming and
 // going (host sampler) must leave the heap where it was.
 #include <gtest/gtest.h>

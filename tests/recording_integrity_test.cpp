@@ -1,4 +1,4 @@
-// Issue 19: recordings are self-contained (the .sdb alone reads after kill -9), open read-only, say what they
+// Recordings are self-contained (the .sdb alone reads after kill -9), open read-only, say what they
 // dropped, stay private, and the record flags mean what they say; JSON outputs survive any bytes.
 #include <gtest/gtest.h>
 #include <sys/mount.h>

@@ -1,4 +1,4 @@
-// Issue 19: outputs never destroy data. A second record on a path, a failed import or record, an output that
+// Outputs never destroy data. A second record on a path, a failed import or record, an output that
 // names an input, a symlink at the output path: each is refused or leaves the existing file as it was.
 #include <gtest/gtest.h>
 #include <sys/stat.h>

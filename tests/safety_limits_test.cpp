@@ -1,4 +1,4 @@
-// Issue 19: no user-chosen parameter may take the host down. A tiny window or stride, a wide table for the
+// No user-chosen parameter may take the host down. A tiny window or stride, a wide table for the
 // GMM, a huge table for DBSCAN: each ends with a clear error naming the limit, quickly, instead of growing until
 // the OOM killer strikes or running for hours.
 #include <gtest/gtest.h>
@@ -195,8 +195,8 @@ TEST(DetectorLimits, DbscanSpatialIndexGivesTheBruteForceResultsForLittleWork) {
 }
 
 TEST(DetectorLimits, DbscanOnAMillionRowsShapeEndsInBoundedTime) {
-  // 300,000 x 16 rows, fit (sub-sampled to 20,000) and scored whole, as `detect --method dbscan` does: before the
-  // index, 1 M x 16 rows still ran after 300 s (BENCHMARKS.md has the 1 M figure).
+  // 300,000 x 16 rows, fit (sub-sampled to 20,000) and scored whole, as `detect --method dbscan` does: without the
+  // index, 1 M x 16 rows still run after 300 s (docs/benchmarks/analyze-scale.md has the 1 M figure).
   const Eigen::MatrixXd x = structured_rows(300'000, 7);
   const auto t0 = std::chrono::steady_clock::now();
   DbscanDetector db;

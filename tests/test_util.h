@@ -82,7 +82,7 @@ inline bool running_under_ci() {
 
 // A prerequisite a test cannot run without (root, python3-torch, chromium, a data file). Missing, the test is
 // skipped with the reason on a developer's machine, but fails under CI, where scripts/install-deps.sh provides
-// every one of them and a silent skip would count as a pass (issue 19: 4 tests skipped unseen for want of data).
+// every one of them and a silent skip would count as a pass.
 // Use in a test body (it returns from it).
 #define STACKSCOPE_REQUIRE(condition, reason)                                                          \
   do {                                                                                                 \

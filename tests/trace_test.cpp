@@ -186,7 +186,7 @@ TEST(TraceDecoder, TorchOperatorSymbols) {
   EXPECT_EQ(demangle("_Z15vector_add_stubPfS_i"), "vector_add_stub(float*, float*, int)");
 }
 
-// Issue 14: torch.profiler names an operator without its overload (aten::sum for sum.dim_IntList, aten::softmax for
+// torch.profiler names an operator without its overload (aten::sum for sum.dim_IntList, aten::softmax for
 // softmax.int), and a struct name cannot say where the overload begins: the names come from the schema strings.
 TEST(TraceDecoder, TorchOperatorNamesFromSchemaStrings) {
   using namespace std::string_view_literals;

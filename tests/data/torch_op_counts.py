@@ -1,4 +1,4 @@
-"""A CPU loop of tiny PyTorch operators (8x8 matmul, tanh, add: issue 14's tiny-operator loop) whose operator calls
+"""A CPU loop of tiny PyTorch operators (8x8 matmul, tanh, add: the tiny-operator loop) whose operator calls
 torch.profiler counts while stackscope's torch probes watch the same process (tests/trace_cost_test.cpp).
 
   python3 torch_op_counts.py profile N   every one of N iterations under torch.profiler
