@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 16's agent targets, measured on the machine it runs on: the agent's CPU on an idle node (<= 1 % of a core)
+# The agent's targets, measured on the machine it runs on: the agent's CPU on an idle node (<= 1 % of a core)
 # and beside one traced job (<= 2 %, the agent process only: the probes' own cost lands in the job and is
 # measured by eval/tracing), its RSS (<= 200 MB), the time of a /metrics scrape over HTTP (<= 50 ms) and how many
 # series it carried, and how long after an injected CPU interference the incident shows in /metrics (<= 5 s).
@@ -110,7 +110,7 @@ job_rss=$(rss_kb)
        END {for (n in rss) print rss[n], n}' /proc/$agent/smaps | sort -rn | head -15
 } >"$OUT/agent_smaps.txt" 2>&1 || true
 job_anon_kb=$(awk '/^RssAnon/ {print $2}' /proc/$agent/status)
-# One NVML sampler a node (issue 16, session 13: a job's second sampler and its XID thread cost 1.5 cores).
+# One NVML sampler a node (a job's second sampler and its XID thread cost 1.5 cores on a 4-GPU H200 host).
 nvml_threads=$(cat /proc/$agent/task/*/comm 2>/dev/null | grep -c '^ss-nvml$' || true)
 xid_threads=$(cat /proc/$agent/task/*/comm 2>/dev/null | grep -c '^ss-nvml-xid$' || true)
 job_scrape=$(scrape_ms)
@@ -174,7 +174,7 @@ if [ -n "$RECORD" ] && [ -x "$RECORD" ]; then
 fi
 rm -f /tmp/agent-bench-share.$$
 # The job's segments as the agent wrote them (its incidents, the series they were found in): to re-analyse on another
-# machine why an incident came early, late or not at all (session 14: one came 19 s after the interference began).
+# machine why an incident came early, late or not at all (one can come 19 s after the interference began).
 [ -d "$data/jobs" ] && tar -C "$data" -cf - jobs | xz -T0 -6 >"$OUT/agent_job_segments.tar.xz" 2>/dev/null || true
 # The NVML samplers' own notes (per-query-group cost of a round, XID and PCIe counter notes) from the node's and the
 # job's segments and the baseline recording, before the data directory goes.
@@ -188,7 +188,7 @@ for n in j.get("notes", []):
         print(sys.argv[1], "|", n["text"])' "${f#"$data"/}" || true
   done >"$OUT/nvml_notes.txt"
   echo "NVML notes ($OUT/nvml_notes.txt):"; grep -E 'sampling round|XID|PCIe byte' "$OUT/nvml_notes.txt" || true
-  # The node's host sampler: which families the idle schedule slows, and each family's CPU a read (session 14).
+  # The node's host sampler: which families the idle schedule slows, and each family's CPU a read.
   for f in $(find "$data/node" -name '*.sdb' 2>/dev/null | sort); do
     "$RECORD" info --json "$f" 2>/dev/null | python3 -c '
 import json, sys

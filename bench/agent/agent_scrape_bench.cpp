@@ -1,4 +1,4 @@
-// The /metrics exposition of a big GPU node (issue 16's target: 8 GPUs x 700 series in <= 50 ms a scrape): the
+// The /metrics exposition of a big GPU node (the target: 8 GPUs x 700 series in <= 50 ms a scrape): the
 // agent's registry filled through the same host exporter the node's NVML sampler feeds, then serialised as a scrape
 // does. Plus the per-job families of 8 jobs x 8 ranks x 7 layers. The HTTP round trip is in agent_bench.sh.
 #include <benchmark/benchmark.h>

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 16's soak, as a bench (CI runs the 30-job version: AgentDaemon.SurvivesThirtyShortJobsWithBoundedMemory):
+# The agent's soak, as a bench (CI runs the 30-job version: AgentDaemon.SurvivesThirtyShortJobsWithBoundedMemory):
 # one agent for SOAK_S seconds while short torch jobs (Debian's python3-torch, `import torch; sleep JOB_SLEEP`) start
 # in waves of WAVE every GAP seconds and end; before each wave, once it traces nothing, the agent's RSS, anonymous
 # RSS, descriptors and threads are sampled. At the end: how many of the jobs it traced and saw end, whether it said

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The agent's CPU beside one traced job against `stackscope record` of the same job, per thread, in interleaved rounds
-# (issue 16's "<= 2 % of a core beyond record"): each round runs, one after the other, every agent binary given and
+# (the target: "<= 2 % of a core beyond record"): each round runs, one after the other, every agent binary given and
 # then `record`, each beside a fresh copy of the job, and measures the process's CPU by thread over S seconds from
 # /proc/PID/task/*/stat (utime + stime). Two agent binaries (before and after a change) give the change's effect with
 # the load of the machine spread over both.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 16's "done when" on one node, end to end with the real servers: the agent beside a real job, a real
+# The agent's fleet chain on one node, end to end with the real servers: the agent beside a real job, a real
 # Prometheus scraping its /metrics every second, a real ClickHouse as its fleet store (deploy/clickhouse/schema.sql);
 # CPU hogs start beside the job and the incident must show in /metrics, in Prometheus's query API and in ClickHouse's
 # incidents table. Prints how long after the hogs started each one showed it (target <= 5 s in /metrics) and its class.
@@ -45,7 +45,7 @@ cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
   # The job's segments as the agent wrote them (its incidents, the series they were found in): to re-analyse
-  # elsewhere why an incident came late or not at all (session 18: none came on the GPU; the segments were gone).
+  # elsewhere why an incident came late or not at all (without them a GPU run that shows none cannot be looked into).
   if [ -d "$work/agent/jobs" ]; then tar -C "$work/agent" -cf - jobs | xz -T0 -6 >"$OUT/agent_job_segments.tar.xz" || true; fi
   rm -rf "$work"
 }

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Issue 16's agent figures on a GPU machine (the device tool, 2 GPUs for NCCL), in one command of about 4 minutes:
+# The agent's figures on a GPU machine (the device tool, 2 GPUs for NCCL), in one command of about 4 minutes:
 # the in-process exposition of 8 GPUs x 700 series, then agent_bench.sh beside a real 2-rank DDP job over NCCL
 # (torchrun: a launcher and two ranks, one job): the agent idle, the agent beside the job (CPU by thread, RSS and
 # where it is: $OUT/agent_smaps.txt), an incident's delay in /metrics, and the baseline: `stackscope record` of the
 # same job, its recorder's CPU measured the same way (the agent's own share is the difference).
-# Session 13 follow-up (one NVML sampler a node, XID thread that cannot spin, slow NVML queries every 1 s): the output
+# One NVML sampler a node, an XID thread that cannot spin, slow NVML queries every 1 s: to check them, the output
 # also says how many ss-nvml / ss-nvml-xid threads the agent had during the job (1 and 1 expected; JSON
 # nvml_threads_during_job) and $OUT/nvml_notes.txt holds every NVML note of the node's, the job's and the baseline's
 # recordings: the per-query-group cost of a round ("sampling round of N GPU(s): ..."), whether an XID wait came back
@@ -18,8 +18,8 @@
 #     /usr/lib/x86_64-linux-gnu/libbenchmark.so.1debian .carry/lib/
 # Run (device machine, repo root): OUT=$OUT bash bench/agent/gpu_agent.sh
 #   (IDLE_S, JOB_S: seconds of the idle and one-job measurements, default 60 and 60: the idle node reads its costlier
-#   series every 30 s since session 14, so the idle window holds two of those reads, not zero or one)
-# Session 14: the node's cost notes are per schedule ("sampling round ..., idle schedule (no job traced)" and
+#   series every 30 s, so the idle window holds two of those reads, not zero or one)
+# The node's cost notes are per schedule ("sampling round ..., idle schedule (no job traced)" and
 # "..., job schedule (a job traced)", each with "process utilization on X of Y GPU reads"); $OUT/host_notes.txt has
 # the node host sampler's CPU a read by family ("host families' CPU a read ...").
 set -euo pipefail
@@ -34,7 +34,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >"$OUT/gpus.txt
 # What the driver answers for the PCIe byte counters and the other fields (why the 20 ms query was used on H200).
 "$PY" eval/nvml/pcie_fields.py >"$OUT/pcie_fields.txt" 2>&1 || true
 # The NVML sampler alone on the idle GPUs at the agent's idle period (1 s): its cost by query group (the idle agent's
-# ss-nvml took 3.8 % of a core in session 13; the target for the whole agent is 1 %).
+# ss-nvml can take 3.8 % of a core; the target for the whole agent is 1 %).
 .carry/stackscope nvml --duration 15 --interval-ms 1000 -o "$OUT/nvml_idle.sdb" >"$OUT/nvml_idle.txt" 2>&1 || true
 .carry/stackscope info "$OUT/nvml_idle.sdb" 2>&1 | grep -E 'note +nvml' | tee -a "$OUT/nvml_idle.txt" || true
 .carry/agent_scrape_bench --benchmark_min_time=1 2>&1 | tee "$OUT/scrape_bench.txt"

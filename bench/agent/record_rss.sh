@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Where a tracer's memory is: `stackscope record -o X -- CMD...` of a job, the recorder's RSS (anonymous, file-backed)
-# read from /proc/PID/smaps_rollup every 2 s, and its largest mappings at the end (issue 16's RSS target: the
-# agent's per-job tracer is the same pipeline; VmHWM: the peak, parsing included). Writes $OUT/record_rss.txt; prints the last and the peak figures.
+# read from /proc/PID/smaps_rollup every 2 s, and its largest mappings at the end (the agent's RSS target, 200 MB:
+# the agent's per-job tracer is the same pipeline; VmHWM: the peak, parsing included). Writes $OUT/record_rss.txt;
+# prints the last and the peak figures.
 # Run (repo root, root): OUT=/tmp/rss SECONDS_RUN=40 bash bench/agent/record_rss.sh /usr/bin/python3 workloads/cpu_train.py
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The recorder's memory over a long host-only recording (issue 19 item 8): runs `stackscope record --layers host`
+# The recorder's memory over a long host-only recording: runs `stackscope record --layers host`
 # for SECONDS, samples its resident memory every STEP seconds, and reports the growth rate (least-squares slope)
 # over the whole run and over its second half (the first minutes hold one-off growth: SQLite's page cache filling,
 # the series table of the processes alive at the start).
