@@ -4,7 +4,7 @@
 //   analyze_scale generate OUT.sdb [--seconds 3600] [--seed 1]
 //   analyze_scale tables REC.sdb [--window 1] [--csv-dir DIR]   one streaming pass, every layer's table
 //   analyze_scale phases REC.sdb                               where the time goes, pass by pass
-// bench/analyze_scale.sh runs the whole comparison and prints the figures of docs/BENCHMARKS.md.
+// bench/analyze_scale.sh runs the whole comparison and prints the figures of docs/benchmarks/analyze-scale.md.
 #include <fmt/format.h>
 #include <sys/resource.h>
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The table-building stage of `analyze` at scale (issue 13, item 6): every layer's 1 s window tables of a one-hour
-# recording of a busy GPU job (about 60 M events), in one streaming pass, with wall time, CPU time and peak RSS.
+# The table-building stage of `analyze` at scale: every layer's 1 s window tables of a one-hour recording of a busy
+# GPU job (about 60 M events), in one streaming pass, with wall time, CPU time and peak RSS (target: <= 40 s,
+# <= 700 MB).
 # Generates the recording first (bench/analyze_scale.cpp generate, deterministic, about 6 min of CPU and 570 MB)
 # unless REC exists. With BEFORE=/path/to/an/older/stackscope, also times that binary's `features --layer L` for
 # each layer (how the tables were built before: one pass per layer, one 24-byte record per event).

@@ -42,8 +42,8 @@ BENCHMARK_MAIN();
 
 // Step detection of one process whose only operations are its CUDA syncs, three a step (the name sequence repeats
 // every operation, the step every third one): what the online incident engine re-runs on every pass until its
-// prefix holds 200,000 operations. Trying every step multiple up to n / 60 made it O(n^2) (session 13: 105 ms a
-// pass at 15,000 syncs of an H200 job); multiples and samples per position are now bounded.
+// prefix holds 200,000 operations. Trying every step multiple up to n / 60 is O(n^2) (105 ms a pass at 15,000
+// syncs of an H200 job), so multiples and samples per position are bounded.
 static void BM_StepsOfASyncLoop(benchmark::State& state) {
   const size_t n = static_cast<size_t>(state.range(0));
   TimelineSet base;

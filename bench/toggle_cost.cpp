@@ -1,4 +1,4 @@
-// What the cost budget's duty cycle costs the traced job, toggles included (issue 14): a subject's own throughput
+// What the cost budget's duty cycle costs the traced job, toggles included: a subject's own throughput
 // bare, with the family's probes always attached (no budget), and under the budget at several periods (the same
 // watched share, so the hits it prices are the same and only the number of attach/detach toggles differs).
 //   sudo build/bench/toggle_cost [--layers cuda|torch] [--seconds S] [--rounds R] [--periods MS,...] [--budget PCT]

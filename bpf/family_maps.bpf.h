@@ -31,7 +31,7 @@ static __always_inline void ss_count(__u32 slot) { ss_count_add(slot, 1); }
 
 /* Submit flags of per-call records: the reader is woken only once the buffer is a quarter full, else it drains on
  * its timer (UprobeTracer::poll_loop). A wakeup per record (irq_work, a self-IPI: a VM exit on virtual machines)
- * cost 2.1-2.6 us a record on the CPU VM, more than the probe's traps (docs/BENCHMARKS.md, uprobe_cost). */
+ * cost 2.1-2.6 us a record on the CPU VM, more than the probe's traps (docs/benchmarks/probe-cost.md, uprobe_cost). */
 static __always_inline __u64 ss_submit_flags(void) {
   return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= bpf_ringbuf_query(&events, BPF_RB_RING_SIZE) / 4
              ? BPF_RB_FORCE_WAKEUP

@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh build
-# The BPF programs also compile for arm64 (GH200/GB200 hosts): checked here, as issue 14 asks of CI.
+# The BPF programs also compile for arm64 (GH200/GB200 hosts): checked here, in CI.
 cmake -S . -B build -DSTACKSCOPE_BPF_ARM64_CHECK=ON >/dev/null
 ninja -C build bpf_arm64_objects
 # The readers' libFuzzer targets, briefly each (catches crashes on corrupt files): the recording reader seeded

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# DBSCAN at scale (issue 19): `stackscope detect --method dbscan` over a ROWS x 16 numeric CSV, fit (sub-sampled to
+# DBSCAN at scale: `stackscope detect --method dbscan` over a ROWS x 16 numeric CSV, fit (sub-sampled to
 # 20,000 rows) and every row scored, with wall time, CPU time and peak RSS. Two tables (bench/dbscan/make_table.py,
 # deterministic): "structured" (rows on a 3-factor surface in 16 columns plus noise, as window features are; the
 # kd-tree prunes) and "noise" (i.i.d. normal columns: the worst case, where the index falls back to brute force).

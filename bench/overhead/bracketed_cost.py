@@ -1,9 +1,9 @@
-"""The precise estimator of attach_pairs.py (issue 14: is the default recording's cost <= 2 %?): each attached
+"""The precise estimator of attach_pairs.py (is the default recording's cost <= 2 %?): each attached
 segment against the gaps just before and after it, interpolated to its time, so that the job's slow drift cancels;
 a confidence interval over the alternations; the same estimator on the gaps alone (the method's own false offset).
 
 Why: the launch-bound job's mean step wanders 9-13 % from one 4 s gap to the next with no recorder at all (H100 and
-H200, session 15), so the median of 3 alternations against the pooled gaps showed nothing either way. A linear
+H200), so the median of 3 alternations against the pooled gaps showed nothing either way. A linear
 interpolation between the neighbouring gaps removes any drift that is linear over one alternation; what is left is
 averaged over many short alternations and stated with its interval.
 

@@ -83,7 +83,7 @@ def main():
     ax.set_xlim(min(xs) / 3, max(xs) * 3)
     ax.set_ylim(min(-5.0, min(ys) * 1.5), max(10.0, max(ys) * 2))
     ax.axhline(0, color="grey", lw=0.6)
-    for target in (1, 2, 5):  # issue 14's targets: GPT-2, launch-bound, CPU tiny operators
+    for target in (1, 2, 5):  # the cost targets, %: GPT-2, launch-bound, CPU tiny operators
         ax.axhline(target, color="grey", lw=0.4, ls=":")
         ax.annotate(f"{target} %", (min(xs) / 3, target), fontsize=6, color="grey", xytext=(2, 1),
                     textcoords="offset points")

@@ -12,7 +12,7 @@
 # gaps of no recording, ROUNDS times per configuration; attached steps against the gaps' steps, per alternation.
 # Options there: --duration D --gap G --configs "default=;nvml,host=--layers nvml,host" --check-probes (compare
 # the probes of `record --pid` and `record -- CMD` first). Writes OUT/WORKLOAD.attach.md and .json.
-# Its precise estimate (session 16, bench/overhead/bracketed_cost.py): each recording's steady span of whole budget
+# Its precise estimate (bench/overhead/bracketed_cost.py): each recording's steady span of whole budget
 # periods against the line through the gaps around it, a 95 % interval over the alternations, the gaps' null and a
 # verdict against --target (0.02); `sham=` in --configs adds A/A alternations (no recorder). Many short alternations
 # (--duration 8 --gap 3, one configuration, a large ROUNDS with --budget-s) are what narrow it:
