@@ -915,7 +915,7 @@ TEST(IncidentEngine, WithFewWindowsTheVariationBarIsStudentsT) {
   EXPECT_GT(variation_bar(first(25), pa, 3), 3.5 * run_noise_sd(first(25), pa, 3));
 }
 
-// Online, 14 windows into a noisy job (the first 12-38 s of the clean small-batch inference runs, sessions 15-16):
+// Online, 14 windows into a noisy job (the first 12-38 s of the kept clean small-batch inference runs):
 // a 3-window dip of 25 % with no cause is within what the few windows so far allow; the same dip once the job's
 // pace is known from 60 windows is an incident.
 TEST(IncidentEngine, OnlineAnEarlyDipWithNoCauseIsJudgedByWhatTheFewWindowsAllow) {

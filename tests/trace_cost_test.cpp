@@ -579,8 +579,8 @@ TEST(TraceCost, BudgetedTorchOpCountsScaleToTorchProfiler) {
   REQUIRE_ROOT();
   STACKSCOPE_REQUIRE(run_command("/usr/bin/python3 -c 'import torch'") == 0, "no python3-torch");
   std::string notes;
-  // The stated error is a 95 % interval and the CPU-time estimate missed it in about 1 run of 12 on this shared VM
-  // (sessions 11 and 12): one miss is followed by a second, independent recording that must hold (both missing by
+  // The stated error is a 95 % interval and the CPU-time estimate misses it in about 1 run of 12 on this shared VM:
+  // one miss is followed by a second, independent recording that must hold (both missing by
   // more than the slack: about 1 in 150 if the interval is right).
   bool outside = false;
   check_budgeted_torch_counts({"timed", "6"}, &notes, 1, &outside);

@@ -304,7 +304,7 @@ struct OnlineDetector::Engine {
       if (match == tracked.end() && at_head) continue;
       // First judged an incident only after it had ended (the level, or the job's own variation as known now,
       // moved since it was live): hindsight, not something going on. Online tells what is happening; `analyze`
-      // judges the past with the whole run. (Clean GPU runs kept from sessions 15-16: 11 of 27 false online
+      // judges the past with the whole run. (In kept clean GPU runs 11 of 27 false online
       // incidents were told 5-65 s after their stretch had ended; so were those of three held-out clean runs. The
       // impactful episodes of held-out fault runs were told at most 4.3 s after onset, while they lasted.)
       if (match == tracked.end() && inc.end_ns + open_gap <= complete_end) continue;

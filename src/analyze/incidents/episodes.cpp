@@ -103,7 +103,7 @@ double variation_bar(const std::vector<double>& p, const ProgressAnalysis& pa, s
   if (usable >= kMinDriftWindows || !(pa.z > 0)) return pa.z * noise;
   // The deviation itself is then estimated from the few windows seen (early online: 5-15 windows after the
   // start-up), and a drop judged against it at the normal's z is told far too often: 5 of the 16 false online
-  // incidents of the clean GPU runs kept from sessions 15-16 were 3-5 s slowdowns of 1.2-1.4x told 12-38 s into
+  // incidents of the kept clean GPU runs are 3-5 s slowdowns of 1.2-1.4x told 12-38 s into
   // the run. Student's t with the windows' degrees of freedom, at the same tail probability, widens the bar by what
   // the estimate does not know (x2.4 at 5 windows, x1.2 at 19, for z = 3.2) and meets z as windows come.
   const double tail = boost::math::cdf(boost::math::complement(boost::math::normal(), pa.z));

@@ -317,7 +317,7 @@ JobProgress JobProgressCounter::finish(size_t windows) {
   };
   // Steps found from the operation names may be a fraction of the job's: a loop that syncs twice a step with the
   // same calls before each sync repeats its names every half step (kept clean small-batch inference and CNN
-  // recordings of sessions 15-16: 118,574 steps for the workload's 59,276, 39,154 for 19,170). The main
+  // recordings: 118,574 steps for the workload's 59,276, 39,154 for 19,170). The main
   // synchronisation's timing tells the step (sync_period): where it repeats every m of them and a step found
   // holds k, with m a multiple of k at least twice it, the step is m synchronisations (counted from them below,
   // exact where the operators are sampled) and the names' steps are not taken.
