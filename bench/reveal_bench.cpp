@@ -1,4 +1,4 @@
-// Reveal pipeline speed (targets from the issue; Reveal's own figures: features 1.46 s per 3 s window,
+// Reveal pipeline speed (targets below; Reveal's own figures: features 1.46 s per 3 s window,
 // Z 1.1 ms, Mahalanobis 15 ms, Isolation Forest 80 ms per window batch).
 //  - feature extraction of one 3 s window at 100 ms (30 samples) for 700 series: target <= 1 ms on one core;
 //  - each detector fitted and scored on the same window counts: target 10x under Reveal's figures.

@@ -26,7 +26,7 @@ constexpr int64_t kS = 1'000'000'000;
 
 std::string bin() { return STACKSCOPE_BIN; }
 
-// 3.5 s of 40 host gauges at 100 Hz: the recording of the report (a 3.5 s one).
+// 3.5 s of 40 host gauges at 100 Hz: little, yet enough for a tiny window to exhaust the host's memory unchecked.
 void write_host_recording(const std::string& path) {
   RecordingWriter w(path);
   w.set_meta("host", "h");
