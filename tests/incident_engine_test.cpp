@@ -560,7 +560,7 @@ TEST(IncidentEngine, NoiseOfAFewUnitsAWindowIsNoEpisodeOfflineOrOnline) {
     }
     v1_runs_with_episodes += v1_episode;
   }
-  EXPECT_EQ(v1_runs_with_episodes, 5) << "the thresholds before session 10 made an episode of each";
+  EXPECT_EQ(v1_runs_with_episodes, 5) << "the first thresholds made an episode of each";
   for (uint64_t seed : {1, 2, 3}) {
     Lcg rng{seed};
     std::vector<double> p(90);

@@ -23,7 +23,7 @@ Per alternation:
             what a long recording costs once the budget cycles
   noise     each gap's mean against the next gap's (no recorder in either): the in-process floor, to set beside
             the bare runs' spread in run_overhead.sh's fresh-process mode
-  precise   the verdict on issue 14's target (bracketed_cost.py): each alternation's steady span cut to whole
+  precise   the verdict on the <= 2 % cost target (bracketed_cost.py): each alternation's steady span cut to whole
             duty-cycle periods (from the last cycled family's first detach to a later detach of it, both plus the
             margin: a long recording's share of budget windows, not one window or none by chance), against the line
             through the gaps before and after it at the span's mid-time (slow drift cancels); the geometric mean
@@ -34,7 +34,7 @@ Per alternation:
             alternation can be). Configuration `sham=`: an A/A alternation, no recorder, the last real one's
             timeline (recording times and watching series) replayed, so its spans and gaps have the real geometry.
             Known bias: one period holds torch's first calibration window (short and counted) where a long
-            recording averages 8 kinds, so torch's window cost reads ~0.7x: <= 0.2 % low with session 15's figures.
+            recording averages 8 kinds, so torch's window cost reads ~0.7x: <= 0.2 % low on the launch-bound job.
 --combine A.json B.json ... --out DIR pools the precise estimates of several runs (lanes: a job each).
 --check-probes [CONFIG] first runs each configuration (or the one named) with --budget 0 (every probe attached
 throughout) once as `record -- JOB` and once as `record --pid` on the held job, and compares the BPF links the
@@ -614,7 +614,7 @@ def main():
                     help="seconds after the recorder is gone before detached steps count")
     ap.add_argument("--settle", type=float, default=3.0, help="seconds of held steps before the first gap counts")
     ap.add_argument("--target", type=float, default=0.02,
-                    help="the cost the precise estimate's verdict is stated against (0.02: issue 14's 2 %%)")
+                    help="the cost the precise estimate's verdict is stated against (0.02: the 2 %% target)")
     orr.add_run_args(ap)
     ap.add_argument("--configs", default="default=",
                     help="';'-separated NAME=RECORD ARGS (e.g. 'default=;nvml,host=--layers nvml,host'); "

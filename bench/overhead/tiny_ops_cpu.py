@@ -1,4 +1,4 @@
-"""The CPU tiny-operator loop of issue 14: each iteration is a chain of 8x8 matmul, tanh and add (a few hundred
+"""The CPU tiny-operator loop: each iteration is a chain of 8x8 matmul, tanh and add (a few hundred
 thousand PyTorch operator calls a second), so a probe on every operator costs far more than the operator itself.
 A step is one iteration; RESULT lines carry iterations/s (steps_per_s) beside the median iteration time.
 

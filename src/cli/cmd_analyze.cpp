@@ -108,7 +108,7 @@ RegisterCommand reg("analyze", 30, [](CLI::App& app, int& exit_code) {
   cmd->add_option("--online-log", opt->online_log,
                   "Replay the recording through record --detect's engine first; its JSON lines to FILE ('-': stderr)")
       ->group("");
-  cmd->add_flag("--episodes-v1", opt->episodes_v1, "The incident engine's episode thresholds before session 10")
+  cmd->add_flag("--episodes-v1", opt->episodes_v1, "The incident engine's first episode thresholds (kept for comparison)")
       ->group("");
   cmd->callback([opt, cmd, &exit_code] {
     opt->detector_given = cmd->count("--detector") > 0;

@@ -331,7 +331,7 @@ TEST(AgentDaemon, SurvivesThirtyShortJobsWithBoundedMemory) {
   std::cerr << "agent idle RSS, first 9 jobs at most " << rss_warm_kb / 1024 << " MiB, floor of the last 9 of "
             << kJobs << ": " << rss_end_kb / 1024 << " MiB (peak " << agent.status_kb("VmHWM") / 1024
             << " MiB); fds " << total(fds_warm) << " -> " << total(fds_end) << "\n";
-  EXPECT_LT(rss_end_kb, 200u * 1024) << "issue 16's RSS target";
+  EXPECT_LT(rss_end_kb, 200u * 1024) << "the agent's 200 MB RSS target";
   EXPECT_LT(rss_end_kb, rss_warm_kb + 40 * 1024) << "memory grows with every job";
   if (!fds_warm.empty() && !fds_end.empty()) {
     EXPECT_LE(fds_end.count("/proc/PID (gone)") ? fds_end.at("/proc/PID (gone)") : 0, 3)
