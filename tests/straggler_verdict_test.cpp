@@ -396,3 +396,15 @@ TEST(StragglerVerdict, ANarrowlyStarvedGpuNeedsItsRanksCpuContention) {
   EXPECT_FALSE(v.excess_measured);
   EXPECT_EQ(verdict_with(mark({0.3, 0.3, 0.32})).kind, VerdictKind::none) << verdict_with(mark({0.3, 0.3, 0.32})).evidence;
 }
+
+// Points whose ends are not in time order (waits clustered out of order when no step markers give the steps): each
+// point's excess is bounded by the time since the previous one, which is then negative. The bound is read as no time
+// at all, so the job's excess is never negative (std::clamp with hi < lo is undefined and summed negative times).
+TEST(StragglerVerdict, PointsOutOfTimeOrderNeverMakeANegativeExcess) {
+  const TimelineSet set = job({0, 0, 5, 0});
+  SyncPoints sp = find_sync_points(set);
+  ASSERT_GE(sp.end_ns.size(), 4u);
+  for (size_t k = 1; k < sp.end_ns.size(); k += 2) std::swap(sp.end_ns[k - 1], sp.end_ns[k]);
+  const auto v = wait_verdict(set, sp);
+  EXPECT_GE(v.excess_ns, 0.0) << v.evidence;
+}

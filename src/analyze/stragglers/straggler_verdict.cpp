@@ -698,7 +698,8 @@ StragglerVerdict wait_verdict(const TimelineSet& set, const SyncPoints& sp, cons
     for (int w : slow) a += late[k][w] / double(slow.size());
     for (int w : rest) b += late[k][w] / double(rest.size());
     diff[k] = a - b;
-    const double bound = k ? double(sp.end_ns[k] - sp.end_ns[k - 1]) : 0;
+    // Points out of time order (no step markers to order them) bound the excess by no time, not a negative one.
+    const double bound = k ? std::max(0.0, double(sp.end_ns[k] - sp.end_ns[k - 1])) : 0;
     v.excess_ns += std::clamp(diff[k], 0.0, bound);
   }
   const auto [mean_diff, t] = mean_t(diff);
