@@ -423,7 +423,7 @@ int run_record(const RecordOptions& opt) {
     out_file.discard();  // nothing recorded: no empty recording left, an existing one stays as it was
     std::cerr << "stackscope: nothing was recorded"
               << (out_file.in_place() ? "" : "; " + out + " is as it was") << ": "
-              << (writer.error().find("full") != std::string::npos ? no_space_message(out) : writer.error()) << "\n";
+              << (writer.disk_full() ? no_space_message(out) : writer.error()) << "\n";
   } else if (writer.failed() && !out_file.in_place()) {
     // --force: a recording cut short by a failed write never replaces the one at the path; it stays beside it.
     std::cerr << fmt::format("stackscope: {} is as it was (a recording whose writing failed does not replace it); "

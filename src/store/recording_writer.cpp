@@ -203,6 +203,11 @@ std::string RecordingWriter::error() const {
   return error_;
 }
 
+bool RecordingWriter::disk_full() const {
+  std::lock_guard lk(mu_);
+  return disk_full_;
+}
+
 void RecordingWriter::run() {
   auto interval = std::chrono::milliseconds(opt_.flush_interval_ms);
   auto sample_interval = std::chrono::milliseconds(std::max(opt_.sample_flush_interval_ms, opt_.flush_interval_ms));
@@ -256,6 +261,8 @@ void RecordingWriter::run() {
         std::lock_guard lk(mu_);
         failed_ = true;
         error_ = e.what();
+        const auto* sqlite_error = dynamic_cast<const sql::SqliteError*>(&e);
+        disk_full_ = sqlite_error && sqlite_error->disk_full();
         stats_.dropped += batch->events.size() + batch->samples.size();
         drops_["store.write_failed"] += batch->events.size() + batch->samples.size();
       }

@@ -63,6 +63,7 @@ class RecordingWriter final : public TelemetrySink {
   // and later appends are dropped and counted.
   bool failed() const { return failed_.load(); }
   std::string error() const;
+  bool disk_full() const;  // the failed write found the disk full (SQLITE_FULL)
   const std::string& path() const { return path_; }
 
  private:
@@ -82,6 +83,7 @@ class RecordingWriter final : public TelemetrySink {
   bool stop_ = false, closed_ = false;
   std::atomic<bool> failed_{false};
   std::string error_;
+  bool disk_full_ = false;  // with error_, under mu_
   RecordingWriterStats stats_;
   std::map<std::string, SeriesId> series_ids_;
   std::map<std::string, uint64_t, std::less<>> drops_;
